@@ -1,0 +1,92 @@
+"""Wall time and peak memory of pytest runs with and without pytest-accel, side by side.
+
+Variants run interleaved (round-robin) so that machine noise hits all of them alike;
+the table reports the median wall time, its ratio to bare pytest, and peak RSS.
+
+    python bench/overhead.py --tests 10000 --repeat 5 --collect-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.suite import generate  # noqa: E402
+
+
+@dataclass
+class Variant:
+    name: str
+    args: list[str]
+    walls: list[float] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+
+
+def run_once(variant: Variant, suite: Path, common: list[str], workdir: Path) -> None:
+    args = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider"]
+    args += common + [a.replace("{tmp}", str(workdir)) for a in variant.args]
+    # Installed packages run from bytecode; let the warm-up round write it for the plugin too.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    start = time.perf_counter()
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 5):
+        raise SystemExit(f"{variant.name} failed with exit {code}:\n{stderr[-2000:]}")
+    variant.walls.append(wall)
+    variant.rss_mb.append(usage.ru_maxrss / 1024)
+
+
+def table(variants: list[Variant]) -> str:
+    bare = statistics.median(variants[0].walls)
+    bare_rss = statistics.median(variants[0].rss_mb)
+    lines = [
+        "| variant | median wall (s) | ratio to bare | peak RSS (MB) | RSS ratio |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for v in variants:
+        wall, rss = statistics.median(v.walls), statistics.median(v.rss_mb)
+        lines.append(
+            f"| {v.name} | {wall:.3f} | {wall / bare:.3f}x | {rss:.0f} | {rss / bare_rss:.3f}x |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tests", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--collect-only", action="store_true")
+    args = parser.parse_args()
+    variants = [
+        Variant("bare pytest (-p no:pytest_accel)", ["-p", "no:pytest_accel"]),
+        Variant("pytest-accel --accel=auto", ["--accel=auto"]),
+    ]
+    common = ["-p", "no:xdist"] + (["--collect-only"] if args.collect_only else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        suite = Path(tmp) / "suite"
+        count = generate(suite, args.tests)
+        for variant in variants:  # warm-up: page cache, .pyc files
+            run_once(variant, suite, common, Path(tmp))
+            variant.walls.clear()
+            variant.rss_mb.clear()
+        for _ in range(args.repeat):
+            for variant in variants:
+                run_once(variant, suite, common, Path(tmp))
+    mode = "pytest --collect-only" if args.collect_only else "pytest"
+    print(f"{mode} on {count} generated tests, {args.repeat} interleaved rounds\n")
+    print(table(variants))
+
+
+if __name__ == "__main__":
+    main()

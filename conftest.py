@@ -1,0 +1,5 @@
+"""Shared fixtures for pytest-accel's own tests."""
+
+from __future__ import annotations
+
+pytest_plugins = ["tests.fakesys"]

@@ -1,0 +1,262 @@
+"""pytest hooks: options, detection at configure time, the header and selection.
+
+The logic lives in ``detection``, ``selection`` and ``options``; this module only wires
+it into pytest.  Importing it must stay cheap (no jax, numpy, filelock or orjson).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+from typing import Any
+
+import pytest
+
+from pytest_accel import hookspecs, options
+from pytest_accel.detection import (
+    Detection,
+    DetectionContext,
+    cpu_detection,
+    describe_evidence,
+    detect_builtin,
+    platform_matches,
+    sysroot_from_env,
+)
+from pytest_accel.probe import ProbeError, confirm, run_jax_probe
+from pytest_accel.selection import (
+    MARKERS,
+    RUN,
+    SELECTION_MARKERS,
+    MarkerError,
+    Verdict,
+    evaluate_marks,
+)
+
+detection_key = pytest.StashKey[Detection]()
+options_key = pytest.StashKey[options.AccelOptions]()
+verdict_key = pytest.StashKey[Verdict]()
+_saved_env_key = pytest.StashKey[dict[str, str | None]]()
+
+WORKERINPUT_DETECTION = "pytest_accel_detection"
+# Platforms JAX itself can confirm; a third-party platform is its detector's word.
+JAX_PLATFORMS = frozenset({"tpu", "cuda", "rocm", "gpu"})
+_XLA_HOST_COUNT = re.compile(r"--xla_force_host_platform_device_count=\d+")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Apply --accel-cpu-devices before conftests (which may import jax) are loaded."""
+    # Options are not parsed into config.option yet; the early namespace has them.
+    spec = options.spec_for("--accel-cpu-devices")
+    value = getattr(early_config.known_args_namespace, spec.dest, None) or early_config.getini(
+        spec.dest
+    )
+    if not value:
+        return
+    count = options.parse_positive_int("--accel-cpu-devices", str(value))
+    saved = {name: os.environ.get(name) for name in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS")}
+    early_config.stash[_saved_env_key] = saved
+    os.environ["JAX_NUM_CPU_DEVICES"] = str(count)
+    flag = f"--xla_force_host_platform_device_count={count}"
+    flags = _XLA_HOST_COUNT.sub("", saved["XLA_FLAGS"] or "").strip()
+    os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+
+
+def known_platforms(config: pytest.Config) -> list[str]:
+    names: list[str] = []
+    for result in config.hook.pytest_accel_platforms():
+        names.extend(str(n).lower() for n in result)
+    return names
+
+
+class CpuFallback:
+    """The last detector: no accelerator answered, so the run is on CPU."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_accel_detect(self, context: DetectionContext) -> Detection:
+        return cpu_detection(context)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_accel_detect(context: DetectionContext) -> Detection | None:
+    return detect_builtin(context)
+
+
+def detect(config: pytest.Config, requested: str | None) -> Detection:
+    context = DetectionContext(sysroot_from_env(os.environ), dict(os.environ), requested)
+    result: Detection = config.hook.pytest_accel_detect(context=context)
+    return result
+
+
+def _missing_error(requested: str, detection: Detection) -> pytest.UsageError:
+    return pytest.UsageError(
+        f"--accel={requested}: no {requested} device found (detected {detection.describe()});"
+        f" checked: {describe_evidence(detection.evidence)}."
+        " Use --accel=auto to skip what cannot run here, or --accel-allow-missing."
+    )
+
+
+def _resolve_detection(config: pytest.Config, opts: options.AccelOptions) -> Detection:
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput and WORKERINPUT_DETECTION in workerinput:
+        # xdist worker: the controller detected (and probed) once for everyone.
+        return Detection.from_json(workerinput[WORKERINPUT_DETECTION])
+    if opts.emulate is not None:
+        return opts.emulate
+    requested = opts.requested
+    if requested == "cpu":
+        return cpu_detection(
+            DetectionContext(sysroot_from_env(os.environ), os.environ),
+            source="option --accel=cpu",
+        )
+    detection = detect(config, requested)
+    if requested and not platform_matches(requested, detection.platform):
+        if not opts.allow_missing:
+            raise _missing_error(requested, detection)
+        return detection
+    wants_probe = opts.probe == "jax" or (
+        opts.probe == "auto"
+        and requested in JAX_PLATFORMS
+        and importlib.util.find_spec("jax") is not None
+    )
+    if not wants_probe:
+        return detection
+    if importlib.util.find_spec("jax") is None:
+        raise pytest.UsageError("--accel-probe=jax: jax is not importable (pip install jax)")
+    try:
+        result = run_jax_probe(timeout=opts.probe_timeout)
+        confirmed = confirm(requested or detection.platform, result)
+    except ProbeError as exc:
+        if requested and opts.allow_missing:
+            ctx = DetectionContext(sysroot_from_env(os.environ), os.environ)
+            ctx.evidence.extend([*detection.evidence, f"jax probe: {exc}"])
+            return cpu_detection(ctx, source="probe jax")
+        raise pytest.UsageError(f"--accel-probe: {exc}") from None
+    return Detection(
+        confirmed.platform,
+        confirmed.device_count,
+        confirmed.device_kind or detection.device_kind,
+        f"{detection.source}, confirmed by jax",
+        (*detection.evidence, *confirmed.evidence),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for text in MARKERS.values():
+        config.addinivalue_line("markers", text)
+    if not config.pluginmanager.has_plugin("pytest_accel.cpu_fallback"):
+        config.pluginmanager.register(CpuFallback(), "pytest_accel.cpu_fallback")
+    opts = options.resolve(config, known_platforms(config))
+    config.stash[options_key] = opts
+    config.stash[detection_key] = _resolve_detection(config, opts)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name, value in config.stash.get(_saved_env_key, {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: hand the detection to each worker instead of re-detecting."""
+    detection = node.config.stash.get(detection_key, None)
+    if detection is not None:
+        node.workerinput[WORKERINPUT_DETECTION] = detection.to_json()
+
+
+def framework_versions() -> dict[str, str]:
+    """Installed framework versions, read from metadata (never by importing them)."""
+    versions: dict[str, str] = {}
+    for name in ("jax", "jaxlib", "torch", "torch_xla"):
+        if name in sys.modules or importlib.util.find_spec(name) is not None:
+            try:
+                versions[name] = importlib.metadata.version(name.replace("_", "-"))
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return versions
+
+
+def header_line(config: pytest.Config) -> str:
+    detection = config.stash[detection_key]
+    opts = config.stash[options_key]
+    line = f"accel: {detection.describe()}"
+    if opts.requested and not platform_matches(opts.requested, detection.platform):
+        line += f" (requested {opts.requested}: missing, its tests skip)"
+    versions = framework_versions()
+    for name in ("jax", "torch"):
+        if name in versions:
+            line += f"; {name} {versions[name]}"
+    return line
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return header_line(config)
+
+
+Marks = tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...]
+
+
+def _own_selection_marks(node: pytest.Item | pytest.Collector) -> Marks:
+    return tuple(
+        (m.name, m.args, dict(m.kwargs)) for m in node.own_markers if m.name in SELECTION_MARKERS
+    )
+
+
+def _inherited_marks(node: pytest.Collector | None, cache: dict[int, Marks]) -> Marks:
+    """Selection marks of a collector and its parents, closest first, once per collector.
+
+    Equivalent to ``item.iter_markers()`` without rebuilding each item's parent chain:
+    ten thousand tests share a few hundred classes and modules.
+    """
+    if node is None:
+        return ()
+    marks = cache.get(id(node))
+    if marks is None:
+        marks = _own_selection_marks(node) + _inherited_marks(node.parent, cache)
+        cache[id(node)] = marks
+    return marks
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    detection = config.stash[detection_key]
+    opts = config.stash[options_key]
+    targets_accelerator = detection.is_accelerator or opts.requested not in (None, "cpu")
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    cache: dict[int, Marks] = {}
+    for item in items:
+        marks = _own_selection_marks(item) + _inherited_marks(item.parent, cache)
+        try:
+            verdict = (
+                evaluate_marks(
+                    marks, detection, opts.known_platforms, targets_accelerator=targets_accelerator
+                )
+                if marks
+                else RUN
+            )
+        except MarkerError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        item.stash[verdict_key] = verdict
+        if opts.only and not verdict.targets_platform(detection.platform):
+            deselected.append(item)
+            continue
+        if verdict.skip_reason is not None:
+            item.add_marker(pytest.mark.skip(reason=verdict.skip_reason))
+        kept.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept

@@ -1,0 +1,201 @@
+"""Markers and what they require, evaluated against a Detection.
+
+Pure functions over marks (like pytest's ``skipping.py``): collection asks
+``evaluate_marks`` once per test and gets a frozen Verdict back.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pytest_accel.detection import Detection, platform_matches
+
+MARKERS: dict[str, str] = {
+    "accel": (
+        "accel(*platforms, min_devices=1, kind=None): run only when the detected platform is"
+        " one of platforms ('gpu' matches cuda and rocm), at least min_devices devices are"
+        " visible and kind (case-insensitive glob, e.g. 'TPU v5*') matches the device kind."
+    ),
+    "tpu": "tpu(min_devices=1, kind=None): run only on TPU; shorthand for accel('tpu').",
+    "tpu_ci": "tpu_ci(min_devices=1, kind=None): TPU CI tier; alias of tpu.",
+    "gpu": "gpu(min_devices=1, kind=None): run only on a GPU (cuda or rocm).",
+    "cuda": "cuda(min_devices=1, kind=None): run only on NVIDIA CUDA GPUs.",
+    "rocm": "rocm(min_devices=1, kind=None): run only on AMD ROCm GPUs.",
+    "multi_gpu": "multi_gpu(n=2): run only with at least n GPUs; accel('gpu', min_devices=n).",
+    "multi_device": (
+        "multi_device(n=2): run only with at least n devices of any platform, CPU included"
+        " (JAX host devices; see --accel-cpu-devices)."
+    ),
+    "cpu_only": "cpu_only: run only when the run does not target an accelerator.",
+    "entry": "entry: entry-point / smoke tests, for -m selection.",
+    "ray": "ray: tests that need Ray; skipped with a reason when ray is not importable.",
+    "slow": "slow: slow tests, for -m selection.",
+    "perf": (
+        "perf(threshold=None, min_delta=None, ignore=False): per-test override of the"
+        " performance regression rule."
+    ),
+}
+
+# Markers whose arguments name a platform directly.
+_PLATFORM_SHORTHANDS = {"tpu": "tpu", "tpu_ci": "tpu", "gpu": "gpu", "cuda": "cuda", "rocm": "rocm"}
+REQUIREMENT_MARKERS = frozenset({*_PLATFORM_SHORTHANDS, "accel", "multi_gpu", "multi_device"})
+SELECTION_MARKERS = frozenset({*REQUIREMENT_MARKERS, "cpu_only", "ray"})
+
+
+class MarkerError(ValueError):
+    """A marker was used with arguments it does not accept."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One marker's demand: a platform set (None = any), a device count and a kind glob."""
+
+    platforms: frozenset[str] | None
+    min_devices: int = 1
+    kind: str | None = None
+    marker: str = "accel"
+
+    def describe(self) -> str:
+        where = "/".join(sorted(self.platforms)) if self.platforms else "any platform"
+        text = f"{where} x{self.min_devices}" if self.platforms else (f"{self.min_devices} devices")
+        if self.kind:
+            text += f" of kind {self.kind!r}"
+        return text
+
+    def unmet_by(self, detection: Detection) -> bool:
+        if self.platforms is not None and not any(
+            platform_matches(p, detection.platform) for p in self.platforms
+        ):
+            return True
+        if detection.device_count < self.min_devices:
+            return True
+        return bool(
+            self.kind
+            and not fnmatch.fnmatch((detection.device_kind or "").lower(), self.kind.lower())
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Collection's decision for one test."""
+
+    skip_reason: str | None = None
+    # Platforms the test targets through its markers; empty = a plain test.
+    targets: frozenset[str] = frozenset()
+    cpu_only: bool = False
+    requirements: tuple[Requirement, ...] = ()
+
+    def targets_platform(self, platform: str) -> bool:
+        if platform == "cpu":
+            return self.cpu_only
+        return any(platform_matches(t, platform) for t in self.targets)
+
+
+RUN = Verdict()
+
+
+def _positive_int(marker: str, name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MarkerError(
+            f"@pytest.mark.{marker}: {name} must be a positive integer, got {value!r}"
+        )
+    return value
+
+
+def _kind(marker: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise MarkerError(f"@pytest.mark.{marker}: kind must be a string glob, got {value!r}")
+    return value
+
+
+def requirement_from_mark(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], known_platforms: Collection[str]
+) -> Requirement | None:
+    """The requirement one mark expresses, or None for markers that require nothing."""
+    if name in _PLATFORM_SHORTHANDS:
+        extra = set(kwargs) - {"min_devices", "kind"}
+        if args or extra:
+            raise MarkerError(
+                f"@pytest.mark.{name} takes only min_devices= and kind=, got"
+                f" {args or sorted(extra)!r}"
+            )
+        return Requirement(
+            frozenset({_PLATFORM_SHORTHANDS[name]}),
+            _positive_int(name, "min_devices", kwargs.get("min_devices", 1)),
+            _kind(name, kwargs.get("kind")),
+            name,
+        )
+    if name == "accel":
+        platforms = frozenset(str(a).lower() for a in args)
+        unknown = sorted(platforms - set(known_platforms))
+        if unknown:
+            raise MarkerError(
+                f"@pytest.mark.accel: unknown platform {unknown[0]!r}"
+                f" (choose from {', '.join(sorted(known_platforms))})"
+            )
+        return Requirement(
+            platforms or None,
+            _positive_int(name, "min_devices", kwargs.get("min_devices", 1)),
+            _kind(name, kwargs.get("kind")),
+            name,
+        )
+    if name in ("multi_gpu", "multi_device"):
+        n = _positive_int(name, "n", args[0] if args else kwargs.get("n", 2))
+        return Requirement(frozenset({"gpu"}) if name == "multi_gpu" else None, n, None, name)
+    return None
+
+
+@cache
+def module_available(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+MarkSource = Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]]
+
+
+def evaluate_marks(
+    marks: MarkSource,
+    detection: Detection,
+    known_platforms: Collection[str],
+    *,
+    targets_accelerator: bool | None = None,
+    is_available: Callable[[str], bool] = module_available,
+) -> Verdict:
+    """Decide whether a test with these ``(name, args, kwargs)`` marks runs here.
+
+    ``targets_accelerator`` says whether the run targets an accelerator (for ``cpu_only``);
+    it defaults to what was detected, but an explicit ``--accel=tpu`` whose TPU is missing
+    still targets one.
+    """
+    if targets_accelerator is None:
+        targets_accelerator = detection.is_accelerator
+    requirements: list[Requirement] = []
+    cpu_only = False
+    needs_ray = False
+    for name, args, kwargs in marks:
+        if name == "cpu_only":
+            cpu_only = True
+        elif name == "ray":
+            needs_ray = True
+        else:
+            requirement = requirement_from_mark(name, args, kwargs, known_platforms)
+            if requirement is not None:
+                requirements.append(requirement)
+    targets = frozenset(p for r in requirements for p in (r.platforms or ()))
+    reason = None
+    for requirement in requirements:
+        if requirement.unmet_by(detection):
+            reason = f"requires {requirement.describe()} (detected: {detection.describe()})"
+            break
+    if reason is None and cpu_only and targets_accelerator:
+        reason = f"cpu_only: this run targets an accelerator (detected: {detection.describe()})"
+    if reason is None and needs_ray and not is_available("ray"):
+        reason = "requires ray (not importable here: pip install ray)"
+    if reason is None and not requirements and not cpu_only:
+        return RUN
+    return Verdict(reason, targets, cpu_only, tuple(requirements))

@@ -1,0 +1,106 @@
+"""Fake /sys, /dev and /proc trees for detection tests (``PYTEST_ACCEL_SYSROOT``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ACCEL_ENV = (
+    "PYTEST_ACCEL",
+    "PYTEST_ACCEL_SYSROOT",
+    "JAX_PLATFORMS",
+    "PJRT_DEVICE",
+    "JAX_NUM_CPU_DEVICES",
+    "XLA_FLAGS",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "TPU_VISIBLE_CHIPS",
+    "GITHUB_ACTIONS",
+    "GITHUB_STEP_SUMMARY",
+)
+
+
+class FakeSys:
+    """Builds the files detection reads, under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._pci = 0
+        (root / "dev").mkdir(parents=True, exist_ok=True)
+        (root / "sys/bus/pci/devices").mkdir(parents=True, exist_ok=True)
+
+    def _write(self, relative: str, text: str) -> Path:
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def pci_device(self, vendor: str, device: str, subsystem: str = "0x0000") -> str:
+        address = f"0000:00:{self._pci:02x}.0"
+        self._pci += 1
+        base = f"sys/bus/pci/devices/{address}"
+        self._write(f"{base}/vendor", f"{vendor}\n")
+        self._write(f"{base}/device", f"{device}\n")
+        self._write(f"{base}/subsystem_device", f"{subsystem}\n")
+        return address
+
+    def add_tpu(self, chips: int, device_id: str = "0x0063", *, accel_nodes: bool = True) -> None:
+        for index in range(chips):
+            self.pci_device("0x1ae0", device_id)
+            if accel_nodes:
+                self._write(f"dev/accel{index}", "")
+
+    def add_nvidia(self, gpus: int, model: str = "NVIDIA A100-SXM4-80GB") -> None:
+        self._write("dev/nvidiactl", "")
+        for index in range(gpus):
+            self._write(f"dev/nvidia{index}", "")
+            self._write(
+                f"proc/driver/nvidia/gpus/0000:{index:02x}:00.0/information",
+                f"Model: \t\t {model}\nIRQ:   \t\t 42\n",
+            )
+
+    def add_kfd_node(self, simd_count: int, name: str) -> None:
+        nodes = self.root / "sys/class/kfd/kfd/topology/nodes"
+        index = len(list(nodes.iterdir())) if nodes.is_dir() else 0
+        self._write(
+            f"sys/class/kfd/kfd/topology/nodes/{index}/properties",
+            f"cpu_cores_count 0\nsimd_count {simd_count}\nmem_banks_count 1\n",
+        )
+        self._write(f"sys/class/kfd/kfd/topology/nodes/{index}/name", f"{name}\n")
+
+    def add_vfio_group(self, group: int, vendor: str, device: str) -> None:
+        self._write(f"dev/vfio/{group}", "")
+        self._write("dev/vfio/vfio", "")
+        address = self.pci_device(vendor, device)
+        link_dir = self.root / f"sys/kernel/iommu_groups/{group}/devices"
+        link_dir.mkdir(parents=True, exist_ok=True)
+        (link_dir / address).symlink_to(self.root / "sys/bus/pci/devices" / address)
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_accel_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's or runner's accelerator variables must not leak into tests."""
+    for name in ACCEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def fakesys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSys:
+    """An empty machine (no accelerator) that detection reads instead of ``/``."""
+    fake = FakeSys(tmp_path / "sysroot")
+    monkeypatch.setenv("PYTEST_ACCEL_SYSROOT", str(fake.root))
+    return fake
+
+
+def skip_reasons(pytester: pytest.Pytester, *args: str) -> dict[str, str]:
+    """Run in-process and map each skipped test's name to its exact skip reason."""
+    reprec = pytester.inline_run(*args)
+    reasons: dict[str, str] = {}
+    for report in reprec.getreports("pytest_runtest_logreport"):
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reasons[report.nodeid.rsplit("::", 1)[-1]] = report.longrepr[2].removeprefix(
+                "Skipped: "
+            )
+    return reasons

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.fakesys import FakeSys, skip_reasons
+
+SPYRE_CONFTEST = """
+from pytest_accel.detection import Detection
+
+def pytest_accel_platforms():
+    return ["spyre"]
+
+def pytest_accel_detect(context):
+    cards = sorted(context.path("/dev").glob("spyre[0-9]*"))
+    context.note(f"/dev/spyre*: {len(cards)} card(s)")
+    if not cards:
+        return None
+    return Detection("spyre", len(cards), "Spyre v1", "dev", tuple(context.evidence))
+"""
+
+SPYRE_SUITE = """
+import pytest
+
+@pytest.mark.accel("spyre", min_devices=2)
+def test_on_spyre(): pass
+
+@pytest.mark.accel("spyre", kind="Spyre v2")
+def test_next_generation(): pass
+
+@pytest.mark.tpu
+def test_on_tpu(): pass
+"""
+
+
+def test_a_conftest_detector_adds_a_platform_for_accel_and_markers(
+    pytester: pytest.Pytester, fakesys: FakeSys
+) -> None:
+    for index in range(4):
+        (fakesys.root / f"dev/spyre{index}").write_text("")
+    pytester.makeconftest(SPYRE_CONFTEST)
+    pytester.makepyfile(SPYRE_SUITE)
+    result = pytester.runpytest("--accel=spyre", "--strict-markers")
+    result.stdout.fnmatch_lines(["accel: spyre x4 (Spyre v1) via dev*"])
+    result.assert_outcomes(passed=1, skipped=2)
+    assert skip_reasons(pytester, "--accel=spyre")["test_next_generation"] == (
+        "requires spyre x1 of kind 'Spyre v2' (detected: spyre x4 (Spyre v1) via dev)"
+    )
+
+
+def test_third_party_detectors_run_after_the_builtin_probes_and_before_the_cpu_fallback(
+    pytester: pytest.Pytester, fakesys: FakeSys
+) -> None:
+    (fakesys.root / "dev/spyre0").write_text("")
+    fakesys.add_tpu(4)
+    pytester.makeconftest(SPYRE_CONFTEST)
+    pytester.makepyfile("def test_ok(): pass")
+    # auto: the TPU probe answers first; asking for spyre skips the built-in probes.
+    pytester.runpytest("--accel-probe=none").stdout.fnmatch_lines(["accel: tpu x4*"])
+    pytester.runpytest("--accel=spyre").stdout.fnmatch_lines(["accel: spyre x1*"])
+
+
+def test_a_missing_third_party_platform_lists_the_detectors_evidence(
+    pytester: pytest.Pytester, fakesys: FakeSys
+) -> None:
+    pytester.makeconftest(SPYRE_CONFTEST)
+    pytester.makepyfile(SPYRE_SUITE)
+    result = pytester.runpytest("--accel=spyre")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --accel=spyre: no spyre device found*/dev/spyre*: 0 card(s)*"]
+    )
+
+
+def test_an_unregistered_platform_name_is_still_rejected(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SPYRE_CONFTEST)
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest("--accel=neuron")
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --accel: invalid choice 'neuron'"
+            " (choose from auto, cpu, cuda, rocm, tpu, gpu, spyre)"
+        ]
+    )
