@@ -1,6 +1,6 @@
 """Latency of detection without the JAX probe: this machine, and a fake 8-chip TPU host.
 
-    python bench/detect.py
+python bench/detect.py
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-from pytest_accel.detection import DetectionContext, cpu_detection, detect_builtin  # noqa: E402
+from pytest_accel.detection import DetectionContext, cpu_detection, detect_builtin
 
 
 def measure(root: Path, rounds: int = 200) -> float:
@@ -46,7 +46,8 @@ def main() -> None:
     print("| machine | median detection (ms) |\n| --- | ---: |")
     print(f"| this machine (/) | {measure(Path('/')):.2f} |")
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"| fake TPU v6e host, 8 chips + 100 PCI devices | {measure(fake_tpu_host(Path(tmp))):.2f} |")
+        latency = measure(fake_tpu_host(Path(tmp)))
+        print(f"| fake TPU v6e host, 8 chips + 100 PCI devices | {latency:.2f} |")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.suite import generate  # noqa: E402
+from bench.suite import generate
 
 
 @dataclass

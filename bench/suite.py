@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-MODULE_TEMPLATE = '''
+MODULE_TEMPLATE = """
 import pytest
 
 PARAMS = list(range({params}))
@@ -19,7 +19,7 @@ def test_param_{index}(value):
     assert value >= 0
 
 {functions}
-'''
+"""
 
 
 def generate(root: Path, tests: int, per_module: int = 100, marked: bool = True) -> int:
@@ -34,9 +34,7 @@ def generate(root: Path, tests: int, per_module: int = 100, marked: bool = True)
             f"    def test_method_{m}(self):\n        assert True\n" for m in range(methods_n)
         )
         functions = "\n".join(
-            (
-                "@pytest.mark.tpu\n" if marked and f % 10 == 0 else ""
-            )
+            ("@pytest.mark.tpu\n" if marked and f % 10 == 0 else "")
             + f"def test_function_{index}_{f}():\n    assert True\n"
             for f in range(functions_n)
         )

@@ -1,0 +1,103 @@
+"""Reading and writing the plugin's JSON files safely.
+
+Writes are atomic (temp file in the same directory, fsync, ``os.replace``): a reader
+sees the old file or the new one, never half of one, and a crash leaves no partial
+file behind.  orjson is imported here, lazily, only when a file is read or written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+class InputError(Exception):
+    """A file the user gave us cannot be used; the message names the file and the problem."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        super().__init__(f"{os.fspath(path)}: {problem}")
+        self.path = os.fspath(path)
+        self.problem = problem
+
+
+def dumps(data: Any) -> bytes:
+    import orjson
+
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+    """Serialise first, then replace ``path`` in one step."""
+    payload = dumps(data)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; not every filesystem allows opening a directory.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON file, or raise InputError saying why it cannot be read."""
+    import orjson
+
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, not a file") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a UTF-8 BOM from an editor is untidy, not invalid
+    if not raw.strip():
+        raise InputError(path, "is empty")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(path, f"is not valid JSON ({exc})") from None
+
+
+def check_writable(path: str | os.PathLike[str]) -> Path:
+    """Create the parent directory and prove we can write there, before the run starts."""
+    target = Path(path)
+    if target.is_dir():
+        raise InputError(path, "is a directory; give a file path such as record.json")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}."):
+            pass
+    except OSError as exc:
+        raise InputError(path, f"cannot be written: {exc.strerror or exc}") from None
+    return target
+
+
+def finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
