@@ -87,14 +87,37 @@ ACCEL_OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def add_options(parser: pytest.Parser, specs: tuple[OptionSpec, ...] = ACCEL_OPTIONS) -> None:
-    group = parser.getgroup("accel", "accelerator-aware selection (pytest-accel)")
+PERF_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "--perf-record",
+        "Write this run's timing record (JSON) to PATH when the session ends, also after"
+        " failures and Ctrl-C.",
+        metavar="PATH",
+    ),
+    OptionSpec(
+        "--perf-env-key",
+        "Name the hardware the timings belong to (default: platform/device_kind/xN), e.g. a"
+        " runner label.",
+        metavar="KEY",
+    ),
+)
+
+_GROUPS = {
+    "accel": "accelerator-aware selection (pytest-accel)",
+    "perf": "timing records and baselines (pytest-accel)",
+}
+
+
+def add_options(
+    parser: pytest.Parser, specs: tuple[OptionSpec, ...] = ACCEL_OPTIONS, group: str = "accel"
+) -> None:
+    group_ = parser.getgroup(group, _GROUPS[group])
     for spec in specs:
         if spec.is_flag:
-            group.addoption(spec.flag, action="store_true", default=None, help=spec.help)
+            group_.addoption(spec.flag, action="store_true", default=None, help=spec.help)
             parser.addini(spec.dest, spec.help, type="bool", default=False)
         else:
-            group.addoption(spec.flag, default=None, metavar=spec.metavar, help=spec.help)
+            group_.addoption(spec.flag, default=None, metavar=spec.metavar, help=spec.help)
             parser.addini(spec.dest, spec.help, default=None)
 
 
@@ -115,7 +138,7 @@ def raw_setting(
 
 
 def spec_for(flag: str) -> OptionSpec:
-    return next(s for s in ACCEL_OPTIONS if s.flag == flag)
+    return next(s for s in (*ACCEL_OPTIONS, *PERF_OPTIONS) if s.flag == flag)
 
 
 def _choices_error(flag: str, value: str, choices: Collection[str]) -> pytest.UsageError:
@@ -193,4 +216,21 @@ def resolve(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOpt
         cpu_devices=cpu_devices,
         emulate=emulate,
         known_platforms=known,
+    )
+
+
+@dataclass(frozen=True)
+class PerfOptions:
+    record: str | None
+    env_key: str | None
+
+
+def resolve_perf(config: pytest.Config) -> PerfOptions:
+    record = raw_setting(config, spec_for("--perf-record"))
+    key = raw_setting(config, spec_for("--perf-env-key"))
+    if key is not None and not str(key).strip():
+        raise pytest.UsageError("--perf-env-key: the key must not be empty")
+    return PerfOptions(
+        record=str(record) if record else None,
+        env_key=str(key).strip() if key else None,
     )

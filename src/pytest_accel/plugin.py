@@ -6,11 +6,9 @@ it into pytest.  Importing it must stay cheap (no jax, numpy, filelock or orjson
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import re
-import sys
 from typing import Any
 
 import pytest
@@ -26,6 +24,8 @@ from pytest_accel.detection import (
     sysroot_from_env,
 )
 from pytest_accel.probe import ProbeError, confirm, run_jax_probe
+from pytest_accel.recorder import NodeInfoReporter, PerfRecorder
+from pytest_accel.records import framework_versions
 from pytest_accel.selection import (
     MARKERS,
     RUN,
@@ -34,6 +34,7 @@ from pytest_accel.selection import (
     Verdict,
     evaluate_marks,
 )
+from pytest_accel.storage import InputError, check_writable
 
 detection_key = pytest.StashKey[Detection]()
 options_key = pytest.StashKey[options.AccelOptions]()
@@ -52,6 +53,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+    options.add_options(parser, options.PERF_OPTIONS, group="perf")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -159,7 +161,28 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(CpuFallback(), "pytest_accel.cpu_fallback")
     opts = options.resolve(config, known_platforms(config))
     config.stash[options_key] = opts
-    config.stash[detection_key] = _resolve_detection(config, opts)
+    detection = config.stash[detection_key] = _resolve_detection(config, opts)
+    _register_features(config, detection)
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _register_features(config: pytest.Config, detection: Detection) -> None:
+    """Feature classes exist only when their option is on (like pytest's stepwise)."""
+    perf = options.resolve_perf(config)
+    if perf.record is None:
+        return
+    config.pluginmanager.register(NodeInfoReporter(), "pytest_accel.node_info")
+    if _is_xdist_worker(config):
+        return  # workers only annotate reports; the controller writes
+    try:
+        path = check_writable(perf.record)
+    except InputError as exc:
+        raise pytest.UsageError(f"--perf-record: {exc}") from None
+    recorder = PerfRecorder(config, path, detection, perf.env_key)
+    config.pluginmanager.register(recorder, "pytest_accel.recorder")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -176,18 +199,6 @@ def pytest_configure_node(node: Any) -> None:
     detection = node.config.stash.get(detection_key, None)
     if detection is not None:
         node.workerinput[WORKERINPUT_DETECTION] = detection.to_json()
-
-
-def framework_versions() -> dict[str, str]:
-    """Installed framework versions, read from metadata (never by importing them)."""
-    versions: dict[str, str] = {}
-    for name in ("jax", "jaxlib", "torch", "torch_xla"):
-        if name in sys.modules or importlib.util.find_spec(name) is not None:
-            try:
-                versions[name] = importlib.metadata.version(name.replace("_", "-"))
-            except importlib.metadata.PackageNotFoundError:
-                continue
-    return versions
 
 
 def header_line(config: pytest.Config) -> str:

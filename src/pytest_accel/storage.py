@@ -90,6 +90,11 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
     target = Path(path)
     if target.is_dir():
         raise InputError(path, "is a directory; give a file path such as record.json")
+    for ancestor in target.parents:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise InputError(path, f"cannot be written: {ancestor} is not a directory")
+            break
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}."):
