@@ -1,9 +1,12 @@
 """Wall time and peak memory of pytest runs with and without pytest-accel, side by side.
 
 Variants run interleaved (round-robin) so that machine noise hits all of them alike;
-the table reports the median wall time, its ratio to bare pytest, and peak RSS.
+the table reports the median wall time, its ratio to bare pytest, and peak RSS.  Plugin
+autoloading is off in every run: each variant loads exactly the plugin it measures.
 
-    python bench/overhead.py --tests 10000 --repeat 5 --collect-only
+    python bench/overhead.py --set collect --tests 10000 --repeat 7
+    # peers installed in a separate venv (see docs/benchmarks.md):
+    build/bench-venv/bin/python bench/overhead.py --set record --tests 10000 --repeat 5
 """
 
 from __future__ import annotations
@@ -30,13 +33,50 @@ class Variant:
     rss_mb: list[float] = field(default_factory=list)
 
 
+VARIANT_SETS: dict[str, list[Variant]] = {
+    "collect": [
+        Variant("bare pytest", []),
+        Variant("pytest-accel --accel=auto", ["-p", "pytest_accel", "--accel=auto"]),
+    ],
+    "record": [
+        Variant("bare pytest", []),
+        Variant("pytest-accel (auto, no record)", ["-p", "pytest_accel"]),
+        Variant(
+            "pytest-accel --perf-record",
+            ["-p", "pytest_accel", "--perf-record={tmp}/record.json"],
+        ),
+        Variant(
+            "pytest-split --store-durations",
+            [
+                "-p",
+                "pytest_split.plugin",
+                "--store-durations",
+                "--durations-path={tmp}/.test_durations",
+            ],
+        ),
+        Variant("pytest-speedguard (default)", ["-p", "pytest_speedguard.plugin"]),
+        Variant("junitxml", ["--junitxml={tmp}/junit.xml"]),
+        Variant(
+            "pytest-reportlog", ["-p", "pytest_reportlog.plugin", "--report-log={tmp}/log.jsonl"]
+        ),
+        Variant(
+            "pytest-json-report",
+            ["-p", "pytest_jsonreport.plugin", "--json-report", "--json-report-file={tmp}/r.json"],
+        ),
+    ],
+}
+
+
 def run_once(variant: Variant, suite: Path, common: list[str], workdir: Path) -> None:
     args = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider"]
     args += common + [a.replace("{tmp}", str(workdir)) for a in variant.args]
     # Installed packages run from bytecode; let the warm-up round write it for the plugin too.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     start = time.perf_counter()
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=workdir
+    )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     stderr = process.stderr.read().decode() if process.stderr else ""
@@ -66,13 +106,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tests", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--collect-only", action="store_true")
+    parser.add_argument("--set", choices=sorted(VARIANT_SETS), default="collect")
     args = parser.parse_args()
-    variants = [
-        Variant("bare pytest (-p no:pytest_accel)", ["-p", "no:pytest_accel"]),
-        Variant("pytest-accel --accel=auto", ["--accel=auto"]),
-    ]
-    common = ["-p", "no:xdist"] + (["--collect-only"] if args.collect_only else [])
+    variants = VARIANT_SETS[args.set]
+    collect_only = args.set == "collect"
+    common = ["--collect-only"] if collect_only else []
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp) / "suite"
         count = generate(suite, args.tests)
@@ -83,7 +121,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for variant in variants:
                 run_once(variant, suite, common, Path(tmp))
-    mode = "pytest --collect-only" if args.collect_only else "pytest"
+    mode = "pytest --collect-only" if collect_only else "pytest"
     print(f"{mode} on {count} generated tests, {args.repeat} interleaved rounds\n")
     print(table(variants))
 

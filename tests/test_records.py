@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -223,10 +224,19 @@ def test_a_test_that_kills_its_xdist_worker_is_recorded_as_crashed_and_the_rest_
     validate(record)
 
 
-def test_a_missing_directory_is_created(pytester: pytest.Pytester) -> None:
+def test_a_missing_directory_is_created_and_the_file_gets_ordinary_permissions(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile("def test_ok(): pass")
     pytester.runpytest("--perf-record=deep/er/record.json").assert_outcomes(passed=1)
-    assert load(pytester.path / "deep/er/record.json")["tests"]
+    path = pytester.path / "deep/er/record.json"
+    assert load(path)["tests"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    path.chmod(0o640)  # a later run keeps the mode the user chose
+    pytester.runpytest("--perf-record=deep/er/record.json").assert_outcomes(passed=1)
+    assert path.stat().st_mode & 0o777 == 0o640
 
 
 def test_an_unwritable_path_is_a_usage_error_before_any_test_runs(

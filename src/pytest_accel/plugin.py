@@ -24,7 +24,7 @@ from pytest_accel.detection import (
     sysroot_from_env,
 )
 from pytest_accel.probe import ProbeError, confirm, run_jax_probe
-from pytest_accel.recorder import NodeInfoReporter, PerfRecorder
+from pytest_accel.recorder import NodeInfoSender, PerfRecorder
 from pytest_accel.records import framework_versions
 from pytest_accel.selection import (
     MARKERS,
@@ -174,9 +174,10 @@ def _register_features(config: pytest.Config, detection: Detection) -> None:
     perf = options.resolve_perf(config)
     if perf.record is None:
         return
-    config.pluginmanager.register(NodeInfoReporter(), "pytest_accel.node_info")
     if _is_xdist_worker(config):
-        return  # workers only annotate reports; the controller writes
+        # Workers only annotate reports; the controller writes.
+        config.pluginmanager.register(NodeInfoSender(), "pytest_accel.node_info")
+        return
     try:
         path = check_writable(perf.record)
     except InputError as exc:

@@ -1,6 +1,6 @@
 """Timing records: per-test phases and attempts, per-class and per-module aggregates.
 
-Pure logic: the recorder plugin feeds reports in; ``build_record`` turns what was seen
+Pure logic: the recorder plugin feeds reports in; ``encode_record`` turns what was seen
 into the versioned JSON document described in docs/format.md.
 """
 
@@ -12,7 +12,7 @@ import os
 import platform as python_platform
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -46,7 +46,7 @@ def phase_outcome(when: str, outcome: str, wasxfail: bool) -> str:
     return "xpassed" if wasxfail and when == "call" else "passed"
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     outcome: str = "passed"
     setup: float = 0.0
@@ -63,7 +63,7 @@ class Attempt:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeTiming:
     """Everything seen for one node id, over all its attempts."""
 
@@ -196,16 +196,32 @@ class RunInfo:
     exitstatus: int
 
 
-def build_record(
-    entries: Mapping[str, NodeTiming],
-    *,
+def encode_record(entries: Mapping[str, NodeTiming], head: Mapping[str, Any]) -> Iterator[bytes]:
+    """The record as JSON chunks, one test at a time.
+
+    Peak memory stays at one test's dict instead of the whole suite's: a 10,000-test
+    record would otherwise double the plugin's footprint at the very end of the run.
+    """
+    import orjson
+
+    seen = [e for e in entries.values() if e.attempts]
+    groups = {"classes": aggregate(seen, "class_id"), "modules": aggregate(seen, "module_id")}
+    yield orjson.dumps({**head, **groups})[:-1] + b',"tests":{'
+    separator = b""
+    for entry in seen:
+        yield separator + orjson.dumps(entry.nodeid) + b":" + orjson.dumps(entry.to_json())
+        separator = b","
+    yield b"}}\n"
+
+
+def record_head(
     run: RunInfo,
     detection: Detection,
     key: str,
     frameworks: Mapping[str, str],
     pytest_version: str,
 ) -> dict[str, Any]:
-    seen = [e for e in entries.values() if e.attempts]
+    """Everything in a record but its tests, classes and modules."""
     return {
         "schema": RECORD_SCHEMA,
         "version": RECORD_VERSION,
@@ -227,9 +243,6 @@ def build_record(
             "pytest": pytest_version,
             "frameworks": dict(frameworks),
         },
-        "tests": {e.nodeid: e.to_json() for e in seen},
-        "classes": aggregate(seen, "class_id"),
-        "modules": aggregate(seen, "module_id"),
     }
 
 

@@ -11,6 +11,7 @@ import contextlib
 import math
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,20 @@ def dumps(data: Any) -> bytes:
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
     """Serialise first, then replace ``path`` in one step."""
-    payload = dumps(data)
+    write_atomic(path, [dumps(data)])
+
+
+def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` to a temp file beside ``path``, fsync, then ``os.replace``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    mode = _file_mode(target)
     fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)  # mkstemp makes 0600; the result should read like any other file
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp_name, target)
@@ -47,6 +55,16 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
             os.unlink(temp_name)
         raise
     _fsync_directory(target.parent)
+
+
+def _file_mode(target: Path) -> int:
+    """The existing file's permissions, else what the umask gives a new file."""
+    try:
+        return target.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _fsync_directory(directory: Path) -> None:
