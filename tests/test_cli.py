@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,139 @@ def test_unknown_commands_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         main(["frobnicate"])
     assert excinfo.value.code == 2
     assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+def write_record(path: Path, key: str, calls: dict[str, float], outcome: str = "passed") -> Path:
+    tests = {
+        nodeid: {
+            "outcome": outcome,
+            "setup": 0.0,
+            "call": call,
+            "teardown": 0.0,
+            "total": call,
+            "class": None,
+            "module": nodeid.split("::")[0],
+            "worker": None,
+            "attempts": [{"outcome": outcome, "setup": 0.0, "call": call, "teardown": 0.0}],
+        }
+        for nodeid, call in calls.items()
+    }
+    record = {
+        "schema": "pytest-accel/record",
+        "version": 1,
+        "run": {
+            "started": "2026-11-22T00:00:00Z",
+            "duration": 1.0,
+            "commit": None,
+            "branch": None,
+            "shard": None,
+            "workers": 0,
+            "exitstatus": 0,
+        },
+        "env": {
+            "key": key,
+            "platform": "cpu",
+            "device_kind": "cpu",
+            "device_count": 1,
+            "python": "3.11",
+            "pytest": "9",
+            "frameworks": {},
+        },
+        "tests": tests,
+        "classes": {},
+        "modules": {},
+    }
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_baseline_folds_records_and_compare_finds_the_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = [
+        write_record(
+            tmp_path / f"r{i}.json",
+            "cpu/x1",
+            {"t.py::test_a": 0.20 + i * 0.002, "t.py::test_b": 0.5},
+        )
+        for i in range(5)
+    ]
+    assert main(["baseline", "--into", str(tmp_path / "b.json"), *map(str, records)]) == 0
+    assert "folded 5 record(s); 2 test(s) under cpu/x1" in capsys.readouterr().out
+    slow = write_record(tmp_path / "now.json", "cpu/x1", {"t.py::test_a": 0.4, "t.py::test_b": 0.5})
+    assert (
+        main(["compare", str(slow), "--baseline", str(tmp_path / "b.json"), "--format", "json"])
+        == 0
+    )
+    payload = json.loads(capsys.readouterr().out)
+    assert [(r["kind"], r["id"]) for r in payload["regressions"]] == [
+        ("test", "t.py::test_a"),
+        ("session", "suite total"),
+    ]
+    assert payload["regressions"][0]["samples"] == 5
+    assert payload["compared"] == 2
+    assert main(["compare", str(slow), "--baseline", str(tmp_path / "b.json"), "--fail"]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION test t.py::test_a: 0.400s vs baseline 0.204s" in out
+    assert (
+        main(
+            [
+                "compare",
+                str(slow),
+                "--baseline",
+                str(tmp_path / "b.json"),
+                "--format",
+                "markdown",
+                "--threshold",
+                "5",
+            ]
+        )
+        == 0
+    )
+    assert "0 regression(s)" in capsys.readouterr().out
+
+
+def test_compare_against_another_hardware_key_names_the_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tpu = write_record(tmp_path / "tpu.json", "tpu/TPU v4/x8", {"t.py::test_a": 0.2})
+    assert main(["baseline", "--into", str(tmp_path / "b.json"), str(tpu)]) == 0
+    cpu = write_record(tmp_path / "cpu.json", "cpu/x1", {"t.py::test_a": 0.9})
+    capsys.readouterr()
+    assert main(["compare", str(cpu), "--baseline", str(tmp_path / "b.json"), "--fail"]) == 0
+    assert "has no timings for 'cpu/x1'; nothing compared (it has: tpu/TPU v4/x8)" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"schema": "pytest-accel/rec', "is not valid JSON"),
+        ('{"schema": "other"}', "is not a pytest-accel record (schema 'other')"),
+    ],
+)
+def test_bad_input_files_are_one_line_errors_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    assert main(["compare", str(bad), "--baseline", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pytest-accel: error: {bad}: ")
+    assert message in err
+    assert err.count("\n") == 1
+    assert main(["baseline", "--into", str(tmp_path / "b.json"), str(bad)]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_bad_rule_options_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = write_record(tmp_path / "r.json", "cpu/x1", {"t.py::test_a": 0.2})
+    assert main(["compare", str(record), "--baseline", str(record), "--threshold", "0.5"]) == 2
+    assert "--perf-threshold: 0.5 is below 1" in capsys.readouterr().err
+    assert main(["compare", str(record), "--baseline", str(record), "--normalize", "maybe"]) == 2
+    assert (
+        "--perf-normalize: invalid choice 'maybe' (choose from on, off)" in capsys.readouterr().err
+    )

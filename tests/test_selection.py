@@ -247,7 +247,7 @@ def test_a_marker_with_bad_arguments_is_a_usage_error_naming_the_test(
         ),
         (
             ["--accel-probe-timeout=soon"],
-            "ERROR: --accel-probe-timeout: 'soon' is not a positive number of seconds",
+            "ERROR: --accel-probe-timeout: 'soon' is not a positive number",
         ),
     ],
 )

@@ -12,7 +12,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from pytest_accel import __version__
+import pytest
+
+from pytest_accel import __version__, ci_output
+from pytest_accel.baseline import (
+    DEFAULT_WINDOW,
+    load_baseline,
+    load_record,
+    samples_from_record,
+    update_baseline_file,
+)
 from pytest_accel.detection import (
     Detection,
     DetectionContext,
@@ -20,7 +29,10 @@ from pytest_accel.detection import (
     detect_builtin,
     sysroot_from_env,
 )
+from pytest_accel.options import parse_positive_int, rule_from
 from pytest_accel.probe import DEFAULT_TIMEOUT, ProbeError, confirm, run_jax_probe
+from pytest_accel.regression import Comparison, compare
+from pytest_accel.storage import InputError
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -61,6 +73,66 @@ def _detect(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if probe is not None and not probe["ok"] else EXIT_OK
 
 
+RULE_FLAGS = ("threshold", "min-delta", "min-duration", "min-samples", "mad-k", "normalize")
+GROUPS = ("tests", "classes", "modules")
+
+
+def compare_record(record_path: str, baseline_path: str, args: argparse.Namespace) -> Comparison:
+    rule = rule_from(
+        {f"--perf-{flag}": getattr(args, flag.replace("-", "_")) for flag in RULE_FLAGS}
+    )
+    key, data = load_record(record_path)
+    key = args.env_key or key
+    baseline = load_baseline(baseline_path)
+    env = baseline.for_key(key)
+    if env is None:
+        return Comparison(key, available_envs=sorted(baseline.envs))
+    now = samples_from_record(record_path, data, env.test_metric)
+    return compare(
+        key,
+        {g: {i: s[0] for i, s in now.group(g).items()} for g in GROUPS},
+        {g: env.group(g) for g in GROUPS},
+        rule,
+    )
+
+
+def _compare(args: argparse.Namespace) -> int:
+    comparison = compare_record(args.record, args.baseline, args)
+    failing = bool(args.fail and comparison.regressions)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(comparison.to_json(), indent=2) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(ci_output.markdown(comparison, failing))
+    elif comparison.available_envs:
+        sys.stdout.write(ci_output.missing_env_line(comparison, args.baseline) + "\n")
+    else:
+        for row in ci_output.terminal_rows(comparison, args.top):
+            sys.stdout.write(row + "\n")
+        sys.stdout.write(ci_output.summary_line(comparison, failing) + "\n")
+    return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    runs = []
+    for path in args.records:
+        key, data = load_record(path)
+        runs.append((key, samples_from_record(path, data)))
+    baseline = update_baseline_file(args.into, runs, args.window)
+    tests = sum(len(env.tests) for env in baseline.envs.values())
+    sys.stdout.write(
+        f"{args.into}: folded {len(runs)} record(s); {tests} test(s) under"
+        f" {', '.join(sorted(baseline.envs))}\n"
+    )
+    return EXIT_OK
+
+
+def _positive_int(text: str) -> int:
+    try:
+        return parse_positive_int("value", text)
+    except pytest.UsageError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-accel", description="Accelerator detection, timing records and reports."
@@ -74,6 +146,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     detect.add_argument("--probe-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS")
     detect.set_defaults(handler=_detect)
+
+    comp = commands.add_parser("compare", help="compare a record with a baseline")
+    comp.add_argument("record", help="a record written by --perf-record")
+    comp.add_argument("--baseline", required=True, help="baseline, record or .test_durations")
+    comp.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    comp.add_argument("--fail", action="store_true", help="exit 1 when anything regressed")
+    comp.add_argument("--env-key", help="compare under this key instead of the record's")
+    comp.add_argument("--top", type=_positive_int, default=20, help="rows in text output")
+    for flag in RULE_FLAGS:
+        comp.add_argument(f"--{flag}", default=None, help=f"as --perf-{flag} of the plugin")
+    comp.set_defaults(handler=_compare)
+
+    base = commands.add_parser("baseline", help="fold records into a baseline file")
+    base.add_argument("records", nargs="+", metavar="RECORD")
+    base.add_argument("--into", required=True, metavar="BASELINE")
+    base.add_argument("--window", type=_positive_int, default=DEFAULT_WINDOW)
+    base.set_defaults(handler=_baseline)
     return parser
 
 
@@ -82,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.handler(args)
-    except CliError as exc:
+    except (CliError, InputError, pytest.UsageError) as exc:
         sys.stderr.write(f"pytest-accel: error: {exc}\n")
         return EXIT_USAGE
     return code

@@ -23,6 +23,7 @@ from pytest_accel.detection import (
     parse_emulation,
 )
 from pytest_accel.probe import DEFAULT_TIMEOUT
+from pytest_accel.regression import Rule
 
 PROBE_MODES = ("auto", "none", "jax")
 ENV_ACCEL = "PYTEST_ACCEL"
@@ -100,6 +101,61 @@ PERF_OPTIONS: tuple[OptionSpec, ...] = (
         " runner label.",
         metavar="KEY",
     ),
+    OptionSpec(
+        "--perf-baseline",
+        "Compare this run's timings with PATH: a baseline file, a record, or a pytest-split"
+        " .test_durations map.",
+        metavar="PATH",
+    ),
+    OptionSpec(
+        "--perf-threshold",
+        "A regression is slower than median x RATIO (default 1.2).",
+        metavar="RATIO",
+    ),
+    OptionSpec(
+        "--perf-min-delta",
+        "... and slower than the median by at least SECONDS (default 0.05).",
+        metavar="SECONDS",
+    ),
+    OptionSpec(
+        "--perf-min-duration",
+        "... and takes at least SECONDS now (default 0.1).",
+        metavar="SECONDS",
+    ),
+    OptionSpec(
+        "--perf-min-samples",
+        "Samples needed before the noise (MAD) test applies (default 3).",
+        metavar="N",
+    ),
+    OptionSpec(
+        "--perf-mad-k",
+        "... which requires a robust z-score of log durations above K (default 4.5; 0.6 K"
+        " for a change of 1.5x or more).",
+        metavar="K",
+    ),
+    OptionSpec(
+        "--perf-normalize",
+        "on (default): with 20+ tests compared, divide timings by the runner's overall speed"
+        " before judging tests, classes and modules; off.",
+        metavar="MODE",
+    ),
+    OptionSpec("--perf-top", "Rows in the terminal section (default 20).", metavar="N"),
+    OptionSpec(
+        "--perf-fail",
+        "Exit with status 1 when anything regressed.",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--perf-update-baseline",
+        "Fold this run's passing timings into the --perf-baseline file (created on first"
+        " use), under a file lock.",
+        is_flag=True,
+    ),
+    OptionSpec(
+        "--perf-window",
+        "Samples kept per test when updating the baseline (default 20).",
+        metavar="N",
+    ),
 )
 
 _GROUPS = {
@@ -157,13 +213,23 @@ def parse_positive_int(flag: str, value: str) -> int:
     return int(text)
 
 
-def parse_timeout(flag: str, value: str) -> float:
+def parse_non_negative_float(flag: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or number == float("inf"):
+        raise pytest.UsageError(f"{flag}: {value!r} is not a non-negative number")
+    return number
+
+
+def parse_positive_float(flag: str, value: str) -> float:
     try:
         seconds = float(value)
     except ValueError:
         seconds = -1.0
     if not seconds > 0 or seconds == float("inf"):
-        raise pytest.UsageError(f"{flag}: {value!r} is not a positive number of seconds")
+        raise pytest.UsageError(f"{flag}: {value!r} is not a positive number")
     return seconds
 
 
@@ -190,7 +256,7 @@ def resolve(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOpt
         raise _choices_error("--accel-probe", probe, PROBE_MODES)
     timeout_text = raw_setting(config, spec_for("--accel-probe-timeout"))
     timeout = (
-        parse_timeout("--accel-probe-timeout", str(timeout_text))
+        parse_positive_float("--accel-probe-timeout", str(timeout_text))
         if timeout_text
         else (DEFAULT_TIMEOUT)
     )
@@ -223,14 +289,76 @@ def resolve(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOpt
 class PerfOptions:
     record: str | None
     env_key: str | None
+    baseline: str | None
+    rule: Rule
+    top: int
+    fail: bool
+    update_baseline: bool
+    window: int
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.record or self.baseline)
+
+
+def rule_from(values: Mapping[str, object]) -> Rule:
+    """The regression rule from option values keyed by flag (None = default)."""
+    default = Rule()
+
+    def text(flag: str) -> str | None:
+        value = values.get(flag)
+        return None if value is None else str(value)
+
+    threshold = text("--perf-threshold")
+    normalize = (text("--perf-normalize") or "on").strip().lower()
+    if normalize not in ("on", "off"):
+        raise _choices_error("--perf-normalize", normalize, ("on", "off"))
+    rule = Rule(
+        threshold=parse_positive_float("--perf-threshold", threshold)
+        if threshold
+        else default.threshold,
+        min_delta=_number(text("--perf-min-delta"), "--perf-min-delta", default.min_delta),
+        min_duration=_number(
+            text("--perf-min-duration"), "--perf-min-duration", default.min_duration
+        ),
+        min_samples=_count(text("--perf-min-samples"), "--perf-min-samples", default.min_samples),
+        mad_k=_number(text("--perf-mad-k"), "--perf-mad-k", default.mad_k),
+        normalize=normalize == "on",
+    )
+    if rule.threshold < 1:
+        raise pytest.UsageError(
+            f"--perf-threshold: {rule.threshold!r} is below 1; a regression is a ratio above 1"
+        )
+    return rule
+
+
+def _number(text: str | None, flag: str, default: float) -> float:
+    return default if text is None else parse_non_negative_float(flag, text)
+
+
+def _count(text: str | None, flag: str, default: int) -> int:
+    return default if text is None else parse_positive_int(flag, text)
 
 
 def resolve_perf(config: pytest.Config) -> PerfOptions:
-    record = raw_setting(config, spec_for("--perf-record"))
-    key = raw_setting(config, spec_for("--perf-env-key"))
+    def get(flag: str) -> str | bool | None:
+        return raw_setting(config, spec_for(flag))
+
+    record, key, baseline = get("--perf-record"), get("--perf-env-key"), get("--perf-baseline")
     if key is not None and not str(key).strip():
         raise pytest.UsageError("--perf-env-key: the key must not be empty")
+    rule = rule_from({s.flag: get(s.flag) for s in PERF_OPTIONS if not s.is_flag})
+    top, window = get("--perf-top"), get("--perf-window")
+    update = bool(get("--perf-update-baseline"))
+    if update and not baseline:
+        raise pytest.UsageError("--perf-update-baseline needs --perf-baseline PATH to update")
     return PerfOptions(
         record=str(record) if record else None,
         env_key=str(key).strip() if key else None,
+        baseline=str(baseline) if baseline else None,
+        rule=rule,
+        top=parse_positive_int("--perf-top", str(top)) if top else 20,
+        fail=bool(get("--perf-fail")),
+        update_baseline=update,
+        window=parse_positive_int("--perf-window", str(window)) if window else 20,
     )

@@ -24,7 +24,7 @@ from pytest_accel.detection import (
     sysroot_from_env,
 )
 from pytest_accel.probe import ProbeError, confirm, run_jax_probe
-from pytest_accel.recorder import NodeInfoSender, PerfRecorder
+from pytest_accel.recorder import NodeInfoSender, PerfPlugin, load_for_session
 from pytest_accel.records import framework_versions
 from pytest_accel.selection import (
     MARKERS,
@@ -172,18 +172,21 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 def _register_features(config: pytest.Config, detection: Detection) -> None:
     """Feature classes exist only when their option is on (like pytest's stepwise)."""
     perf = options.resolve_perf(config)
-    if perf.record is None:
+    if not perf.enabled:
         return
     if _is_xdist_worker(config):
-        # Workers only annotate reports; the controller writes.
+        # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(), "pytest_accel.node_info")
         return
-    try:
-        path = check_writable(perf.record)
-    except InputError as exc:
-        raise pytest.UsageError(f"--perf-record: {exc}") from None
-    recorder = PerfRecorder(config, path, detection, perf.env_key)
-    config.pluginmanager.register(recorder, "pytest_accel.recorder")
+    if perf.record:
+        try:
+            check_writable(perf.record)
+        except InputError as exc:
+            raise pytest.UsageError(f"--perf-record: {exc}") from None
+    baseline = load_for_session(perf)
+    config.pluginmanager.register(
+        PerfPlugin(config, perf, detection, baseline), "pytest_accel.perf"
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,0 +1,242 @@
+"""Baselines: past timings per hardware key, read from three formats, updated safely.
+
+Accepted inputs for ``--perf-baseline``:
+
+- a baseline file (``schema: pytest-accel/baseline``): rolling windows of samples;
+- a record (``schema: pytest-accel/record``): one sample per passing test, under the
+  record's ``env.key``;
+- a pytest-split ``.test_durations`` map ``{nodeid: seconds}``: one sample per test,
+  valid for any hardware key (it has none), compared with test totals since that is
+  what pytest-split stores.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_accel.records import RECORD_SCHEMA, RECORD_VERSION
+from pytest_accel.storage import InputError, finite_number, read_json, write_json_atomic
+
+BASELINE_SCHEMA = "pytest-accel/baseline"
+BASELINE_VERSION = 1
+DEFAULT_WINDOW = 20
+# A duration above this (about 11.5 days) is a unit error or corruption, not a timing.
+MAX_SECONDS = 1e6
+ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware runs
+GROUPS = ("tests", "classes", "modules")
+
+
+@dataclass
+class EnvSamples:
+    """Samples of one hardware key: ``{group: {id: [seconds, ...]}}``."""
+
+    tests: dict[str, list[float]] = field(default_factory=dict)
+    classes: dict[str, list[float]] = field(default_factory=dict)
+    modules: dict[str, list[float]] = field(default_factory=dict)
+    test_metric: str = "call"  # what a test sample measures: "call" or "total"
+
+    def group(self, name: str) -> dict[str, list[float]]:
+        samples: dict[str, list[float]] = getattr(self, name)
+        return samples
+
+
+@dataclass
+class Baseline:
+    envs: dict[str, EnvSamples]
+    window: int = DEFAULT_WINDOW
+    source: str = "baseline"  # "baseline", "record" or "durations"
+
+    def for_key(self, key: str) -> EnvSamples | None:
+        return self.envs.get(key) or self.envs.get(ANY_ENV)
+
+
+def _samples(path: str, where: str, value: Any) -> list[float]:
+    if not isinstance(value, list):
+        raise InputError(path, f"{where}: expected a list of seconds, got {type(value).__name__}")
+    for index, sample in enumerate(value):
+        _check_seconds(path, f"{where}[{index}]", sample)
+    return [float(s) for s in value]
+
+
+def _check_seconds(path: str, where: str, value: Any) -> float:
+    if not finite_number(value):
+        raise InputError(path, f"{where}: expected a number of seconds, got {value!r}")
+    if value < 0:
+        raise InputError(path, f"{where}: {value!r} is negative")
+    if value > MAX_SECONDS:
+        raise InputError(path, f"{where}: {value!r} seconds is implausibly large")
+    return float(value)
+
+
+def _object(path: str, where: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(path, f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _version(path: str, data: Mapping[str, Any], supported: int) -> None:
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InputError(path, f"version: expected an integer, got {version!r}")
+    if version > supported:
+        raise InputError(
+            path, f"version {version} is newer than this pytest-accel reads ({supported}); upgrade"
+        )
+    if version < 1:
+        raise InputError(path, f"version: {version} is not a valid version")
+
+
+def _parse_baseline(path: str, data: dict[str, Any]) -> Baseline:
+    _version(path, data, BASELINE_VERSION)
+    window = data.get("window", DEFAULT_WINDOW)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise InputError(path, f"window: expected a positive integer, got {window!r}")
+    envs: dict[str, EnvSamples] = {}
+    for key, raw_env in _object(path, "envs", data.get("envs")).items():
+        env = _object(path, f"envs[{key!r}]", raw_env)
+        parsed = EnvSamples()
+        for group in GROUPS:
+            entries = _object(path, f"envs[{key!r}].{group}", env.get(group, {}))
+            target = parsed.group(group)
+            for ident, entry in entries.items():
+                where = f"envs[{key!r}].{group}[{ident!r}]"
+                target[ident] = _samples(
+                    path, f"{where}.samples", _object(path, where, entry).get("samples")
+                )
+        envs[str(key)] = parsed
+    return Baseline(envs, window, "baseline")
+
+
+def _parse_record(path: str, data: dict[str, Any]) -> Baseline:
+    _version(path, data, RECORD_VERSION)
+    env = _object(path, "env", data.get("env"))
+    key = env.get("key")
+    if not isinstance(key, str) or not key:
+        raise InputError(path, f"env.key: expected a non-empty string, got {key!r}")
+    return Baseline({key: samples_from_record(path, data)}, DEFAULT_WINDOW, "record")
+
+
+def samples_from_record(
+    path: str, data: Mapping[str, Any], test_metric: str = "call"
+) -> EnvSamples:
+    """One sample per passing test (its ``call`` or ``total``) and per class and module.
+
+    Failed tests add nothing, and neither do the classes and modules that hold them.
+    """
+    parsed = EnvSamples(test_metric=test_metric)
+    failing_groups: set[str] = set()
+    for ident, raw_test in _object(path, "tests", data.get("tests")).items():
+        test = _object(path, f"tests[{ident!r}]", raw_test)
+        outcome = test.get("outcome")
+        if outcome == "passed":
+            parsed.tests[ident] = [
+                _check_seconds(path, f"tests[{ident!r}].{test_metric}", test.get(test_metric))
+            ]
+        elif outcome in ("failed", "error", "crashed"):
+            failing_groups.update(g for g in (test.get("class"), test.get("module")) if g)
+    for group in ("classes", "modules"):
+        for ident, raw_entry in _object(path, group, data.get(group, {})).items():
+            entry = _object(path, f"{group}[{ident!r}]", raw_entry)
+            total = _check_seconds(path, f"{group}[{ident!r}].total", entry.get("total"))
+            if ident not in failing_groups:
+                parsed.group(group)[ident] = [total]
+    return parsed
+
+
+def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+    """A record file's ``env.key`` and data, validated enough to compare or fold."""
+    target = os.fspath(path)
+    data = read_json(target)
+    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else None
+        raise InputError(target, f"is not a pytest-accel record (schema {schema!r})")
+    baseline = _parse_record(target, data)
+    return next(iter(baseline.envs)), data
+
+
+def _parse_durations(path: str, data: dict[str, Any]) -> Baseline:
+    parsed = EnvSamples(test_metric="total")
+    for ident, seconds in data.items():
+        parsed.tests[ident] = [_check_seconds(path, f"[{ident!r}]", seconds)]
+    return Baseline({ANY_ENV: parsed}, DEFAULT_WINDOW, "durations")
+
+
+def parse_baseline(path: str, data: Any) -> Baseline:
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object, got {type(data).__name__}")
+    schema = data.get("schema")
+    if schema == BASELINE_SCHEMA:
+        return _parse_baseline(path, data)
+    if schema == RECORD_SCHEMA:
+        return _parse_record(path, data)
+    if schema is not None:
+        raise InputError(
+            path,
+            f"schema {schema!r} is not one this plugin reads"
+            f" ({BASELINE_SCHEMA!r}, {RECORD_SCHEMA!r} or a pytest-split durations map)",
+        )
+    return _parse_durations(path, data)
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    return parse_baseline(os.fspath(path), read_json(path))
+
+
+def to_json(baseline: Baseline) -> dict[str, Any]:
+    return {
+        "schema": BASELINE_SCHEMA,
+        "version": BASELINE_VERSION,
+        "window": baseline.window,
+        "envs": {
+            key: {
+                group: {ident: {"samples": s} for ident, s in env.group(group).items()}
+                for group in GROUPS
+            }
+            for key, env in sorted(baseline.envs.items())
+        },
+    }
+
+
+def fold(baseline: Baseline, key: str, run: EnvSamples, window: int) -> None:
+    """Append one run's samples under ``key``, keeping the last ``window`` of each."""
+    baseline.window = window
+    env = baseline.envs.setdefault(key, EnvSamples())
+    for group in GROUPS:
+        target = env.group(group)
+        for ident, samples in run.group(group).items():
+            kept = target.get(ident, []) + samples
+            target[ident] = kept[-window:]
+    for group in GROUPS:  # a smaller window trims the history too
+        for ident, samples in env.group(group).items():
+            env.group(group)[ident] = samples[-window:]
+
+
+def update_baseline_file(
+    path: str | os.PathLike[str], runs: Iterable[tuple[str, EnvSamples]], window: int
+) -> Baseline:
+    """Fold runs into the baseline at ``path`` under a file lock; create it if missing.
+
+    Read, fold and atomic replace all happen while holding ``PATH.lock``, so parallel
+    jobs updating one baseline lose no sample.
+    """
+    from filelock import FileLock
+
+    target = os.fspath(path)
+    with FileLock(f"{target}.lock"):
+        if os.path.exists(target):
+            baseline = load_baseline(target)
+            if baseline.source != "baseline":
+                raise InputError(
+                    target,
+                    f"is a {baseline.source} file, not a baseline; give --perf-baseline a"
+                    " baseline path to update (it is created on first use)",
+                )
+        else:
+            baseline = Baseline({}, window)
+        for key, samples in runs:
+            fold(baseline, key, samples, window)
+        write_json_atomic(target, to_json(baseline))
+    return baseline
