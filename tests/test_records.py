@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_accel.records import NodeTiming, aggregate, vcs_info
+from pytest_accel.records import TimingTable, aggregate, vcs_info
 
 CLASS_SUITE = """
 import time
@@ -303,16 +303,22 @@ def test_commit_and_branch_come_from_ci_variables_then_git_then_null(tmp_path: P
 
 
 def test_reruns_of_one_node_id_become_attempts() -> None:
-    entry = NodeTiming("t.py::test_x")
-    entry.add("setup", "passed", 0.1, 1.0, 1.1)
-    entry.add("call", "failed", 0.2, 1.1, 1.3)
-    entry.add("teardown", "passed", 0.0, 1.3, 1.3)
-    entry.add("setup", "passed", 0.1, 2.0, 2.1)
-    entry.add("call", "passed", 0.3, 2.1, 2.4)
-    entry.add("teardown", "failed", 0.0, 2.4, 2.4)
-    assert [a.outcome for a in entry.attempts] == ["failed", "error"]
-    assert entry.to_json()["call"] == 0.3
-    assert aggregate([entry], "module_id") == {}  # no module known: not grouped
+    table = TimingTable()
+    row, created = table.row("t.py::test_x")
+    assert created
+    for when, outcome, duration in [
+        ("setup", "passed", 0.1),
+        ("call", "failed", 0.2),
+        ("teardown", "passed", 0.0),
+        ("setup", "passed", 0.1),
+        ("call", "passed", 0.3),
+        ("teardown", "failed", 0.0),
+    ]:
+        table.add(row, when, outcome, duration, start=1.0, stop=1.5)
+    assert [a[0] for a in table.attempts(row)] == ["failed", "error"]
+    assert table.to_json(row)["call"] == 0.3
+    assert table.row("t.py::test_x") == (row, False)
+    assert aggregate(table, table.module_ids) == {}  # no module known: not grouped
 
 
 def test_concurrent_writers_never_expose_a_half_written_file(pytester: pytest.Pytester) -> None:

@@ -8,8 +8,8 @@ and everything in the Markdown table is escaped for a table cell.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from pytest_accel.regression import Comparison, Finding
 
@@ -17,8 +17,7 @@ MAX_ANNOTATIONS = 10
 MAX_SUMMARY_BYTES = 900 * 1024
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     path: str
     line: int | None
 
@@ -90,12 +89,14 @@ def terminal_rows(comparison: Comparison, top: int) -> list[str]:
 
 
 def workflow_commands(
-    comparison: Comparison, locations: Mapping[str, Location], limit: int = MAX_ANNOTATIONS
+    comparison: Comparison,
+    locate: Callable[[str], Location | None],
+    limit: int = MAX_ANNOTATIONS,
 ) -> list[str]:
     """``::warning`` workflow commands for the worst regressions, at most ``limit``."""
     lines = []
     for finding in comparison.regressions[:limit]:
-        where = locations.get(finding.id)
+        where = locate(finding.id)
         props = [f"title={escape_property(f'perf regression ({finding.kind})')}"]
         if where is not None:
             props.insert(0, f"file={escape_property(where.path)}")

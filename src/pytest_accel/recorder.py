@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ from pytest_accel.baseline import Baseline, EnvSamples, update_baseline_file
 from pytest_accel.detection import Detection
 from pytest_accel.options import PerfOptions
 from pytest_accel.records import (
-    NodeTiming,
     RunInfo,
+    TimingTable,
     aggregate,
     encode_record,
     env_key,
@@ -44,10 +45,8 @@ PerfMark = tuple[float | None, float | None, bool]
 NodeInfo = tuple[str | None, str | None, str | None, PerfMark | None]
 
 
-def perf_mark(item: pytest.Item) -> PerfMark | None:
-    mark = item.get_closest_marker("perf")
-    if mark is None:
-        return None
+def perf_mark(item: pytest.Item, mark: pytest.Mark) -> PerfMark:
+    """A ``perf(...)`` mark's values, validated (a usage error naming the test)."""
     extra = set(mark.kwargs) - {"threshold", "min_delta", "ignore"}
     threshold, min_delta = mark.kwargs.get("threshold"), mark.kwargs.get("min_delta")
     ignore = mark.kwargs.get("ignore", False)
@@ -69,42 +68,71 @@ def perf_mark(item: pytest.Item) -> PerfMark | None:
     )
 
 
-def collect_node_info(items: list[pytest.Item], worker: str | None) -> dict[str, NodeInfo]:
-    """Class and module node ids from the collection tree (unittest classes included).
+Parents = tuple[str | None, str | None]  # class node id, module node id
 
-    Done once per collected item, with one tree lookup per parent, instead of in a hook
-    that runs for every phase of every test.
-    """
-    by_parent: dict[int, tuple[str | None, str | None]] = {}
-    result: dict[str, NodeInfo] = {}
-    for item in items:
-        parents = by_parent.get(id(item.parent))
+
+@dataclass
+class CollectedNodes:
+    """What the collection tree says about each test, computed once per session."""
+
+    # One shared (class, module) tuple per parent node, not one object per test.
+    parents: dict[str, Parents] = field(default_factory=dict)
+    marks: dict[str, PerfMark] = field(default_factory=dict)  # only tests that have one
+
+    def info(self, nodeid: str, worker: str | None) -> NodeInfo | None:
+        parents = self.parents.get(nodeid)
         if parents is None:
+            return None
+        return (*parents, worker, self.marks.get(nodeid))
+
+
+def collect_nodes(items: list[pytest.Item]) -> CollectedNodes:
+    """Class and module node ids (unittest classes included) and ``perf`` marks.
+
+    One tree lookup per parent node; a test's own marks are checked directly, its
+    parents' once per parent.
+    """
+    by_parent: dict[int, tuple[Parents, PerfMark | None]] = {}
+    nodes = CollectedNodes()
+    for item in items:
+        parent = item.parent
+        cached = by_parent.get(id(parent))
+        if cached is None:
             cls = item.getparent(pytest.Class)
             module = item.getparent(pytest.Module)
             parents = (
                 cls.nodeid if cls is not None else None,
                 module.nodeid if module is not None else None,
             )
-            by_parent[id(item.parent)] = parents
-        result[item.nodeid] = (*parents, worker, perf_mark(item))
-    return result
+            inherited = parent.get_closest_marker("perf") if parent is not None else None
+            cached = by_parent[id(parent)] = (
+                parents,
+                perf_mark(item, inherited) if inherited is not None else None,
+            )
+        parents, inherited_mark = cached
+        nodes.parents[item.nodeid] = parents
+        own = next((m for m in item.own_markers if m.name == "perf"), None)
+        mark = perf_mark(item, own) if own is not None else inherited_mark
+        if mark is not None:
+            nodes.marks[item.nodeid] = mark
+    return nodes
 
 
 class NodeInfoSender:
     """In an xdist worker: attach each test's node info to its setup report."""
 
     def __init__(self) -> None:
-        self.info: dict[str, NodeInfo] = {}
+        self.nodes = CollectedNodes()
+        self.worker = xdist_worker_id()
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        self.info = collect_node_info(items, xdist_worker_id())
+        self.nodes = collect_nodes(items)
 
     @pytest.hookimpl(tryfirst=True)  # before xdist serialises the report for the controller
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "setup":
-            setattr(report, NODE_INFO_ATTR, self.info.get(report.nodeid))
+            setattr(report, NODE_INFO_ATTR, self.nodes.info(report.nodeid, self.worker))
 
 
 class PerfPlugin:
@@ -124,9 +152,8 @@ class PerfPlugin:
         self.detection = detection
         self.baseline = baseline
         self.key = env_key(detection, options.env_key)
-        self.entries: dict[str, NodeTiming] = {}
+        self.table = TimingTable()
         self.marks: dict[str, PerfMark] = {}
-        self.locations: dict[str, ci_output.Location] = {}
         self.workers: set[str] = set()
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
@@ -135,7 +162,7 @@ class PerfPlugin:
         self.comparison: Comparison | None = None
         self.write_error: str | None = None
         # Filled at collection when this process runs the tests itself (no xdist).
-        self.node_info: dict[str, NodeInfo] = {}
+        self.nodes = CollectedNodes()
 
     # --- collecting -------------------------------------------------------------------
 
@@ -150,35 +177,46 @@ class PerfPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        self.node_info = collect_node_info(items, None)
+        self.nodes = collect_nodes(items)
+        self.marks = self.nodes.marks
 
-    def _take_node_info(self, entry: NodeTiming, info: NodeInfo) -> None:
-        entry.class_id, entry.module_id, entry.worker, mark = info
+    def location(self, nodeid: str) -> ci_output.Location | None:
+        row = self.table.rows.get(nodeid)
+        path = None if row is None else self.table.paths[row]
+        return (
+            None if row is None or path is None else ci_output.Location(path, self.table.lines[row])
+        )
+
+    def _take_node_info(self, row: int, info: NodeInfo) -> None:
+        table = self.table
+        table.class_ids[row], table.module_ids[row], table.workers[row], mark = info
         if mark is not None:
-            self.marks[entry.nodeid] = mark
+            self.marks[table.nodeids[row]] = mark
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
-        entry = self.entries.get(nodeid)
-        if entry is None:
-            entry = self.entries[nodeid] = NodeTiming(nodeid)
+        table = self.table
+        row, new = table.row(nodeid)
+        if new:
             path, line, _ = report.location
-            self.locations[nodeid] = ci_output.Location(path, None if line is None else line + 1)
-            if nodeid in self.node_info:  # collected in this process
-                self._take_node_info(entry, self.node_info[nodeid])
-        if entry.worker is None and hasattr(report, "node"):
+            table.paths[row], table.lines[row] = path, None if line is None else line + 1
+            parents = self.nodes.parents.get(nodeid)  # collected in this process
+            if parents is not None:
+                table.class_ids[row], table.module_ids[row] = parents
+        if table.workers[row] is None and hasattr(report, "node"):
             # Relayed by xdist: a setup report carries the node info, a crash report does not.
             info = getattr(report, NODE_INFO_ATTR, None)
             if info:
-                self._take_node_info(entry, info)
+                self._take_node_info(row, info)
             else:
-                entry.worker = str(report.node.gateway.id)
-        entry.add(
+                table.workers[row] = str(report.node.gateway.id)
+        table.add(
+            row,
             report.when or "???",
             report.outcome,
             report.duration,
-            getattr(report, "start", 0.0),
-            getattr(report, "stop", 0.0),
+            start=getattr(report, "start", 0.0),
+            stop=getattr(report, "stop", 0.0),
             wasxfail=hasattr(report, "wasxfail"),
         )
 
@@ -190,26 +228,25 @@ class PerfPlugin:
         A class or module with a test that did not pass is left out: its total would say
         more about the failure than about speed.
         """
-        passed = [e for e in self.entries.values() if e.attempts and e.final.outcome == "passed"]
+        table = self.table
         failing_groups = {
             group
-            for e in self.entries.values()
-            if e.attempts and e.final.outcome in ("failed", "error", "crashed")
-            for group in (e.class_id, e.module_id)
+            for row, outcome in enumerate(table.outcomes)
+            if outcome in ("failed", "error", "crashed")
+            for group in (table.class_ids[row], table.module_ids[row])
         }
-        tests = {
-            e.nodeid: [e.final.call if test_metric == "call" else e.to_json()["total"]]
-            for e in passed
-        }
-        samples = EnvSamples(tests=tests)
-        for group, key in (("classes", "class_id"), ("modules", "module_id")):
-            totals = aggregate(self.entries.values(), key)
+        measure = table.calls if test_metric == "call" else None
+        samples = EnvSamples(
+            tests={
+                table.nodeids[row]: [measure[row] if measure is not None else table.total(row)]
+                for row, outcome in enumerate(table.outcomes)
+                if outcome == "passed"
+            }
+        )
+        for group, column in (("classes", table.class_ids), ("modules", table.module_ids)):
+            totals = aggregate(table, column)
             samples.group(group).update(
-                {
-                    ident: [float(v["total"])]
-                    for ident, v in totals.items()
-                    if ident not in failing_groups
-                }
+                {i: [float(v["total"])] for i, v in totals.items() if i not in failing_groups}
             )
         return samples
 
@@ -237,7 +274,7 @@ class PerfPlugin:
 
     def _emit_warnings(self, comparison: Comparison) -> None:
         for finding in comparison.regressions:
-            location = self.locations.get(finding.id)
+            location = self.location(finding.id)
             message = warnings.WarningMessage(
                 PerfRegressionWarning(ci_output.describe(finding)),
                 PerfRegressionWarning,
@@ -293,7 +330,7 @@ class PerfPlugin:
             try:
                 write_atomic(
                     self.options.record,
-                    encode_record(self.entries, self.record_head(session.exitstatus)),
+                    encode_record(self.table, self.record_head(session.exitstatus)),
                 )
             except OSError as exc:
                 self.write_error = f"{self.options.record}: {exc.strerror or exc}"
@@ -342,11 +379,11 @@ class PerfPlugin:
             if ci_output.in_github_actions():
                 # Workflow commands are read from the job's stdout, which is where the
                 # terminal writer goes.
-                for line in ci_output.workflow_commands(comparison, self.locations):
+                for line in ci_output.workflow_commands(comparison, self.location):
                     terminalreporter.write_line(line)
         if self.options.record and self.write_error is None:
             terminalreporter.write_line(
-                f"pytest-accel: timing record of {len(self.entries)} test(s) written to"
+                f"pytest-accel: timing record of {len(self.table)} test(s) written to"
                 f" {self.options.record}"
             )
 
