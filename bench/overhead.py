@@ -29,6 +29,7 @@ from bench.suite import generate
 class Variant:
     name: str
     args: list[str]
+    prepare: list[str] = field(default_factory=list)  # one run before the warm-up
     walls: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
 
@@ -63,6 +64,25 @@ VARIANT_SETS: dict[str, list[Variant]] = {
             "pytest-json-report",
             ["-p", "pytest_jsonreport.plugin", "--json-report", "--json-report-file={tmp}/r.json"],
         ),
+    ],
+    "baseline": [
+        Variant("bare pytest", []),
+        Variant(
+            "pytest-accel --perf-record --perf-baseline",
+            [
+                "-p",
+                "pytest_accel",
+                "--perf-record={tmp}/record.json",
+                "--perf-baseline={tmp}/baseline.json",
+            ],
+            prepare=[
+                "-p",
+                "pytest_accel",
+                "--perf-baseline={tmp}/baseline.json",
+                "--perf-update-baseline",
+            ],
+        ),
+        Variant("pytest-speedguard (default)", ["-p", "pytest_speedguard.plugin"]),
     ],
 }
 
@@ -114,7 +134,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp) / "suite"
         count = generate(suite, args.tests)
-        for variant in variants:  # warm-up: page cache, .pyc files
+        for variant in variants:  # warm-up: page cache, .pyc files, baselines
+            if variant.prepare:
+                run_once(Variant("prepare", variant.prepare), suite, common, Path(tmp))
             run_once(variant, suite, common, Path(tmp))
             variant.walls.clear()
             variant.rss_mb.clear()

@@ -8,6 +8,12 @@ floor 50 ms) are applied to the same data.  Then a runner 30% slower overall, wi
 tests truly 2x slower, through the full comparison (runner-speed correction included).
 
     python bench/signal_quality.py [--seed 7] [--runs 5]
+
+It also prints an upper bound for any rule on this data: an oracle that knows each
+test's true noise sigma and the true median, and flags a test when its log ratio
+exceeds a per-sigma cut.  By the Neyman-Pearson lemma the cut that catches the most 2x
+slowdowns at a given false-alarm rate is ``sigma**2 * c / ln 2 + ln 2 / 2``, with ``c``
+chosen so that the mean false-alarm rate over the sigmas is the target.
 """
 
 from __future__ import annotations
@@ -79,6 +85,24 @@ def slower_runner(seed: int, rule: Rule) -> tuple[float, int, bool, float]:
     unchanged_rate = len(flagged - slowed) / UNCHANGED
     suite = sum(f.kind == "session" for f in result.regressions) == 1
     return unchanged_rate, len(flagged & slowed), suite, result.speed
+
+
+def oracle_2x_power(alpha: float) -> float:
+    """The most 2x slowdowns any rule can catch at mean false-alarm rate ``alpha``."""
+    from math import erfc, log, sqrt
+
+    sigma = np.linspace(0.03, 0.30, 2000)
+    ln2 = log(2.0)
+    tail = np.vectorize(lambda z: 0.5 * erfc(z / sqrt(2.0)))
+    low, high = -50.0, 50.0
+    for _ in range(80):  # bisect c
+        cut = sigma**2 * ((low + high) / 2) / ln2 + ln2 / 2
+        if tail(cut / sigma).mean() > alpha:
+            low = (low + high) / 2
+        else:
+            high = (low + high) / 2
+    cut = sigma**2 * high / ln2 + ln2 / 2
+    return float(tail((cut - ln2) / sigma).mean())
 
 
 def main() -> None:

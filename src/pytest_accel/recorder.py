@@ -163,6 +163,10 @@ class PerfPlugin:
         self.write_error: str | None = None
         # Filled at collection when this process runs the tests itself (no xdist).
         self.nodes = CollectedNodes()
+        # Whether reports may come from xdist workers (the controller's DSession).
+        self.relayed = config.pluginmanager.has_plugin("dsession") or bool(
+            getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)
+        )
 
     # --- collecting -------------------------------------------------------------------
 
@@ -203,7 +207,7 @@ class PerfPlugin:
             parents = self.nodes.parents.get(nodeid)  # collected in this process
             if parents is not None:
                 table.class_ids[row], table.module_ids[row] = parents
-        if table.workers[row] is None and hasattr(report, "node"):
+        if self.relayed and table.workers[row] is None and hasattr(report, "node"):
             # Relayed by xdist: a setup report carries the node info, a crash report does not.
             info = getattr(report, NODE_INFO_ATTR, None)
             if info:

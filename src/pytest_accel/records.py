@@ -115,9 +115,10 @@ class TimingTable:
             self.setups[row] += duration
         elif when == "teardown":
             self.teardowns[row] += duration
-        result = phase_outcome(when, outcome, wasxfail)
-        if _RANK[result] > _RANK[self.outcomes[row]]:
-            self.outcomes[row] = result
+        if outcome != "passed" or wasxfail or when == "???":  # a passed phase changes nothing
+            result = phase_outcome(when, outcome, wasxfail)
+            if _RANK[result] > _RANK[self.outcomes[row]]:
+                self.outcomes[row] = result
         if when in ("teardown", "???"):
             self.complete[row] = True
         if start and (not self.starts[row] or start < self.starts[row]):
