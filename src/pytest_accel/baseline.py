@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from pytest_accel.records import RECORD_SCHEMA, RECORD_VERSION
@@ -62,7 +63,7 @@ def _samples(path: str, where: str, value: Any) -> list[float]:
 
 
 def _check_seconds(path: str, where: str, value: Any) -> float:
-    if not finite_number(value):
+    if not finite_number(value):  # bools included: True is no duration
         raise InputError(path, f"{where}: expected a number of seconds, got {value!r}")
     if value < 0:
         raise InputError(path, f"{where}: {value!r} is negative")
@@ -89,6 +90,32 @@ def _version(path: str, data: Mapping[str, Any], supported: int) -> None:
         raise InputError(path, f"version: {version} is not a valid version")
 
 
+def _bulk_samples(path: str, where: str, entries: dict[str, Any]) -> dict[str, list[float]]:
+    """``{id: {"samples": [...]}}`` validated in bulk: a baseline holds millions of numbers.
+
+    The common case (all valid) costs a few vectorised passes; only a bad value is
+    located one by one, to name it.
+    """
+    lists: list[list[Any]] = []
+    for ident, entry in entries.items():
+        if type(entry) is not dict:
+            raise InputError(
+                path, f"{where}[{ident!r}]: expected an object, got {type(entry).__name__}"
+            )
+        samples = entry.get("samples")
+        # _samples raises for anything but a list, naming it
+        lists.append(
+            samples
+            if isinstance(samples, list)
+            else _samples(path, f"{where}[{ident!r}].samples", samples)
+        )
+    flat = list(chain.from_iterable(lists))
+    if not (set(map(type, flat)) <= {float, int} and _all_plausible(flat)):
+        for ident, samples in zip(entries, lists, strict=True):  # find and name the bad one
+            _samples(path, f"{where}[{ident!r}].samples", samples)
+    return dict(zip(entries, lists, strict=True))
+
+
 def _parse_baseline(path: str, data: dict[str, Any]) -> Baseline:
     _version(path, data, BASELINE_VERSION)
     window = data.get("window", DEFAULT_WINDOW)
@@ -99,13 +126,9 @@ def _parse_baseline(path: str, data: dict[str, Any]) -> Baseline:
         env = _object(path, f"envs[{key!r}]", raw_env)
         parsed = EnvSamples()
         for group in GROUPS:
-            entries = _object(path, f"envs[{key!r}].{group}", env.get(group, {}))
-            target = parsed.group(group)
-            for ident, entry in entries.items():
-                where = f"envs[{key!r}].{group}[{ident!r}]"
-                target[ident] = _samples(
-                    path, f"{where}.samples", _object(path, where, entry).get("samples")
-                )
+            where = f"envs[{key!r}].{group}"
+            entries = _object(path, where, env.get(group, {}))
+            parsed.group(group).update(_bulk_samples(path, where, entries))
         envs[str(key)] = parsed
     return Baseline(envs, window, "baseline")
 
@@ -119,31 +142,56 @@ def _parse_record(path: str, data: dict[str, Any]) -> Baseline:
     return Baseline({key: samples_from_record(path, data)}, DEFAULT_WINDOW, "record")
 
 
-def samples_from_record(
+def current_from_record(
     path: str, data: Mapping[str, Any], test_metric: str = "call"
-) -> EnvSamples:
-    """One sample per passing test (its ``call`` or ``total``) and per class and module.
+) -> dict[str, dict[str, float]]:
+    """A record's timings to compare or fold: ``{group: {id: seconds}}``.
 
-    Failed tests add nothing, and neither do the classes and modules that hold them.
+    Passing tests by ``test_metric``; classes and modules by total, except those holding
+    a test that failed (their total says more about the failure than about speed).
     """
-    parsed = EnvSamples(test_metric=test_metric)
     failing_groups: set[str] = set()
-    for ident, raw_test in _object(path, "tests", data.get("tests")).items():
-        test = _object(path, f"tests[{ident!r}]", raw_test)
+    passed: dict[str, Any] = {}
+    for ident, test in _object(path, "tests", data.get("tests")).items():
+        if type(test) is not dict:
+            _object(path, f"tests[{ident!r}]", test)  # raises, naming the test
         outcome = test.get("outcome")
         if outcome == "passed":
-            parsed.tests[ident] = [
-                _check_seconds(path, f"tests[{ident!r}].{test_metric}", test.get(test_metric))
-            ]
+            passed[ident] = test.get(test_metric)
         elif outcome in ("failed", "error", "crashed"):
             failing_groups.update(g for g in (test.get("class"), test.get("module")) if g)
+    values = list(passed.values())
+    if not (set(map(type, values)) <= {float, int} and _all_plausible(values)):
+        for ident, value in passed.items():  # find and name the bad one
+            _check_seconds(path, f"tests[{ident!r}].{test_metric}", value)
+    timings: dict[str, dict[str, float]] = {"tests": passed, "classes": {}, "modules": {}}
     for group in ("classes", "modules"):
         for ident, raw_entry in _object(path, group, data.get(group, {})).items():
             entry = _object(path, f"{group}[{ident!r}]", raw_entry)
             total = _check_seconds(path, f"{group}[{ident!r}].total", entry.get("total"))
             if ident not in failing_groups:
-                parsed.group(group)[ident] = [total]
+                timings[group][ident] = total
+    return timings
+
+
+def samples_from_record(
+    path: str, data: Mapping[str, Any], test_metric: str = "call"
+) -> EnvSamples:
+    """A record as one sample per test, class and module (see ``current_from_record``)."""
+    timings = current_from_record(path, data, test_metric)
+    parsed = EnvSamples(test_metric=test_metric)
+    for group in GROUPS:
+        parsed.group(group).update({i: [v] for i, v in timings[group].items()})
     return parsed
+
+
+def _all_plausible(values: list[float]) -> bool:
+    import numpy as np
+
+    numbers = np.array(values, dtype=np.float64)
+    return bool(
+        np.isfinite(numbers).all() and (numbers >= 0).all() and (numbers <= MAX_SECONDS).all()
+    )
 
 
 def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
@@ -153,8 +201,13 @@ def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
         raise InputError(target, f"is not a pytest-accel record (schema {schema!r})")
-    baseline = _parse_record(target, data)
-    return next(iter(baseline.envs)), data
+    _version(target, data, RECORD_VERSION)
+    env = _object(target, "env", data.get("env"))
+    key = env.get("key")
+    if not isinstance(key, str) or not key:
+        raise InputError(target, f"env.key: expected a non-empty string, got {key!r}")
+    _object(target, "tests", data.get("tests"))
+    return key, data  # the tests are validated as they are read (samples_from_record)
 
 
 def _parse_durations(path: str, data: dict[str, Any]) -> Baseline:

@@ -17,6 +17,7 @@ import pytest
 from pytest_accel import __version__, ci_output
 from pytest_accel.baseline import (
     DEFAULT_WINDOW,
+    current_from_record,
     load_baseline,
     load_record,
     samples_from_record,
@@ -87,13 +88,8 @@ def compare_record(record_path: str, baseline_path: str, args: argparse.Namespac
     env = baseline.for_key(key)
     if env is None:
         return Comparison(key, available_envs=sorted(baseline.envs))
-    now = samples_from_record(record_path, data, env.test_metric)
-    return compare(
-        key,
-        {g: {i: s[0] for i, s in now.group(g).items()} for g in GROUPS},
-        {g: env.group(g) for g in GROUPS},
-        rule,
-    )
+    now = current_from_record(record_path, data, env.test_metric)
+    return compare(key, now, {g: env.group(g) for g in GROUPS}, rule)
 
 
 def _compare(args: argparse.Namespace) -> int:

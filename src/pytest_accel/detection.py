@@ -49,6 +49,8 @@ class Detection:
     device_kind: str | None = None
     source: str = "default"
     evidence: tuple[str, ...] = ()
+    # Set in an xdist worker that holds a slice of the devices (--accel-pin).
+    pinned: bool = False
 
     @property
     def is_accelerator(self) -> bool:

@@ -22,8 +22,10 @@ from pytest_accel.detection import (
     EmulationSpecError,
     parse_emulation,
 )
+from pytest_accel.pinning import PIN_MODES
 from pytest_accel.probe import DEFAULT_TIMEOUT
 from pytest_accel.regression import Rule
+from pytest_accel.sharding import SHARD_BY, ShardSpecError, parse_shard
 
 PROBE_MODES = ("auto", "none", "jax")
 ENV_ACCEL = "PYTEST_ACCEL"
@@ -78,6 +80,22 @@ ACCEL_OPTIONS: tuple[OptionSpec, ...] = (
         "Give JAX N host (CPU) devices: sets JAX_NUM_CPU_DEVICES and XLA_FLAGS for the test"
         " processes, so multi_device tests run on CPU runners.",
         metavar="N",
+    ),
+    OptionSpec(
+        "--accel-pin",
+        "With pytest-xdist on a GPU or TPU runner: auto (default) gives each worker its own"
+        " devices and makes -n auto the device count; off.",
+        metavar="MODE",
+    ),
+    OptionSpec(
+        "--accel-shard",
+        "Run shard K of N (1-based), balanced by the durations in --perf-baseline.",
+        metavar="K/N",
+    ),
+    OptionSpec(
+        "--accel-shard-by",
+        "What a shard takes whole: test, class (default; class fixtures run once) or module.",
+        metavar="UNIT",
     ),
     OptionSpec(
         "--accel-emulate",
@@ -243,6 +261,13 @@ class AccelOptions:
     cpu_devices: int | None
     emulate: Detection | None
     known_platforms: frozenset[str]
+    pin: str = "auto"
+    shard: tuple[int, int] | None = None
+    shard_by: str = "class"
+
+    @property
+    def shard_label(self) -> str | None:
+        return f"{self.shard[0]}/{self.shard[1]}" if self.shard else None
 
 
 def resolve(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOptions:
@@ -273,7 +298,23 @@ def resolve(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOpt
                 f"--accel-emulate: invalid value {emulate_text!r}: {exc};"
                 " expected PLATFORM[:COUNT[:KIND]], e.g. 'tpu:8:TPU v5 lite'"
             ) from None
+    pin = str(raw_setting(config, spec_for("--accel-pin")) or "auto").strip().lower()
+    if pin not in PIN_MODES:
+        raise _choices_error("--accel-pin", pin, PIN_MODES)
+    shard_text = raw_setting(config, spec_for("--accel-shard"))
+    shard = None
+    if shard_text:
+        try:
+            shard = parse_shard(str(shard_text))
+        except ShardSpecError as exc:
+            raise pytest.UsageError(f"--accel-shard: {exc}") from None
+    shard_by = str(raw_setting(config, spec_for("--accel-shard-by")) or "class").strip().lower()
+    if shard_by not in SHARD_BY:
+        raise _choices_error("--accel-shard-by", shard_by, SHARD_BY)
     return AccelOptions(
+        pin=pin,
+        shard=shard,
+        shard_by=shard_by,
         requested=None if accel == "auto" else accel,
         allow_missing=bool(raw_setting(config, spec_for("--accel-allow-missing"))),
         only=bool(raw_setting(config, spec_for("--accel-only"))),

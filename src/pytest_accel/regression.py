@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -127,11 +128,31 @@ def pad(samples: Sequence[Sequence[float]]) -> FloatArray:
     """Ragged sample lists as one NaN-padded 2-D array."""
     import numpy as np
 
-    width = max((len(s) for s in samples), default=0) or 1
+    lengths = np.fromiter(map(len, samples), dtype=np.int64, count=len(samples))
+    width = int(lengths.max(initial=0)) or 1
     out = np.full((len(samples), width), np.nan)
-    for row, values in enumerate(samples):
-        out[row, : len(values)] = values
+    total = int(lengths.sum())
+    flat = np.fromiter(chain.from_iterable(samples), dtype=np.float64, count=total)
+    rows = np.repeat(np.arange(len(samples)), lengths)
+    cols = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    out[rows, cols] = flat
     return out
+
+
+def row_median(values: FloatArray) -> FloatArray:
+    """Median of each row, ignoring NaN padding (NaN for an all-NaN row).
+
+    One sort instead of ``np.nanmedian``, which falls back to masked arrays on padded input.
+    """
+    import numpy as np
+
+    ordered = np.sort(values, axis=1)  # NaN sorts last
+    counts = np.sum(~np.isnan(values), axis=1)
+    rows = np.arange(len(values))
+    low = ordered[rows, np.maximum(counts - 1, 0) // 2]
+    high = ordered[rows, np.minimum(counts // 2, values.shape[1] - 1)]
+    median = np.where(counts % 2 == 1, low, (low + high) / 2)
+    return np.where(counts > 0, median, np.nan)
 
 
 def judge(
@@ -153,14 +174,14 @@ def judge(
             np.zeros(len(current)), count, np.full(len(current), np.nan), nothing, nothing
         )
     with np.errstate(all="ignore"):
-        median = np.nanmedian(samples, axis=1)
+        median = row_median(samples)
         if rule.log_space:
             values = np.log(np.maximum(samples, _LOG_FLOOR))
             now = np.log(np.maximum(current, _LOG_FLOOR))
         else:
             values, now = samples, current
-        centre = np.nanmedian(values, axis=1)
-        spread = MAD_SCALE * np.nanmedian(np.abs(values - centre[:, None]), axis=1)
+        centre = row_median(values)
+        spread = MAD_SCALE * row_median(np.abs(values - centre[:, None]))
         if rule.spread == "clipped":
             inside = np.abs(values - centre[:, None]) <= CLIP_MADS * spread[:, None]
             kept = np.where(inside, values, 0.0)
@@ -236,31 +257,36 @@ def compare(
     result.new = sorted(i for i in tests_now if i not in tests_then)
     result.missing = sorted(i for i in tests_then if i not in tests_now)
 
-    ids = sorted(
-        i for i in tests_now if tests_then.get(i) and not overrides.get(i, Override()).ignore
-    )
+    ignored = {i for i, o in overrides.items() if o.ignore}
+    # In the current run's order: deterministic for the same input, and findings are
+    # sorted by ratio at the end anyway.
+    ids = [i for i in tests_now if tests_then.get(i) and i not in ignored]
     result.compared = len(ids)
     raw = np.array([tests_now[i] for i in ids], dtype=np.float64)
     samples = pad([tests_then[i] for i in ids])
-    medians = np.nanmedian(samples, axis=1) if ids else np.zeros(0)
+    medians = row_median(samples) if ids else np.zeros(0)
     if rule.normalize and len(ids) >= MIN_FOR_SPEED:
         usable = medians > 0
         if usable.any():
             result.speed = float(np.median(raw[usable] / medians[usable]))
     speed = result.speed if result.speed > 0 else 1.0
 
-    thresholds = np.array(
-        [overrides.get(i, Override()).threshold or rule.threshold for i in ids], dtype=np.float64
-    )
-    deltas = np.array(
-        [
-            rule.min_delta
-            if overrides.get(i, Override()).min_delta is None
-            else overrides[i].min_delta
-            for i in ids
-        ],
-        dtype=np.float64,
-    )
+    thresholds: FloatArray | None = None
+    deltas: FloatArray | None = None
+    if overrides:  # per-test arrays only when some test has a perf(...) marker
+        none = Override()
+        thresholds = np.array(
+            [overrides.get(i, none).threshold or rule.threshold for i in ids], dtype=np.float64
+        )
+        deltas = np.array(
+            [
+                rule.min_delta
+                if overrides.get(i, none).min_delta is None
+                else overrides[i].min_delta
+                for i in ids
+            ],
+            dtype=np.float64,
+        )
     verdict = judge(raw / speed, samples, rule, thresholds, deltas)
     result.regressions += _findings("test", ids, raw, verdict, verdict.regressed)
     result.improvements += _findings("test", ids, raw, verdict, verdict.improved)

@@ -191,6 +191,11 @@ def evaluate_marks(
     for requirement in requirements:
         if requirement.unmet_by(detection):
             reason = f"requires {requirement.describe()} (detected: {detection.describe()})"
+            if detection.pinned and detection.device_count < requirement.min_devices:
+                reason += (
+                    "; this xdist worker holds only its share of the devices: run it in an"
+                    " unpinned pass (-n 0, or --accel-pin=off)"
+                )
             break
     if reason is None and cpu_only and targets_accelerator:
         reason = f"cpu_only: this run targets an accelerator (detected: {detection.describe()})"

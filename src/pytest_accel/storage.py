@@ -8,6 +8,7 @@ file behind.  orjson is imported here, lazily, only when a file is read or writt
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import tempfile
@@ -97,10 +98,17 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raw = raw[3:]  # a UTF-8 BOM from an editor is untidy, not invalid
     if not raw.strip():
         raise InputError(path, "is empty")
+    # A parsed JSON tree has no reference cycles, but building millions of containers
+    # would set off full collections that walk all of them: pause the collector.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InputError(path, f"is not valid JSON ({exc})") from None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def check_writable(path: str | os.PathLike[str]) -> Path:
