@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +21,7 @@ from pytest_accel.baseline import (
     current_from_record,
     load_baseline,
     load_record,
+    parse_baseline,
     samples_from_record,
     update_baseline_file,
 )
@@ -30,10 +32,12 @@ from pytest_accel.detection import (
     detect_builtin,
     sysroot_from_env,
 )
+from pytest_accel.merge import MergeError, check_record, merge_records
 from pytest_accel.options import parse_positive_int, rule_from
 from pytest_accel.probe import DEFAULT_TIMEOUT, ProbeError, confirm, run_jax_probe
 from pytest_accel.regression import Comparison, compare
-from pytest_accel.storage import InputError
+from pytest_accel.sharding import SHARD_BY, make_units, plan, weights_for
+from pytest_accel.storage import InputError, read_json, write_json_atomic
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -122,6 +126,97 @@ def _baseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _merge(args: argparse.Namespace) -> int:
+    records = [(path, check_record(path, read_json(path))) for path in args.records]
+    try:
+        results = merge_records(records, by_env=args.by_env)
+    except MergeError as exc:
+        raise CliError(str(exc)) from None
+    for result in results:
+        out = args.output if len(results) == 1 else _per_key_path(args.output, result.key)
+        write_json_atomic(out, result.record)
+        for note in result.notes:
+            sys.stderr.write(f"pytest-accel: note: {note}\n")
+        sys.stdout.write(
+            f"{out}: merged {len(result.record['run']['merged_from'])} record(s) under"
+            f" {result.key}: {len(result.record['tests'])} test(s),"
+            f" {len(result.record['classes'])} class(es),"
+            f" {len(result.record['modules'])} module(s)\n"
+        )
+    return EXIT_OK
+
+
+def _per_key_path(output: str, key: str) -> str:
+    slug = "".join(c if c.isalnum() else "_" for c in key).strip("_") or "env"
+    stem, dot, suffix = output.rpartition(".")
+    return f"{stem}.{slug}.{suffix}" if dot else f"{output}.{slug}"
+
+
+def _shard(args: argparse.Namespace) -> int:
+    """A plan from a durations file alone: tests, and classes and modules by node id.
+
+    (A pytest run knows its collection tree; here a record's class and module fields are
+    used when the file is a record, and node ids are split otherwise.)
+    """
+    data = read_json(args.durations)
+    groups: dict[str, str | None] = {}
+    if isinstance(data, dict) and data.get("schema") == "pytest-accel/record":
+        _, data = load_record(args.durations)
+        known = current_from_record(args.durations, data, "total")["tests"]
+        field = "class" if args.by == "class" else "module"
+        groups = {t: data["tests"][t].get(field) for t in known}
+    else:
+        baseline = parse_baseline(args.durations, data)
+        env = (
+            baseline.for_key(args.env_key)
+            if args.env_key
+            else next(iter(baseline.envs.values()), None)
+        )
+        if env is None:
+            raise CliError(
+                f"{args.durations}: no timings for {args.env_key!r}"
+                f" (it has: {', '.join(sorted(baseline.envs))})"
+            )
+        known = {t: statistics.median(s) for t, s in env.tests.items() if s}
+        for test in known:
+            parts = test.split("::")
+            groups[test] = (
+                parts[0]
+                if args.by == "module"
+                else ("::".join(parts[:-1]) if len(parts) > 2 else None)
+            )
+    tests = sorted(known)
+    shard_plan = plan(make_units(tests, groups, weights_for(tests, known), args.by), args.splits)
+    loads = shard_plan.loads()
+    if args.format == "json":
+        payload = {
+            "splits": args.splits,
+            "by": args.by,
+            "imbalance": shard_plan.imbalance(),
+            "shards": [
+                {
+                    "shard": f"{i + 1}/{args.splits}",
+                    "estimated": loads[i],
+                    "tests": shard_plan.tests(i),
+                }
+                for i in range(args.splits)
+            ],
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        for i in range(args.splits):
+            sys.stdout.write(
+                f"shard {i + 1}/{args.splits}: {len(shard_plan.tests(i))} test(s),"
+                f" {len(shard_plan.shards[i])}"
+                f" {args.by} unit(s), estimated {loads[i]:.1f}s\n"
+            )
+        sys.stdout.write(
+            f"largest shard: {shard_plan.imbalance():.3f}x the ideal"
+            f" ({sum(loads) / args.splits:.1f}s)\n"
+        )
+    return EXIT_OK
+
+
 def _positive_int(text: str) -> int:
     try:
         return parse_positive_int("value", text)
@@ -159,6 +254,24 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--into", required=True, metavar="BASELINE")
     base.add_argument("--window", type=_positive_int, default=DEFAULT_WINDOW)
     base.set_defaults(handler=_baseline)
+
+    merge = commands.add_parser("merge", help="merge the records of shards into one")
+    merge.add_argument("records", nargs="+", metavar="RECORD")
+    merge.add_argument("-o", "--output", required=True, metavar="OUT")
+    merge.add_argument(
+        "--by-env",
+        action="store_true",
+        help="records of different hardware keys: write one OUT.<key>.json per key",
+    )
+    merge.set_defaults(handler=_merge)
+
+    shard = commands.add_parser("shard", help="print a duration-balanced plan")
+    shard.add_argument("--durations", required=True, help="baseline, record or .test_durations")
+    shard.add_argument("--splits", type=_positive_int, required=True)
+    shard.add_argument("--by", choices=SHARD_BY, default="class")
+    shard.add_argument("--env-key", help="the hardware key to read from a baseline")
+    shard.add_argument("--format", choices=("text", "json"), default="text")
+    shard.set_defaults(handler=_shard)
     return parser
 
 

@@ -146,8 +146,10 @@ class PerfPlugin:
         options: PerfOptions,
         detection: Detection,
         baseline: Baseline | None,
+        shard: str | None = None,
     ) -> None:
         self.config = config
+        self.shard = shard  # "K/N" with --accel-shard
         self.options = options
         self.detection = detection
         self.baseline = baseline
@@ -308,7 +310,7 @@ class PerfPlugin:
             duration=time.perf_counter() - self.started_monotonic,
             commit=self.commit,
             branch=self.branch,
-            shard=None,
+            shard=self.shard,
             workers=len(self.workers),
             exitstatus=int(exitstatus),
         )
