@@ -19,13 +19,18 @@ from itertools import chain
 from typing import Any
 
 from pytest_accel.records import RECORD_SCHEMA, RECORD_VERSION
-from pytest_accel.storage import InputError, finite_number, read_json, write_json_atomic
+from pytest_accel.storage import (
+    MAX_SECONDS,
+    InputError,
+    all_plausible,
+    finite_number,
+    read_json,
+    write_json_atomic,
+)
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
 BASELINE_VERSION = 1
 DEFAULT_WINDOW = 20
-# A duration above this (about 11.5 days) is a unit error or corruption, not a timing.
-MAX_SECONDS = 1e6
 ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware runs
 GROUPS = ("tests", "classes", "modules")
 
@@ -110,7 +115,7 @@ def _bulk_samples(path: str, where: str, entries: dict[str, Any]) -> dict[str, l
             else _samples(path, f"{where}[{ident!r}].samples", samples)
         )
     flat = list(chain.from_iterable(lists))
-    if not (set(map(type, flat)) <= {float, int} and _all_plausible(flat)):
+    if not (set(map(type, flat)) <= {float, int} and all_plausible(flat)):
         for ident, samples in zip(entries, lists, strict=True):  # find and name the bad one
             _samples(path, f"{where}[{ident!r}].samples", samples)
     return dict(zip(entries, lists, strict=True))
@@ -161,7 +166,7 @@ def current_from_record(
         elif outcome in ("failed", "error", "crashed"):
             failing_groups.update(g for g in (test.get("class"), test.get("module")) if g)
     values = list(passed.values())
-    if not (set(map(type, values)) <= {float, int} and _all_plausible(values)):
+    if not (set(map(type, values)) <= {float, int} and all_plausible(values)):
         for ident, value in passed.items():  # find and name the bad one
             _check_seconds(path, f"tests[{ident!r}].{test_metric}", value)
     timings: dict[str, dict[str, float]] = {"tests": passed, "classes": {}, "modules": {}}
@@ -183,15 +188,6 @@ def samples_from_record(
     for group in GROUPS:
         parsed.group(group).update({i: [v] for i, v in timings[group].items()})
     return parsed
-
-
-def _all_plausible(values: list[float]) -> bool:
-    import numpy as np
-
-    numbers = np.array(values, dtype=np.float64)
-    return bool(
-        np.isfinite(numbers).all() and (numbers >= 0).all() and (numbers <= MAX_SECONDS).all()
-    )
 
 
 def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:

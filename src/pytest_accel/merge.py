@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pytest_accel.records import RECORD_SCHEMA, RECORD_VERSION, utc_timestamp
-from pytest_accel.storage import InputError, finite_number
+from pytest_accel.storage import InputError, all_plausible, finite_number
 
 
 class MergeError(Exception):
@@ -43,39 +43,98 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
             raise InputError(path, f"{section}: expected an object")
     if not isinstance(data["env"].get("key"), str):
         raise InputError(path, "env.key: expected a string")
-    for nodeid, test in data["tests"].items():
-        if not isinstance(test, dict):
-            raise InputError(path, f"tests[{nodeid!r}]: expected an object")
-        for name in ("setup", "call", "teardown", "total"):
-            if not finite_number(test.get(name)) or test[name] < 0:
-                raise InputError(
-                    path, f"tests[{nodeid!r}].{name}: expected seconds, got {test.get(name)!r}"
-                )
+    tests = data["tests"]
+    if not all(type(test) is dict for test in tests.values()):
+        nodeid = next(n for n, t in tests.items() if type(t) is not dict)
+        raise InputError(path, f"tests[{nodeid!r}]: expected an object")
+    fields = ("setup", "call", "teardown", "total")
+    values = [test.get(name) for test in tests.values() for name in fields]
+    if not (set(map(type, values)) <= {float, int} and all_plausible(values)):
+        for nodeid, test in tests.items():  # find and name the bad one
+            for name in fields:
+                value = test.get(name)
+                if not finite_number(value) or value < 0:
+                    raise InputError(
+                        path, f"tests[{nodeid!r}].{name}: expected seconds, got {value!r}"
+                    )
+    for section in ("classes", "modules"):
+        for group, value in _mapping(path, section, data.get(section, {})).items():
+            entry = _mapping(path, f"{section}[{group!r}]", value)
+            for name in ("tests", "total", "span"):
+                if not finite_number(entry.get(name)) or entry[name] < 0:
+                    raise InputError(
+                        path,
+                        f"{section}[{group!r}].{name}: expected a number, got {entry.get(name)!r}",
+                    )
     _started(path, data)
     return data
+
+
+def _mapping(path: str, where: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(path, f"{where}: expected an object, got {type(value).__name__}")
+    return value
 
 
 def _groups(
     tests: dict[str, dict[str, Any]],
     source: dict[str, str],
     records: dict[str, dict[str, Any]],
-    kind: str,
+    field_name: str,
+    section: str,
 ) -> dict[str, dict[str, float | int]]:
-    field_name, section = ("class", "classes") if kind == "class" else ("module", "modules")
-    members: dict[str, list[str]] = {}
+    """Classes or modules recomputed from the merged tests, in one pass."""
+    counts: dict[str, int] = {}
+    totals: dict[str, float] = {}
+    sources: dict[str, set[str]] = {}
     for nodeid, test in tests.items():
         group = test.get(field_name)
         if isinstance(group, str):
-            members.setdefault(group, []).append(nodeid)
+            counts[group] = counts.get(group, 0) + 1
+            totals[group] = totals.get(group, 0.0) + float(test["total"])
+            sources.setdefault(group, set()).add(source[nodeid])
     result: dict[str, dict[str, float | int]] = {}
-    for group, nodeids in members.items():
-        total = sum(float(tests[n]["total"]) for n in nodeids)
+    for group, count in counts.items():
         # A group that ran in several shards ran in parallel: its span is the longest one.
         spans = [
             float(records[path].get(section, {}).get(group, {}).get("span", 0.0))
-            for path in sorted({source[n] for n in nodeids})
+            for path in sources[group]
         ]
-        result[group] = {"tests": len(nodeids), "total": total, "span": max(spans, default=total)}
+        result[group] = {"tests": count, "total": totals[group], "span": max(spans)}
+    return result
+
+
+def _merged_groups(
+    duplicates: bool,
+    tests: dict[str, dict[str, Any]],
+    source: dict[str, str],
+    records: dict[str, dict[str, Any]],
+    *,
+    field_name: str,
+    section: str,
+) -> dict[str, dict[str, float | int]]:
+    """Each record's own aggregates, combined; recomputed from the tests after duplicates.
+
+    Without duplicates a group's tests are exactly the union of its tests in each record,
+    so adding counts and totals (and taking the longest span) is the same as recomputing,
+    at the cost of the groups rather than of every test.
+    """
+    if duplicates:
+        return _groups(tests, source, records, field_name, section)
+    result: dict[str, dict[str, float | int]] = {}
+    for data in records.values():
+        for group, value in data.get(section, {}).items():
+            seen = result.get(group)
+            if seen is None:
+                result[group] = {
+                    "tests": int(value["tests"]),
+                    "total": float(value["total"]),
+                    "span": float(value["span"]),
+                }
+            else:
+                seen["tests"] = int(seen["tests"]) + int(value["tests"])
+                seen["total"] = float(seen["total"]) + float(value["total"])
+                seen["span"] = max(float(seen["span"]), float(value["span"]))
     return result
 
 
@@ -85,9 +144,11 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     tests: dict[str, dict[str, Any]] = {}
     source: dict[str, str] = {}
     records = dict(inputs)
+    duplicates = False
     for _, (path, data) in ordered:
         for nodeid, test in data["tests"].items():
             if nodeid in tests:
+                duplicates = True
                 merged.notes.append(
                     f"{nodeid}: in {source[nodeid]} and {path}; kept {path} (the later run)"
                 )
@@ -120,8 +181,12 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
         },
         "env": first["env"],
         "tests": tests,
-        "classes": _groups(tests, source, records, "class"),
-        "modules": _groups(tests, source, records, "module"),
+        "classes": _merged_groups(
+            duplicates, tests, source, records, field_name="class", section="classes"
+        ),
+        "modules": _merged_groups(
+            duplicates, tests, source, records, field_name="module", section="modules"
+        ),
     }
     return merged
 

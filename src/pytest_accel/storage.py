@@ -27,9 +27,10 @@ class InputError(Exception):
 
 
 def dumps(data: Any) -> bytes:
+    """Compact JSON: these files are machine-read and can be large (``jq`` shows them)."""
     import orjson
 
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps(data, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
@@ -132,3 +133,17 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
 
 def finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# Larger than any test duration could be: a unit error or corruption.
+MAX_SECONDS = 1e6
+
+
+def all_plausible(values: list[Any]) -> bool:
+    """All numbers finite, non-negative and at most ``MAX_SECONDS`` (checked in bulk)."""
+    import numpy as np
+
+    numbers = np.array(values, dtype=np.float64)
+    return bool(
+        np.isfinite(numbers).all() and (numbers >= 0).all() and (numbers <= MAX_SECONDS).all()
+    )
