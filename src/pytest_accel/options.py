@@ -211,6 +211,17 @@ def raw_setting(
     return str(ini) if ini not in (None, "") else None
 
 
+def early_setting(early_config: pytest.Config, flag: str) -> str | None:
+    """An option's value before options are parsed into ``config.option``."""
+    spec = spec_for(flag)
+    value = getattr(early_config.known_args_namespace, spec.dest, None)
+    if value is None and spec.env:
+        value = os.environ.get(spec.env) or None
+    if value is None:
+        value = early_config.getini(spec.dest) or None
+    return None if value is None else str(value)
+
+
 def spec_for(flag: str) -> OptionSpec:
     return next(s for s in (*ACCEL_OPTIONS, *PERF_OPTIONS) if s.flag == flag)
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import statistics
 from typing import Any
 
 import pytest
 
-from pytest_accel import hookspecs, options
-from pytest_accel.baseline import load_baseline
+from pytest_accel import hookspecs, options, scaleout
+from pytest_accel.baseline import Baseline, load_baseline
 from pytest_accel.detection import (
     Detection,
     DetectionContext,
@@ -25,9 +24,9 @@ from pytest_accel.detection import (
     platform_matches,
     sysroot_from_env,
 )
-from pytest_accel.pinning import PINNED_PLATFORMS, Pin, PinError, plan_pin, shareable
+from pytest_accel.pinning import Pin
 from pytest_accel.probe import ProbeError, confirm, run_jax_probe
-from pytest_accel.recorder import NodeInfoSender, PerfPlugin, collect_nodes, load_for_session
+from pytest_accel.recorder import NodeInfoSender, PerfPlugin, load_for_session
 from pytest_accel.records import env_key, framework_versions
 from pytest_accel.selection import (
     MARKERS,
@@ -37,12 +36,13 @@ from pytest_accel.selection import (
     Verdict,
     evaluate_marks,
 )
-from pytest_accel.sharding import Plan, make_units, plan, weights_for
+from pytest_accel.sharding import Plan
 from pytest_accel.storage import InputError, check_writable
 
 detection_key = pytest.StashKey[Detection]()
 pin_key = pytest.StashKey[Pin]()
 plan_key = pytest.StashKey[Plan]()
+baseline_key = pytest.StashKey[Baseline | None]()
 options_key = pytest.StashKey[options.AccelOptions]()
 verdict_key = pytest.StashKey[Verdict]()
 _saved_env_key = pytest.StashKey[dict[str, str | None]]()
@@ -62,17 +62,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser, options.PERF_OPTIONS, group="perf")
 
 
-def _early_setting(early_config: pytest.Config, flag: str) -> str | None:
-    """An option's value before options are parsed into ``config.option``."""
-    spec = options.spec_for(flag)
-    value = getattr(early_config.known_args_namespace, spec.dest, None)
-    if value is None and spec.env:
-        value = os.environ.get(spec.env) or None
-    if value is None:
-        value = early_config.getini(spec.dest) or None
-    return None if value is None else str(value)
-
-
 def _set_env(early_config: pytest.Config, values: dict[str, str]) -> None:
     """Set variables for this process and its children; restored at unconfigure."""
     saved = early_config.stash.setdefault(_saved_env_key, {})
@@ -84,7 +73,7 @@ def _set_env(early_config: pytest.Config, values: dict[str, str]) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """Set device variables before conftests (which may import jax or torch) are loaded."""
-    value = _early_setting(early_config, "--accel-cpu-devices")
+    value = options.early_setting(early_config, "--accel-cpu-devices")
     if value:
         count = options.parse_positive_int("--accel-cpu-devices", value)
         flags = _XLA_HOST_COUNT.sub("", os.environ.get("XLA_FLAGS", "")).strip()
@@ -93,36 +82,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
             early_config,
             {"JAX_NUM_CPU_DEVICES": str(count), "XLA_FLAGS": f"{flags} {flag}".strip()},
         )
-    _pin_xdist_worker(early_config)
-
-
-def _pin_xdist_worker(early_config: pytest.Config) -> None:
-    """In an xdist worker, take this worker's slice of the devices (--accel-pin=auto).
-
-    xdist names the worker and the worker count in the environment before the worker's
-    configuration is built; ``workerinput`` arrives only after conftests are imported.
-    """
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if not worker or not workers.isdigit():
-        return
-    if (_early_setting(early_config, "--accel-pin") or "auto").lower() != "auto":
-        return
-    accel = (_early_setting(early_config, "--accel") or "auto").lower()
-    if accel == "cpu" or _early_setting(early_config, "--accel-emulate"):
-        return
-    context = DetectionContext(
-        sysroot_from_env(os.environ), dict(os.environ), None if accel == "auto" else accel
-    )
-    found = detect_builtin(context)
-    if found is None or found.platform not in PINNED_PLATFORMS:
-        return
-    try:
-        pin = plan_pin(found, os.environ, worker, int(workers))
-    except PinError as exc:
-        raise pytest.UsageError(f"--accel-pin: {exc}") from None
-    _set_env(early_config, pin.env)
-    early_config.stash[pin_key] = pin
+    pin = scaleout.pin_worker(early_config, lambda values: _set_env(early_config, values))
+    if pin is not None:
+        early_config.stash[pin_key] = pin
 
 
 def known_platforms(config: pytest.Config) -> list[str]:
@@ -165,16 +127,7 @@ def _resolve_detection(config: pytest.Config, opts: options.AccelOptions) -> Det
         # xdist worker: the controller detected (and probed) once for everyone.
         detection = Detection.from_json(workerinput[WORKERINPUT_DETECTION])
         pin = config.stash.get(pin_key, None)
-        if pin is None:
-            return detection
-        return Detection(
-            detection.platform,
-            pin.device_count,
-            detection.device_kind,
-            f"{detection.source}; {pin.describe()}",
-            detection.evidence,
-            pinned=True,
-        )
+        return detection if pin is None else scaleout.pinned_detection(detection, pin)
     if opts.emulate is not None:
         return opts.emulate
     requested = opts.requested
@@ -224,43 +177,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[options_key] = opts
     detection = config.stash[detection_key] = _resolve_detection(config, opts)
     if not _is_xdist_worker(config):
-        _check_pinning(config, opts, detection)
+        scaleout.check_worker_count(getattr(config.option, "numprocesses", None), opts, detection)
     _register_features(config, detection)
-
-
-def _pinnable(opts: options.AccelOptions, detection: Detection) -> bool:
-    return (
-        opts.pin == "auto"
-        and opts.emulate is None
-        and detection.platform in PINNED_PLATFORMS
-        and not detection.pinned
-    )
-
-
-def _check_pinning(config: pytest.Config, opts: options.AccelOptions, detection: Detection) -> None:
-    """Refuse more xdist workers than devices before any worker starts."""
-    workers = getattr(config.option, "numprocesses", None)
-    if not isinstance(workers, int) or workers < 1 or not _pinnable(opts, detection):
-        return
-    devices = shareable(detection, os.environ)
-    if workers > len(devices):
-        raise pytest.UsageError(
-            f"--accel-pin: -n {workers} workers cannot each hold one of {len(devices)}"
-            f" {detection.platform} device(s); use -n {len(devices)} (or -n auto),"
-            " or --accel-pin=off to share them"
-        )
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` on an accelerator runner: one worker per device (set)."""
     opts = config.stash.get(options_key, None)
     if opts is None:  # xdist asks before pytest_configure: detect now (cheap, no probe)
         opts = options.resolve(config, known_platforms(config))
     detection = config.stash.get(detection_key, None) or _resolve_detection(config, opts)
-    if not _pinnable(opts, detection):
-        return None
-    return len(shareable(detection, os.environ)) or None
+    return scaleout.auto_workers(opts, detection)
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
@@ -281,7 +208,7 @@ def _register_features(config: pytest.Config, detection: Detection) -> None:
             check_writable(perf.record)
         except InputError as exc:
             raise pytest.UsageError(f"--perf-record: {exc}") from None
-    baseline = load_for_session(perf)
+    baseline = config.stash[baseline_key] = load_for_session(perf)
     shard = config.stash[options_key].shard_label
     plugin = PerfPlugin(config, perf, detection, baseline, shard)
     config.pluginmanager.register(plugin, "pytest_accel.perf")
@@ -371,60 +298,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=verdict.skip_reason))
         kept.append(item)
     if opts.shard is not None:
-        kept, elsewhere = _shard(config, detection, opts, kept)
+        skipped = {i.nodeid for i in kept if i.stash[verdict_key].skip_reason is not None}
+        key = env_key(detection, options.resolve_perf(config).env_key)
+        durations = scaleout.known_durations(_baseline_for_sharding(config), key)
+        kept, elsewhere, shard_plan = scaleout.shard_items(kept, opts, durations, skipped)
+        config.stash[plan_key] = shard_plan
         deselected += elsewhere
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
 
 
-def _shard(
-    config: pytest.Config,
-    detection: Detection,
-    opts: options.AccelOptions,
-    items: list[pytest.Item],
-) -> tuple[list[pytest.Item], list[pytest.Item]]:
-    """Keep this shard's tests; the same plan is computed identically on every shard."""
-    assert opts.shard is not None
-    index, count = opts.shard
-    nodeids = [item.nodeid for item in items]
-    nodes = collect_nodes(items)
-    groups = {
-        nodeid: nodes.parents[nodeid][0 if opts.shard_by == "class" else 1] for nodeid in nodeids
-    }
-    skipped = [i.nodeid for i in items if i.stash[verdict_key].skip_reason is not None]
-    weights = weights_for(nodeids, _known_durations(config, detection), zero=skipped)
-    shard_plan = plan(make_units(nodeids, groups, weights, opts.shard_by), count)
-    config.stash[plan_key] = shard_plan
-    mine = set(shard_plan.tests(index - 1))
-    return [i for i in items if i.nodeid in mine], [i for i in items if i.nodeid not in mine]
-
-
-def _known_durations(config: pytest.Config, detection: Detection) -> dict[str, float]:
-    """Median test durations under this run's hardware key, from --perf-baseline."""
-    perf = options.resolve_perf(config)
-    if perf.baseline is None or not os.path.exists(perf.baseline):
-        return {}
+def _baseline_for_sharding(config: pytest.Config) -> Baseline | None:
+    """The session's baseline; an xdist worker, which does not compare, reads it here."""
+    if baseline_key in config.stash:
+        return config.stash[baseline_key]
+    path = options.resolve_perf(config).baseline
+    if path is None or not os.path.exists(path):
+        return None
     try:
-        baseline = load_baseline(perf.baseline)
+        baseline = config.stash[baseline_key] = load_baseline(path)
     except InputError as exc:
         raise pytest.UsageError(f"--perf-baseline: {exc}") from None
-    env = baseline.for_key(env_key(detection, perf.env_key))
-    if env is None:
-        return {}
-    return {test: statistics.median(samples) for test, samples in env.tests.items() if samples}
+    return baseline
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     shard_plan = config.stash.get(plan_key, None)
-    opts = config.stash[options_key]
-    if shard_plan is None or opts.shard is None:
+    if shard_plan is None:
         return None
-    loads = shard_plan.loads()
-    index = opts.shard[0] - 1
-    return (
-        f"accel-shard {opts.shard_label} by {opts.shard_by}: {len(shard_plan.tests(index))}"
-        f" test(s), estimated {loads[index]:.1f}s; all shards:"
-        f" {', '.join(f'{load:.1f}s' for load in loads)} (largest {shard_plan.imbalance():.3f}x"
-        " the ideal)"
-    )
+    return scaleout.shard_line(config.stash[options_key], shard_plan)
