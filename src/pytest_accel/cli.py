@@ -26,6 +26,7 @@ from pytest_accel.baseline import (
     update_baseline_file,
 )
 from pytest_accel.detection import (
+    PROBE_TIMEOUT,
     Detection,
     DetectionContext,
     cpu_detection,
@@ -33,10 +34,10 @@ from pytest_accel.detection import (
     sysroot_from_env,
 )
 from pytest_accel.merge import MergeError, check_record, merge_records
-from pytest_accel.options import parse_positive_int, rule_from
-from pytest_accel.probe import DEFAULT_TIMEOUT, ProbeError, confirm, run_jax_probe
+from pytest_accel.options import SHARD_BY, parse_positive_int, rule_from
+from pytest_accel.probe import ProbeError, confirm, run_jax_probe
 from pytest_accel.regression import Comparison, compare
-from pytest_accel.sharding import SHARD_BY, make_units, plan, weights_for
+from pytest_accel.sharding import make_units, plan, weights_for
 from pytest_accel.storage import InputError, read_json, write_json_atomic
 
 EXIT_OK = 0
@@ -235,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument(
         "--probe", choices=("none", "jax"), default="none", help="confirm with JAX in a subprocess"
     )
-    detect.add_argument("--probe-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS")
+    detect.add_argument("--probe-timeout", type=float, default=PROBE_TIMEOUT, metavar="SECONDS")
     detect.set_defaults(handler=_detect)
 
     comp = commands.add_parser("compare", help="compare a record with a baseline")

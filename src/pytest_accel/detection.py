@@ -7,8 +7,11 @@ must cost milliseconds and never grab a device that a test is about to use.
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +23,7 @@ PLATFORM_FAMILIES: Mapping[str, frozenset[str]] = {"gpu": frozenset({"cuda", "ro
 ACCELERATOR_PROBE_ORDER: tuple[str, ...] = ("tpu", "cuda", "rocm")
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
+PROBE_TIMEOUT = 120.0  # seconds the JAX probe may take by default
 
 
 @dataclass(frozen=True)
@@ -391,3 +395,15 @@ def parse_emulation(spec: str, known_platforms: Iterable[str]) -> Detection:
 
 def describe_evidence(evidence: Sequence[str]) -> str:
     return "; ".join(evidence) if evidence else "nothing checked"
+
+
+def framework_versions() -> dict[str, str]:
+    """Installed framework versions, read from metadata (never by importing them)."""
+    versions: dict[str, str] = {}
+    for name in ("jax", "jaxlib", "torch", "torch_xla"):
+        if name in sys.modules or importlib.util.find_spec(name) is not None:
+            try:
+                versions[name] = importlib.metadata.version(name.replace("_", "-"))
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return versions

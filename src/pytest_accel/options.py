@@ -12,22 +12,25 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_accel.detection import (
     BUILTIN_PLATFORMS,
     PLATFORM_FAMILIES,
+    PROBE_TIMEOUT,
     Detection,
     EmulationSpecError,
     parse_emulation,
 )
-from pytest_accel.pinning import PIN_MODES
-from pytest_accel.probe import DEFAULT_TIMEOUT
-from pytest_accel.regression import Rule
-from pytest_accel.sharding import SHARD_BY, ShardSpecError, parse_shard
+
+if TYPE_CHECKING:
+    from pytest_accel.regression import Rule
 
 PROBE_MODES = ("auto", "none", "jax")
+PIN_MODES = ("auto", "off")
+SHARD_BY = ("test", "class", "module")
 ENV_ACCEL = "PYTEST_ACCEL"
 
 
@@ -72,7 +75,7 @@ ACCEL_OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "--accel-probe-timeout",
-        f"Seconds the JAX probe may take before it is killed (default {DEFAULT_TIMEOUT:g}).",
+        f"Seconds the JAX probe may take before it is killed (default {PROBE_TIMEOUT:g}).",
         metavar="SECONDS",
     ),
     OptionSpec(
@@ -294,7 +297,7 @@ def resolve(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOpt
     timeout = (
         parse_positive_float("--accel-probe-timeout", str(timeout_text))
         if timeout_text
-        else (DEFAULT_TIMEOUT)
+        else (PROBE_TIMEOUT)
     )
     cpu_text = raw_setting(config, spec_for("--accel-cpu-devices"))
     cpu_devices = parse_positive_int("--accel-cpu-devices", str(cpu_text)) if cpu_text else None
@@ -315,6 +318,8 @@ def resolve(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOpt
     shard_text = raw_setting(config, spec_for("--accel-shard"))
     shard = None
     if shard_text:
+        from pytest_accel.sharding import ShardSpecError, parse_shard
+
         try:
             shard = parse_shard(str(shard_text))
         except ShardSpecError as exc:
@@ -355,6 +360,8 @@ class PerfOptions:
 
 def rule_from(values: Mapping[str, object]) -> Rule:
     """The regression rule from option values keyed by flag (None = default)."""
+    from pytest_accel.regression import Rule
+
     default = Rule()
 
     def text(flag: str) -> str | None:

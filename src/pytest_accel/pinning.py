@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from pytest_accel.detection import Detection, mask_entries
 
-PIN_MODES = ("auto", "off")
 PINNED_PLATFORMS = ("cuda", "rocm", "tpu")
 TPU_PORT_BASE = 8476  # libtpu's default process port; one per worker from here
 # Chips of one process as libtpu's "x,y,z" bounds (single-host slices).

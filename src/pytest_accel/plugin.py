@@ -9,25 +9,21 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_accel import hookspecs, options, scaleout
-from pytest_accel.baseline import Baseline, load_baseline
+from pytest_accel import hookspecs, options
 from pytest_accel.detection import (
     Detection,
     DetectionContext,
     cpu_detection,
     describe_evidence,
     detect_builtin,
+    framework_versions,
     platform_matches,
     sysroot_from_env,
 )
-from pytest_accel.pinning import Pin
-from pytest_accel.probe import ProbeError, confirm, run_jax_probe
-from pytest_accel.recorder import NodeInfoSender, PerfPlugin, load_for_session
-from pytest_accel.records import env_key, framework_versions
 from pytest_accel.selection import (
     MARKERS,
     RUN,
@@ -36,13 +32,18 @@ from pytest_accel.selection import (
     Verdict,
     evaluate_marks,
 )
-from pytest_accel.sharding import Plan
-from pytest_accel.storage import InputError, check_writable
+
+# Feature modules (timing, baselines, sharding, pinning, the probe) are imported where
+# their option is on: importing the plugin must stay cheap for every pytest run.
+if TYPE_CHECKING:
+    from pytest_accel.baseline import Baseline
+    from pytest_accel.pinning import Pin
+    from pytest_accel.sharding import Plan
 
 detection_key = pytest.StashKey[Detection]()
-pin_key = pytest.StashKey[Pin]()
-plan_key = pytest.StashKey[Plan]()
-baseline_key = pytest.StashKey[Baseline | None]()
+pin_key: pytest.StashKey[Pin] = pytest.StashKey()
+plan_key: pytest.StashKey[Plan] = pytest.StashKey()
+baseline_key: pytest.StashKey[Baseline | None] = pytest.StashKey()
 options_key = pytest.StashKey[options.AccelOptions]()
 verdict_key = pytest.StashKey[Verdict]()
 _saved_env_key = pytest.StashKey[dict[str, str | None]]()
@@ -82,9 +83,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
             early_config,
             {"JAX_NUM_CPU_DEVICES": str(count), "XLA_FLAGS": f"{flags} {flag}".strip()},
         )
-    pin = scaleout.pin_worker(early_config, lambda values: _set_env(early_config, values))
-    if pin is not None:
-        early_config.stash[pin_key] = pin
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        from pytest_accel import scaleout
+
+        pin = scaleout.pin_worker(early_config, lambda values: _set_env(early_config, values))
+        if pin is not None:
+            early_config.stash[pin_key] = pin
 
 
 def known_platforms(config: pytest.Config) -> list[str]:
@@ -127,7 +131,11 @@ def _resolve_detection(config: pytest.Config, opts: options.AccelOptions) -> Det
         # xdist worker: the controller detected (and probed) once for everyone.
         detection = Detection.from_json(workerinput[WORKERINPUT_DETECTION])
         pin = config.stash.get(pin_key, None)
-        return detection if pin is None else scaleout.pinned_detection(detection, pin)
+        if pin is None:
+            return detection
+        from pytest_accel import scaleout
+
+        return scaleout.pinned_detection(detection, pin)
     if opts.emulate is not None:
         return opts.emulate
     requested = opts.requested
@@ -150,6 +158,8 @@ def _resolve_detection(config: pytest.Config, opts: options.AccelOptions) -> Det
         return detection
     if importlib.util.find_spec("jax") is None:
         raise pytest.UsageError("--accel-probe=jax: jax is not importable (pip install jax)")
+    from pytest_accel.probe import ProbeError, confirm, run_jax_probe
+
     try:
         result = run_jax_probe(timeout=opts.probe_timeout)
         confirmed = confirm(requested or detection.platform, result)
@@ -176,8 +186,11 @@ def pytest_configure(config: pytest.Config) -> None:
     opts = options.resolve(config, known_platforms(config))
     config.stash[options_key] = opts
     detection = config.stash[detection_key] = _resolve_detection(config, opts)
-    if not _is_xdist_worker(config):
-        scaleout.check_worker_count(getattr(config.option, "numprocesses", None), opts, detection)
+    workers = getattr(config.option, "numprocesses", None)
+    if not _is_xdist_worker(config) and isinstance(workers, int) and workers > 0:
+        from pytest_accel import scaleout
+
+        scaleout.check_worker_count(workers, opts, detection)
     _register_features(config, detection)
 
 
@@ -187,6 +200,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if opts is None:  # xdist asks before pytest_configure: detect now (cheap, no probe)
         opts = options.resolve(config, known_platforms(config))
     detection = config.stash.get(detection_key, None) or _resolve_detection(config, opts)
+    from pytest_accel import scaleout
+
     return scaleout.auto_workers(opts, detection)
 
 
@@ -199,6 +214,9 @@ def _register_features(config: pytest.Config, detection: Detection) -> None:
     perf = options.resolve_perf(config)
     if not perf.enabled:
         return
+    from pytest_accel.recorder import NodeInfoSender, PerfPlugin, load_for_session
+    from pytest_accel.storage import InputError, check_writable
+
     if _is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(), "pytest_accel.node_info")
@@ -298,6 +316,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=verdict.skip_reason))
         kept.append(item)
     if opts.shard is not None:
+        from pytest_accel import scaleout
+        from pytest_accel.records import env_key
+
         skipped = {i.nodeid for i in kept if i.stash[verdict_key].skip_reason is not None}
         key = env_key(detection, options.resolve_perf(config).env_key)
         durations = scaleout.known_durations(_baseline_for_sharding(config), key)
@@ -316,6 +337,9 @@ def _baseline_for_sharding(config: pytest.Config) -> Baseline | None:
     path = options.resolve_perf(config).baseline
     if path is None or not os.path.exists(path):
         return None
+    from pytest_accel.baseline import load_baseline
+    from pytest_accel.storage import InputError
+
     try:
         baseline = config.stash[baseline_key] = load_baseline(path)
     except InputError as exc:
@@ -327,4 +351,6 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     shard_plan = config.stash.get(plan_key, None)
     if shard_plan is None:
         return None
+    from pytest_accel import scaleout
+
     return scaleout.shard_line(config.stash[options_key], shard_plan)

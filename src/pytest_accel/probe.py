@@ -15,9 +15,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_accel.detection import Detection, platform_matches
-
-DEFAULT_TIMEOUT = 120.0
+from pytest_accel.detection import PROBE_TIMEOUT, Detection, platform_matches
 
 _PROBE_SCRIPT = r"""
 import json, sys
@@ -69,7 +67,7 @@ def _probe_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def run_jax_probe(
-    environ: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT
+    environ: Mapping[str, str] | None = None, timeout: float = PROBE_TIMEOUT
 ) -> ProbeResult:
     """Run JAX in a child process; raise ProbeError with the cause on failure."""
     env = _probe_env(os.environ if environ is None else environ)

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_accel import ci_output
 from pytest_accel.baseline import Baseline, EnvSamples, update_baseline_file
-from pytest_accel.detection import Detection
+from pytest_accel.detection import Detection, framework_versions
 from pytest_accel.options import PerfOptions
 from pytest_accel.records import (
     RunInfo,
@@ -28,7 +28,6 @@ from pytest_accel.records import (
     aggregate,
     encode_record,
     env_key,
-    framework_versions,
     record_head,
     vcs_info,
     xdist_worker_id,

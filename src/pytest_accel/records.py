@@ -6,12 +6,9 @@ into the versioned JSON document described in docs/format.md.
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import os
 import platform as python_platform
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -278,18 +275,6 @@ def record_head(
             "frameworks": dict(frameworks),
         },
     }
-
-
-def framework_versions() -> dict[str, str]:
-    """Installed framework versions, read from metadata (never by importing them)."""
-    versions: dict[str, str] = {}
-    for name in ("jax", "jaxlib", "torch", "torch_xla"):
-        if name in sys.modules or importlib.util.find_spec(name) is not None:
-            try:
-                versions[name] = importlib.metadata.version(name.replace("_", "-"))
-            except importlib.metadata.PackageNotFoundError:
-                continue
-    return versions
 
 
 def xdist_worker_id() -> str | None:

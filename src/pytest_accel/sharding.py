@@ -13,7 +13,6 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-SHARD_BY = ("test", "class", "module")
 _SHARD_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
