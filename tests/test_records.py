@@ -362,3 +362,13 @@ def test_concurrent_writers_never_expose_a_half_written_file(pytester: pytest.Py
         record = load(path)
         assert len(record["tests"]) == 300
     assert not list(pytester.path.glob(".*.tmp"))  # no temp file left behind
+
+
+def test_the_record_is_complete_without_the_terminal_reporter(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_model=CLASS_SUITE)
+    result = pytester.runpytest("-p", "no:terminal", "--perf-record=record.json")
+    assert result.ret == pytest.ExitCode.OK
+    record = load(pytester.path / "record.json")
+    assert len(record["tests"]) == 6
+    assert record["classes"]["test_model.py::TestModel"]["span"] >= 0.6
+    validate(record)

@@ -8,10 +8,12 @@ controller compares, warns and writes files.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +136,25 @@ class NodeInfoSender:
             setattr(report, NODE_INFO_ATTR, self.nodes.info(report.nodeid, self.worker))
 
 
+_PHASES = {"setup": 0, "call": 1, "teardown": 2}
+
+
+def _chronological(report: pytest.TestReport) -> tuple[float, int]:
+    """Reports in the order they happened; xdist's crash reports (no start) come last."""
+    start = getattr(report, "start", 0.0) or float("inf")
+    return start, _PHASES.get(report.when or "", 3)
+
+
+class ReportListener:
+    """Collects reports as they arrive, for sessions without a terminal reporter."""
+
+    def __init__(self, fold: Callable[[pytest.TestReport], None]) -> None:
+        self.fold = fold
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.fold(report)
+
+
 class PerfPlugin:
     """Runs in the process that owns the session: collects timings, then at the end
     compares them with the baseline, reports, writes the record and updates the baseline.
@@ -164,6 +185,7 @@ class PerfPlugin:
         self.write_error: str | None = None
         # Filled at collection when this process runs the tests itself (no xdist).
         self.nodes = CollectedNodes()
+        self.terminal: Any = None
         # Whether reports may come from xdist workers (the controller's DSession).
         self.relayed = config.pluginmanager.has_plugin("dsession") or bool(
             getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)
@@ -175,6 +197,11 @@ class PerfPlugin:
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
         self.commit, self.branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
+        # The terminal reporter keeps every report (pytest-xdist's relayed ones included):
+        # reading them once at the end costs nothing per test.  Without it, listen.
+        self.terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self.terminal is None:
+            self.config.pluginmanager.register(ReportListener(self.fold), "pytest_accel.reports")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -198,7 +225,8 @@ class PerfPlugin:
         if mark is not None:
             self.marks[table.nodeids[row]] = mark
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    def fold(self, report: pytest.TestReport) -> None:
+        """Add one report (one phase of one attempt of one test) to the table."""
         nodeid = report.nodeid
         table = self.table
         row, new = table.row(nodeid)
@@ -322,9 +350,34 @@ class PerfPlugin:
     def failing(self) -> bool:
         return bool(self.options.fail and self.comparison and self.comparison.regressions)
 
+    def _fold_terminal_stats(self) -> None:
+        if self.terminal is None:
+            return
+        reports = [
+            report
+            for group in self.terminal.stats.values()
+            for report in group
+            if isinstance(report, pytest.TestReport)
+        ]
+        reports.sort(key=_chronological)
+        for report in reports:
+            self.fold(report)
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # Also runs after failures, -x and Ctrl-C: the record is partial but valid.
+        # What is built here has no reference cycles; a full collection set off by
+        # building it would only walk the whole session's objects once more.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._finish(session)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _finish(self, session: pytest.Session) -> None:
+        self._fold_terminal_stats()
         self.comparison = self._compare()
         if self.comparison is not None:
             self._emit_warnings(self.comparison)
