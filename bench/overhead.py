@@ -127,8 +127,13 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--set", choices=sorted(VARIANT_SETS), default="collect")
+    parser.add_argument(
+        "--only", help="comma-separated variant numbers of the set to run (0 = bare), e.g. 0,2"
+    )
     args = parser.parse_args()
     variants = VARIANT_SETS[args.set]
+    if args.only:
+        variants = [variants[int(i)] for i in args.only.split(",")]
     collect_only = args.set == "collect"
     common = ["--collect-only"] if collect_only else []
     with tempfile.TemporaryDirectory() as tmp:

@@ -190,7 +190,7 @@ def test_bad_rule_options_are_usage_errors(
 ) -> None:
     record = write_record(tmp_path / "r.json", "cpu/x1", {"t.py::test_a": 0.2})
     assert main(["compare", str(record), "--baseline", str(record), "--threshold", "0.5"]) == 2
-    assert "--perf-threshold: 0.5 is below 1" in capsys.readouterr().err
+    assert "--perf-threshold: '0.5' is below 1" in capsys.readouterr().err
     assert main(["compare", str(record), "--baseline", str(record), "--normalize", "maybe"]) == 2
     assert (
         "--perf-normalize: invalid choice 'maybe' (choose from on, off)" in capsys.readouterr().err

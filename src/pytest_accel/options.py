@@ -347,7 +347,7 @@ class PerfOptions:
     record: str | None
     env_key: str | None
     baseline: str | None
-    rule: Rule
+    rule_settings: Mapping[str, float | int | bool]
     top: int
     fail: bool
     update_baseline: bool
@@ -357,46 +357,58 @@ class PerfOptions:
     def enabled(self) -> bool:
         return bool(self.record or self.baseline)
 
+    @property
+    def rule(self) -> Rule:
+        return build_rule(self.rule_settings)
 
-def rule_from(values: Mapping[str, object]) -> Rule:
-    """The regression rule from option values keyed by flag (None = default)."""
-    from pytest_accel.regression import Rule
 
-    default = Rule()
+def rule_settings(values: Mapping[str, object]) -> dict[str, float | int | bool]:
+    """Validated rule options, keyed by ``Rule`` field; only those that were given.
+
+    Validation needs no numpy and not even the rule's module, so every run can afford it.
+    """
 
     def text(flag: str) -> str | None:
         value = values.get(flag)
         return None if value is None else str(value)
 
+    settings: dict[str, float | int | bool] = {}
     threshold = text("--perf-threshold")
-    normalize = (text("--perf-normalize") or "on").strip().lower()
-    if normalize not in ("on", "off"):
-        raise _choices_error("--perf-normalize", normalize, ("on", "off"))
-    rule = Rule(
-        threshold=parse_positive_float("--perf-threshold", threshold)
-        if threshold
-        else default.threshold,
-        min_delta=_number(text("--perf-min-delta"), "--perf-min-delta", default.min_delta),
-        min_duration=_number(
-            text("--perf-min-duration"), "--perf-min-duration", default.min_duration
-        ),
-        min_samples=_count(text("--perf-min-samples"), "--perf-min-samples", default.min_samples),
-        mad_k=_number(text("--perf-mad-k"), "--perf-mad-k", default.mad_k),
-        normalize=normalize == "on",
-    )
-    if rule.threshold < 1:
-        raise pytest.UsageError(
-            f"--perf-threshold: {rule.threshold!r} is below 1; a regression is a ratio above 1"
-        )
-    return rule
+    if threshold is not None:
+        settings["threshold"] = parse_positive_float("--perf-threshold", threshold)
+        if settings["threshold"] < 1:
+            raise pytest.UsageError(
+                f"--perf-threshold: {threshold!r} is below 1; a regression is a ratio above 1"
+            )
+    for flag, field in (
+        ("--perf-min-delta", "min_delta"),
+        ("--perf-min-duration", "min_duration"),
+        ("--perf-mad-k", "mad_k"),
+    ):
+        given = text(flag)
+        if given is not None:
+            settings[field] = parse_non_negative_float(flag, given)
+    samples = text("--perf-min-samples")
+    if samples is not None:
+        settings["min_samples"] = parse_positive_int("--perf-min-samples", samples)
+    normalize = text("--perf-normalize")
+    if normalize is not None:
+        mode = normalize.strip().lower()
+        if mode not in ("on", "off"):
+            raise _choices_error("--perf-normalize", mode, ("on", "off"))
+        settings["normalize"] = mode == "on"
+    return settings
 
 
-def _number(text: str | None, flag: str, default: float) -> float:
-    return default if text is None else parse_non_negative_float(flag, text)
+def build_rule(settings: Mapping[str, float | int | bool]) -> Rule:
+    from pytest_accel.regression import Rule
+
+    return Rule(**settings)  # type: ignore[arg-type]
 
 
-def _count(text: str | None, flag: str, default: int) -> int:
-    return default if text is None else parse_positive_int(flag, text)
+def rule_from(values: Mapping[str, object]) -> Rule:
+    """The regression rule from option values keyed by flag (None = default)."""
+    return build_rule(rule_settings(values))
 
 
 def resolve_perf(config: pytest.Config) -> PerfOptions:
@@ -406,7 +418,7 @@ def resolve_perf(config: pytest.Config) -> PerfOptions:
     record, key, baseline = get("--perf-record"), get("--perf-env-key"), get("--perf-baseline")
     if key is not None and not str(key).strip():
         raise pytest.UsageError("--perf-env-key: the key must not be empty")
-    rule = rule_from({s.flag: get(s.flag) for s in PERF_OPTIONS if not s.is_flag})
+    settings = rule_settings({s.flag: get(s.flag) for s in PERF_OPTIONS if not s.is_flag})
     top, window = get("--perf-top"), get("--perf-window")
     update = bool(get("--perf-update-baseline"))
     if update and not baseline:
@@ -415,7 +427,7 @@ def resolve_perf(config: pytest.Config) -> PerfOptions:
         record=str(record) if record else None,
         env_key=str(key).strip() if key else None,
         baseline=str(baseline) if baseline else None,
-        rule=rule,
+        rule_settings=settings,
         top=parse_positive_int("--perf-top", str(top)) if top else 20,
         fail=bool(get("--perf-fail")),
         update_baseline=update,
