@@ -18,6 +18,9 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import synthetic
+
 
 def write_inputs(directory: Path, tests: int, samples: int = 20) -> tuple[Path, Path]:
     rng = np.random.default_rng(3)
@@ -39,44 +42,11 @@ def write_inputs(directory: Path, tests: int, samples: int = 20) -> tuple[Path, 
             }
         },
     }
-    record = {
-        "schema": "pytest-accel/record",
-        "version": 1,
-        "run": {
-            "started": "2026-11-22T00:00:00Z",
-            "duration": 1.0,
-            "commit": None,
-            "branch": None,
-            "shard": None,
-            "workers": 0,
-            "exitstatus": 0,
-        },
-        "env": {
-            "key": key,
-            "platform": "tpu",
-            "device_kind": "TPU v6 lite",
-            "device_count": 8,
-            "python": "3.11",
-            "pytest": "9",
-            "frameworks": {},
-        },
-        "tests": {
-            i: {
-                "outcome": "passed",
-                "setup": 0.0,
-                "call": c,
-                "teardown": 0.0,
-                "total": c,
-                "class": i.rsplit("::", 1)[0],
-                "module": i.split("::")[0],
-                "worker": None,
-                "attempts": [{"outcome": "passed", "setup": 0.0, "call": c, "teardown": 0.0}],
-            }
-            for i, c in zip(ids, current.tolist(), strict=True)
-        },
-        "classes": {},
-        "modules": {},
-    }
+    record = synthetic.record(
+        dict(zip(ids, current.tolist(), strict=True)),
+        key=key,
+        groups={i: (i.rsplit("::", 1)[0], i.split("::")[0]) for i in ids},
+    )
     base_path, record_path = directory / "baseline.json", directory / "record.json"
     base_path.write_bytes(orjson.dumps(baseline))
     record_path.write_bytes(orjson.dumps(record))

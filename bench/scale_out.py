@@ -15,57 +15,27 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import synthetic
 from pytest_accel.sharding import make_units, plan, weights_for
 
 SHARDS, PER_SHARD, PLAN_TESTS = 64, 5_000, 100_000
 
 
-def shard_record(index: int, rng: random.Random) -> dict[str, object]:
-    tests = {}
+def shard_record(index: int, rng: random.Random) -> dict[str, Any]:
+    calls, groups = {}, {}
     for t in range(PER_SHARD):
-        call = rng.lognormvariate(-2, 1.2)
         module = f"tests/test_m{index:02d}_{t // 250:02d}.py"
-        tests[f"{module}::TestC{t // 50}::test_{t}"] = {
-            "outcome": "passed",
-            "setup": 0.001,
-            "call": call,
-            "teardown": 0.0,
-            "total": call + 0.001,
-            "class": f"{module}::TestC{t // 50}",
-            "module": module,
-            "worker": None,
-            "attempts": [{"outcome": "passed", "setup": 0.001, "call": call, "teardown": 0.0}],
-        }
-    return {
-        "schema": "pytest-accel/record",
-        "version": 1,
-        "run": {
-            "started": "2026-11-22T00:00:00Z",
-            "duration": 60.0,
-            "commit": "abc",
-            "branch": "main",
-            "shard": f"{index + 1}/{SHARDS}",
-            "workers": 0,
-            "exitstatus": 0,
-        },
-        "env": {
-            "key": "tpu/TPU v6 lite/x8",
-            "platform": "tpu",
-            "device_kind": "TPU v6 lite",
-            "device_count": 8,
-            "python": "3.11",
-            "pytest": "9",
-            "frameworks": {},
-        },
-        "tests": tests,
-        "classes": {},
-        "modules": {},
-    }
+        nodeid = f"{module}::TestC{t // 50}::test_{t}"
+        calls[nodeid] = rng.lognormvariate(-2, 1.2)
+        groups[nodeid] = (f"{module}::TestC{t // 50}", module)
+    return synthetic.record(
+        calls, key="tpu/TPU v6 lite/x8", groups=groups, shard=f"{index + 1}/{SHARDS}"
+    )
 
 
 def measure_merge(directory: Path) -> tuple[float, float]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import synthetic
 from pytest_accel.cli import main
 from tests.fakesys import FakeSys
 
@@ -62,46 +63,7 @@ def test_unknown_commands_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def write_record(path: Path, key: str, calls: dict[str, float], outcome: str = "passed") -> Path:
-    tests = {
-        nodeid: {
-            "outcome": outcome,
-            "setup": 0.0,
-            "call": call,
-            "teardown": 0.0,
-            "total": call,
-            "class": None,
-            "module": nodeid.split("::")[0],
-            "worker": None,
-            "attempts": [{"outcome": outcome, "setup": 0.0, "call": call, "teardown": 0.0}],
-        }
-        for nodeid, call in calls.items()
-    }
-    record = {
-        "schema": "pytest-accel/record",
-        "version": 1,
-        "run": {
-            "started": "2026-11-22T00:00:00Z",
-            "duration": 1.0,
-            "commit": None,
-            "branch": None,
-            "shard": None,
-            "workers": 0,
-            "exitstatus": 0,
-        },
-        "env": {
-            "key": key,
-            "platform": "cpu",
-            "device_kind": "cpu",
-            "device_count": 1,
-            "python": "3.11",
-            "pytest": "9",
-            "frameworks": {},
-        },
-        "tests": tests,
-        "classes": {},
-        "modules": {},
-    }
-    path.write_text(json.dumps(record))
+    path.write_text(json.dumps(synthetic.record(calls, key=key, outcome=outcome)))
     return path
 
 
@@ -124,11 +86,15 @@ def test_baseline_folds_records_and_compare_finds_the_regression(
         == 0
     )
     payload = json.loads(capsys.readouterr().out)
-    assert [(r["kind"], r["id"]) for r in payload["regressions"]] == [
-        ("test", "t.py::test_a"),
-        ("session", "suite total"),
-    ]
+    # Worst first: the test doubled; its module and the suite grew by the same 0.2 s.
+    assert payload["regressions"][0]["kind"] == "test"
+    assert payload["regressions"][0]["id"] == "t.py::test_a"
     assert payload["regressions"][0]["samples"] == 5
+    assert {(r["kind"], r["id"]) for r in payload["regressions"]} == {
+        ("test", "t.py::test_a"),
+        ("module", "t.py"),
+        ("session", "suite total"),
+    }
     assert payload["compared"] == 2
     assert main(["compare", str(slow), "--baseline", str(tmp_path / "b.json"), "--fail"]) == 1
     out = capsys.readouterr().out

@@ -1,0 +1,52 @@
+"""Synthetic records for benchmarks and tests, written by the plugin's own encoder.
+
+Building them through ``TimingTable`` and ``encode_record`` keeps them in the exact format
+a real run writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from pytest_accel.detection import Detection
+from pytest_accel.records import RunInfo, TimingTable, encode_record, record_head
+
+STARTED = datetime(2026, 11, 22, tzinfo=timezone.utc).timestamp()
+
+
+def record(
+    calls: Mapping[str, float],
+    *,
+    key: str = "cpu/x1",
+    groups: Mapping[str, tuple[str | None, str | None]] | None = None,
+    outcome: str = "passed",
+    shard: str | None = None,
+    started: float = STARTED,
+) -> dict[str, Any]:
+    """A record whose tests took ``calls[nodeid]`` seconds in their call phase.
+
+    ``groups`` maps a node id to its (class, module); by default the module is the
+    node id's file and there is no class.
+    """
+    table = TimingTable()
+    clock = started
+    for nodeid, call in calls.items():
+        row, _ = table.row(nodeid)
+        cls, module = (groups or {}).get(nodeid, (None, nodeid.split("::")[0]))
+        table.class_ids[row], table.module_ids[row] = cls, module
+        table.add(row, "setup", "passed", 0.0, start=clock, stop=clock)
+        table.add(row, "call", outcome, call, start=clock, stop=clock + call)
+        table.add(row, "teardown", "passed", 0.0, start=clock + call, stop=clock + call)
+        clock += call
+    platform, *rest = key.split("/")
+    detection = Detection(
+        platform, int(rest[-1].lstrip("x")) if rest else 1, "/".join(rest[:-1]) or platform
+    )
+    run = RunInfo(started, clock - started, "abc123", "main", shard, 0, 0)
+    head = record_head(run, detection, key, {}, "9.0.0")
+    data: dict[str, Any] = orjson.loads(b"".join(encode_record(table, head)))
+    return data
