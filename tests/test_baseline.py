@@ -45,6 +45,15 @@ def build_baseline(pytester: pytest.Pytester, runs: int = 5) -> Path:
 
 
 @pytest.fixture
+def slowed_suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A five-run baseline with test_a at 0.2 s; from now on test_a takes 0.4 s."""
+    pytester.makepyfile(test_sleepy=SLEEPY_SUITE)
+    build_baseline(pytester)
+    monkeypatch.setenv("SLEEP_A", "0.4")
+    return pytester
+
+
+@pytest.fixture
 def slowed_run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> tuple[pytest.RunResult, Path]:
@@ -108,11 +117,9 @@ def test_a_test_that_doubles_is_one_regression_in_every_output(
 
 
 def test_perf_fail_sets_exit_status_1_and_says_why(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    slowed_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_sleepy=SLEEPY_SUITE)
-    build_baseline(pytester)
-    monkeypatch.setenv("SLEEP_A", "0.4")
+    pytester = slowed_suite
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["perf: *regression(s)*-- failing the run (--perf-fail)"])
@@ -122,11 +129,9 @@ def test_perf_fail_sets_exit_status_1_and_says_why(
 
 
 def test_the_perf_marker_can_ignore_a_test_or_loosen_its_threshold(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    slowed_suite: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(test_sleepy=SLEEPY_SUITE)
-    build_baseline(pytester)
-    monkeypatch.setenv("SLEEP_A", "0.4")
+    pytester = slowed_suite
     for mark in ("@pytest.mark.perf(ignore=True)", "@pytest.mark.perf(threshold=3.0)"):
         pytester.makepyfile(
             test_sleepy="import pytest\n"

@@ -76,34 +76,6 @@ def _mapping(path: str, where: str, value: Any) -> dict[str, Any]:
     return value
 
 
-def _groups(
-    tests: dict[str, dict[str, Any]],
-    source: dict[str, str],
-    records: dict[str, dict[str, Any]],
-    field_name: str,
-    section: str,
-) -> dict[str, dict[str, float | int]]:
-    """Classes or modules recomputed from the merged tests, in one pass."""
-    counts: dict[str, int] = {}
-    totals: dict[str, float] = {}
-    sources: dict[str, set[str]] = {}
-    for nodeid, test in tests.items():
-        group = test.get(field_name)
-        if isinstance(group, str):
-            counts[group] = counts.get(group, 0) + 1
-            totals[group] = totals.get(group, 0.0) + float(test["total"])
-            sources.setdefault(group, set()).add(source[nodeid])
-    result: dict[str, dict[str, float | int]] = {}
-    for group, count in counts.items():
-        # A group that ran in several shards ran in parallel: its span is the longest one.
-        spans = [
-            float(records[path].get(section, {}).get(group, {}).get("span", 0.0))
-            for path in sources[group]
-        ]
-        result[group] = {"tests": count, "total": totals[group], "span": max(spans)}
-    return result
-
-
 def _merged_groups(
     duplicates: bool,
     tests: dict[str, dict[str, Any]],
@@ -119,8 +91,28 @@ def _merged_groups(
     so adding counts and totals (and taking the longest span) is the same as recomputing,
     at the cost of the groups rather than of every test.
     """
-    if duplicates:
-        return _groups(tests, source, records, field_name, section)
+    if duplicates:  # recompute from the merged tests, in one pass
+        counts: dict[str, int] = {}
+        totals: dict[str, float] = {}
+        sources: dict[str, set[str]] = {}
+        for nodeid, test in tests.items():
+            group = test.get(field_name)
+            if isinstance(group, str):
+                counts[group] = counts.get(group, 0) + 1
+                totals[group] = totals.get(group, 0.0) + float(test["total"])
+                sources.setdefault(group, set()).add(source[nodeid])
+        # A group that ran in several shards ran in parallel: its span is the longest one.
+        return {
+            group: {
+                "tests": count,
+                "total": totals[group],
+                "span": max(
+                    float(records[path].get(section, {}).get(group, {}).get("span", 0.0))
+                    for path in sources[group]
+                ),
+            }
+            for group, count in counts.items()
+        }
     result: dict[str, dict[str, float | int]] = {}
     for data in records.values():
         for group, value in data.get(section, {}).items():
