@@ -147,47 +147,80 @@ def _parse_record(path: str, data: dict[str, Any]) -> Baseline:
     return Baseline({key: samples_from_record(path, data)}, DEFAULT_WINDOW, "record")
 
 
-def current_from_record(
-    path: str, data: Mapping[str, Any], test_metric: str = "call"
-) -> dict[str, dict[str, float]]:
-    """A record's timings to compare or fold: ``{group: {id: seconds}}``.
+Timings = dict[str, dict[str, float]]  # {"tests"|"classes"|"modules": {id: seconds}}
+# (node id, outcome, class id, module id, seconds of the chosen metric)
+TestRow = tuple[str, str, str | None, str | None, float]
+FAILING = frozenset({"failed", "error", "crashed"})
 
-    Passing tests by ``test_metric``; classes and modules by total, except those holding
-    a test that failed (their total says more about the failure than about speed).
+
+def passing_timings(
+    rows: Iterable[TestRow], group_totals: Mapping[str, Mapping[str, float]]
+) -> Timings:
+    """A run's timings to compare or fold: passing tests, and the classes and modules
+    that hold no failing test (their total says more about the failure than about speed).
     """
-    failing_groups: set[str] = set()
-    passed: dict[str, Any] = {}
+    rows = list(rows)
+    failing = {
+        group
+        for _, outcome, cls, module, _ in rows
+        if outcome in FAILING
+        for group in (cls, module)
+        if group
+    }
+    timings: Timings = {
+        "tests": {ident: s for ident, outcome, _, _, s in rows if outcome == "passed"}
+    }
+    for group, totals in group_totals.items():
+        timings[group] = {ident: t for ident, t in totals.items() if ident not in failing}
+    return timings
+
+
+def samples_of(timings: Timings, test_metric: str = "call") -> EnvSamples:
+    """Timings as one sample per test, class and module, ready to fold into a baseline."""
+    parsed = EnvSamples(test_metric=test_metric)
+    for group in GROUPS:
+        parsed.group(group).update({i: [v] for i, v in timings.get(group, {}).items()})
+    return parsed
+
+
+def current_from_record(path: str, data: Mapping[str, Any], test_metric: str = "call") -> Timings:
+    """A record's timings (see ``passing_timings``), validated as they are read."""
+    rows: list[Any] = []
     for ident, test in _object(path, "tests", data.get("tests")).items():
         if type(test) is not dict:
             _object(path, f"tests[{ident!r}]", test)  # raises, naming the test
-        outcome = test.get("outcome")
-        if outcome == "passed":
-            passed[ident] = test.get(test_metric)
-        elif outcome in ("failed", "error", "crashed"):
-            failing_groups.update(g for g in (test.get("class"), test.get("module")) if g)
-    values = list(passed.values())
+        rows.append(
+            (
+                ident,
+                test.get("outcome"),
+                test.get("class"),
+                test.get("module"),
+                test.get(test_metric),
+            )
+        )
+    values = [row[4] for row in rows if row[1] == "passed"]
     if not (set(map(type, values)) <= {float, int} and all_plausible(values)):
-        for ident, value in passed.items():  # find and name the bad one
-            _check_seconds(path, f"tests[{ident!r}].{test_metric}", value)
-    timings: dict[str, dict[str, float]] = {"tests": passed, "classes": {}, "modules": {}}
+        for ident, outcome, _, _, value in rows:  # find and name the bad one
+            if outcome == "passed":
+                _check_seconds(path, f"tests[{ident!r}].{test_metric}", value)
+    group_totals: dict[str, dict[str, float]] = {}
     for group in ("classes", "modules"):
-        for ident, raw_entry in _object(path, group, data.get(group, {})).items():
-            entry = _object(path, f"{group}[{ident!r}]", raw_entry)
-            total = _check_seconds(path, f"{group}[{ident!r}].total", entry.get("total"))
-            if ident not in failing_groups:
-                timings[group][ident] = total
-    return timings
+        group_totals[group] = {
+            ident: _check_seconds(
+                path,
+                f"{group}[{ident!r}].total",
+                _object(path, f"{group}[{ident!r}]", entry).get("total"),
+            )
+            for ident, entry in _object(path, group, data.get(group, {})).items()
+        }
+    return passing_timings(rows, group_totals)
 
 
 def samples_from_record(
     path: str, data: Mapping[str, Any], test_metric: str = "call"
 ) -> EnvSamples:
     """A record as one sample per test, class and module (see ``current_from_record``)."""
-    timings = current_from_record(path, data, test_metric)
-    parsed = EnvSamples(test_metric=test_metric)
-    for group in GROUPS:
-        parsed.group(group).update({i: [v] for i, v in timings[group].items()})
-    return parsed
+    return samples_of(current_from_record(path, data, test_metric), test_metric)
 
 
 def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:

@@ -21,7 +21,15 @@ from typing import Any
 import pytest
 
 from pytest_accel import ci_output
-from pytest_accel.baseline import Baseline, EnvSamples, update_baseline_file
+from pytest_accel.baseline import (
+    GROUPS,
+    Baseline,
+    Timings,
+    load_baseline,
+    passing_timings,
+    samples_of,
+    update_baseline_file,
+)
 from pytest_accel.detection import Detection, framework_versions
 from pytest_accel.options import PerfOptions
 from pytest_accel.records import (
@@ -255,33 +263,20 @@ class PerfPlugin:
 
     # --- at the end -------------------------------------------------------------------
 
-    def current_samples(self, test_metric: str = "call") -> EnvSamples:
-        """This run's passing timings: tests by ``test_metric``, classes and modules by total.
-
-        A class or module with a test that did not pass is left out: its total would say
-        more about the failure than about speed.
-        """
+    def current_timings(self, test_metric: str = "call") -> Timings:
+        """This run's timings to compare or fold (the rule is ``passing_timings``)."""
         table = self.table
-        failing_groups = {
-            group
-            for row, outcome in enumerate(table.outcomes)
-            if outcome in ("failed", "error", "crashed")
-            for group in (table.class_ids[row], table.module_ids[row])
-        }
-        measure = table.calls if test_metric == "call" else None
-        samples = EnvSamples(
-            tests={
-                table.nodeids[row]: [measure[row] if measure is not None else table.total(row)]
-                for row, outcome in enumerate(table.outcomes)
-                if outcome == "passed"
-            }
+        measure = (
+            table.calls if test_metric == "call" else [table.total(r) for r in range(len(table))]
         )
-        for group, column in (("classes", table.class_ids), ("modules", table.module_ids)):
-            totals = aggregate(table, column)
-            samples.group(group).update(
-                {i: [float(v["total"])] for i, v in totals.items() if i not in failing_groups}
-            )
-        return samples
+        rows = zip(
+            table.nodeids, table.outcomes, table.class_ids, table.module_ids, measure, strict=True
+        )
+        group_totals = {
+            group: {i: float(v["total"]) for i, v in aggregate(table, column).items()}
+            for group, column in (("classes", table.class_ids), ("modules", table.module_ids))
+        }
+        return passing_timings(rows, group_totals)
 
     def _compare(self) -> Comparison | None:
         if self.baseline is None:
@@ -289,18 +284,14 @@ class PerfPlugin:
         env = self.baseline.for_key(self.key)
         if env is None:
             return Comparison(self.key, available_envs=sorted(self.baseline.envs))
-        now = self.current_samples(env.test_metric)
         overrides = {
             nodeid: Override(threshold, min_delta, ignore)
             for nodeid, (threshold, min_delta, ignore) in self.marks.items()
         }
         return compare(
             self.key,
-            {
-                g: {i: s[0] for i, s in now.group(g).items()}
-                for g in ("tests", "classes", "modules")
-            },
-            {g: env.group(g) for g in ("tests", "classes", "modules")},
+            self.current_timings(env.test_metric),
+            {g: env.group(g) for g in GROUPS},
             self.options.rule,
             overrides,
         )
@@ -401,7 +392,7 @@ class PerfPlugin:
                 try:
                     update_baseline_file(
                         self.options.baseline,
-                        [(self.key, self.current_samples())],
+                        [(self.key, samples_of(self.current_timings()))],
                         self.options.window,
                     )
                 except (OSError, InputError) as exc:
@@ -420,9 +411,7 @@ class PerfPlugin:
                     f"perf: no baseline yet; this run starts {self.options.baseline}"
                     f" with timings for {self.key!r}"
                 )
-            elif comparison.available_envs or (
-                self.baseline is not None and self.baseline.for_key(self.key) is None
-            ):
+            elif self.baseline is not None and self.baseline.for_key(self.key) is None:
                 terminalreporter.write_line(
                     ci_output.missing_env_line(comparison, str(self.options.baseline))
                 )
@@ -448,8 +437,6 @@ class PerfPlugin:
 
 def load_for_session(options: PerfOptions) -> Baseline | None:
     """Read the baseline up front, so a malformed file stops the run before any test."""
-    from pytest_accel.baseline import load_baseline
-
     if options.baseline is None:
         return None
     if options.update_baseline and not Path(options.baseline).exists():
