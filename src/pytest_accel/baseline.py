@@ -13,6 +13,7 @@ Accepted inputs for ``--perf-baseline``:
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
@@ -153,6 +154,11 @@ TestRow = tuple[str, str, str | None, str | None, float]
 FAILING = frozenset({"failed", "error", "crashed"})
 
 
+def median_durations(env: EnvSamples) -> dict[str, float]:
+    """Each test's median sample: its expected duration, for planning shards."""
+    return {test: statistics.median(samples) for test, samples in env.tests.items() if samples}
+
+
 def passing_timings(
     rows: Iterable[TestRow], group_totals: Mapping[str, Mapping[str, float]]
 ) -> Timings:
@@ -226,7 +232,11 @@ def samples_from_record(
 def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     """A record file's ``env.key`` and data, validated enough to compare or fold."""
     target = os.fspath(path)
-    data = read_json(target)
+    return record_key(target, read_json(target))
+
+
+def record_key(target: str, data: Any) -> tuple[str, dict[str, Any]]:
+    """Already-parsed record data's ``env.key``, checked as ``load_record`` does."""
     if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
         raise InputError(target, f"is not a pytest-accel record (schema {schema!r})")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from collections.abc import Sequence
 
@@ -21,13 +20,14 @@ from pytest_accel.baseline import (
     current_from_record,
     load_baseline,
     load_record,
+    median_durations,
     parse_baseline,
+    record_key,
     samples_from_record,
     update_baseline_file,
 )
 from pytest_accel.detection import (
     PROBE_TIMEOUT,
-    Detection,
     DetectionContext,
     cpu_detection,
     detect_builtin,
@@ -35,7 +35,8 @@ from pytest_accel.detection import (
 )
 from pytest_accel.merge import MergeError, check_record, merge_records
 from pytest_accel.options import SHARD_BY, parse_positive_int, rule_from
-from pytest_accel.probe import ProbeError, confirm, run_jax_probe
+from pytest_accel.probe import ProbeError, confirm, confirmed_detection, run_jax_probe
+from pytest_accel.records import RECORD_SCHEMA
 from pytest_accel.regression import Comparison, compare
 from pytest_accel.sharding import make_units, plan, weights_for
 from pytest_accel.storage import InputError, read_json, write_json_atomic
@@ -58,13 +59,7 @@ def _detect(args: argparse.Namespace) -> int:
             result = run_jax_probe(timeout=args.probe_timeout)
             confirmed = confirm(detection.platform, result)
             probe = {"ok": True, **confirmed.to_json(), "jax": result.jax_version}
-            detection = Detection(
-                confirmed.platform,
-                confirmed.device_count,
-                confirmed.device_kind or detection.device_kind,
-                f"{detection.source}, confirmed by jax",
-                (*detection.evidence, *confirmed.evidence),
-            )
+            detection = confirmed_detection(detection, confirmed)
         except ProbeError as exc:
             probe = {"ok": False, "error": str(exc)}
     if args.json:
@@ -161,8 +156,8 @@ def _shard(args: argparse.Namespace) -> int:
     """
     data = read_json(args.durations)
     groups: dict[str, str | None] = {}
-    if isinstance(data, dict) and data.get("schema") == "pytest-accel/record":
-        _, data = load_record(args.durations)
+    if isinstance(data, dict) and data.get("schema") == RECORD_SCHEMA:
+        _, data = record_key(args.durations, data)
         known = current_from_record(args.durations, data, "total")["tests"]
         field = "class" if args.by == "class" else "module"
         groups = {t: data["tests"][t].get(field) for t in known}
@@ -178,7 +173,7 @@ def _shard(args: argparse.Namespace) -> int:
                 f"{args.durations}: no timings for {args.env_key!r}"
                 f" (it has: {', '.join(sorted(baseline.envs))})"
             )
-        known = {t: statistics.median(s) for t, s in env.tests.items() if s}
+        known = median_durations(env)
         for test in known:
             parts = test.split("::")
             groups[test] = (

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from pytest_accel.baseline import record_key
 from pytest_accel.records import RECORD_SCHEMA, RECORD_VERSION, utc_timestamp
 from pytest_accel.storage import InputError, all_plausible, finite_number
 
@@ -32,18 +33,12 @@ def _started(path: str, data: dict[str, Any]) -> float:
 
 
 def check_record(path: str, data: Any) -> dict[str, Any]:
-    """Enough validation to merge: the shape of run, env and every test."""
-    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
-        schema = data.get("schema") if isinstance(data, dict) else None
-        raise InputError(path, f"is not a pytest-accel record (schema {schema!r})")
-    if data.get("version") != RECORD_VERSION:
-        raise InputError(path, f"version {data.get('version')!r} is not {RECORD_VERSION}")
-    for section in ("run", "env", "tests"):
-        if not isinstance(data.get(section), dict):
-            raise InputError(path, f"{section}: expected an object")
-    if not isinstance(data["env"].get("key"), str):
-        raise InputError(path, "env.key: expected a string")
-    tests = data["tests"]
+    """Enough validation to merge: the header as ``record_key`` checks it, then run and
+    every test, class and module."""
+    _, record = record_key(path, data)
+    if not isinstance(record.get("run"), dict):
+        raise InputError(path, "run: expected an object")
+    tests = record["tests"]
     if not all(type(test) is dict for test in tests.values()):
         nodeid = next(n for n, t in tests.items() if type(t) is not dict)
         raise InputError(path, f"tests[{nodeid!r}]: expected an object")
@@ -58,7 +53,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
                         path, f"tests[{nodeid!r}].{name}: expected seconds, got {value!r}"
                     )
     for section in ("classes", "modules"):
-        for group, value in _mapping(path, section, data.get(section, {})).items():
+        for group, value in _mapping(path, section, record.get(section, {})).items():
             entry = _mapping(path, f"{section}[{group!r}]", value)
             for name in ("tests", "total", "span"):
                 if not finite_number(entry.get(name)) or entry[name] < 0:
@@ -66,8 +61,8 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
                         path,
                         f"{section}[{group!r}].{name}: expected a number, got {entry.get(name)!r}",
                     )
-    _started(path, data)
-    return data
+    _started(path, record)
+    return record
 
 
 def _mapping(path: str, where: str, value: Any) -> dict[str, Any]:

@@ -158,7 +158,7 @@ def _resolve_detection(config: pytest.Config, opts: options.AccelOptions) -> Det
         return detection
     if importlib.util.find_spec("jax") is None:
         raise pytest.UsageError("--accel-probe=jax: jax is not importable (pip install jax)")
-    from pytest_accel.probe import ProbeError, confirm, run_jax_probe
+    from pytest_accel.probe import ProbeError, confirm, confirmed_detection, run_jax_probe
 
     try:
         result = run_jax_probe(timeout=opts.probe_timeout)
@@ -169,13 +169,7 @@ def _resolve_detection(config: pytest.Config, opts: options.AccelOptions) -> Det
             ctx.evidence.extend([*detection.evidence, f"jax probe: {exc}"])
             return cpu_detection(ctx, source="probe jax")
         raise pytest.UsageError(f"--accel-probe: {exc}") from None
-    return Detection(
-        confirmed.platform,
-        confirmed.device_count,
-        confirmed.device_kind or detection.device_kind,
-        f"{detection.source}, confirmed by jax",
-        (*detection.evidence, *confirmed.evidence),
-    )
+    return confirmed_detection(detection, confirmed)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -151,3 +151,14 @@ def confirm(requested: str, result: ProbeResult) -> Detection:
         "probe jax",
         (f"jax {result.jax_version}: {result.platform} x{result.device_count}",),
     )
+
+
+def confirmed_detection(detection: Detection, confirmed: Detection) -> Detection:
+    """``detection`` as JAX confirmed it: JAX's platform and count, both sets of evidence."""
+    return Detection(
+        confirmed.platform,
+        confirmed.device_count,
+        confirmed.device_kind or detection.device_kind,
+        f"{detection.source}, confirmed by jax",
+        (*detection.evidence, *confirmed.evidence),
+    )

@@ -7,12 +7,11 @@ pure parts are in ``pinning`` and ``sharding``.
 from __future__ import annotations
 
 import os
-import statistics
 from collections.abc import Callable, Mapping
 
 import pytest
 
-from pytest_accel.baseline import Baseline
+from pytest_accel.baseline import Baseline, median_durations
 from pytest_accel.detection import Detection, DetectionContext, detect_builtin, sysroot_from_env
 from pytest_accel.options import AccelOptions, early_setting
 from pytest_accel.pinning import PINNED_PLATFORMS, Pin, PinError, plan_pin, shareable
@@ -96,9 +95,7 @@ def auto_workers(opts: AccelOptions, detection: Detection) -> int | None:
 def known_durations(baseline: Baseline | None, key: str) -> dict[str, float]:
     """Median test durations under ``key``; empty without a baseline for it."""
     env = baseline.for_key(key) if baseline is not None else None
-    if env is None:
-        return {}
-    return {test: statistics.median(samples) for test, samples in env.tests.items() if samples}
+    return {} if env is None else median_durations(env)
 
 
 def shard_items(
