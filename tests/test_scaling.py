@@ -302,6 +302,15 @@ def test_n_auto_is_the_device_count_and_pin_off_leaves_masks_alone(
     assert seen == {"gw0": {}, "gw1": {}}
 
 
+def test_n_auto_on_a_cpu_runner_leaves_the_worker_count_to_xdist(
+    pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")  # xdist's own answer
+    result, seen = pinned_env(pytester, monkeypatch, "-n", "auto")
+    result.stdout.fnmatch_lines(["*2 workers*"])
+    assert seen == {"gw0": {}, "gw1": {}}
+
+
 def test_more_workers_than_devices_is_a_usage_error(
     pytester: pytest.Pytester, fakesys: FakeSys
 ) -> None:

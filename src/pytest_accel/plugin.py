@@ -172,14 +172,24 @@ def _resolve_detection(config: pytest.Config, opts: options.AccelOptions) -> Det
     return confirmed_detection(detection, confirmed)
 
 
+def _session_setup(config: pytest.Config) -> tuple[options.AccelOptions, Detection]:
+    """Options and detection, resolved (and probed) once per session, whichever asks first.
+
+    pytest-xdist may ask for ``-n auto`` before ``pytest_configure``.
+    """
+    if detection_key in config.stash:
+        return config.stash[options_key], config.stash[detection_key]
+    if not config.pluginmanager.has_plugin("pytest_accel.cpu_fallback"):
+        config.pluginmanager.register(CpuFallback(), "pytest_accel.cpu_fallback")
+    opts = config.stash[options_key] = options.resolve(config, known_platforms(config))
+    detection = config.stash[detection_key] = _resolve_detection(config, opts)
+    return opts, detection
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for text in MARKERS.values():
         config.addinivalue_line("markers", text)
-    if not config.pluginmanager.has_plugin("pytest_accel.cpu_fallback"):
-        config.pluginmanager.register(CpuFallback(), "pytest_accel.cpu_fallback")
-    opts = options.resolve(config, known_platforms(config))
-    config.stash[options_key] = opts
-    detection = config.stash[detection_key] = _resolve_detection(config, opts)
+    opts, detection = _session_setup(config)
     workers = getattr(config.option, "numprocesses", None)
     if not _is_xdist_worker(config) and isinstance(workers, int) and workers > 0:
         from pytest_accel import scaleout
@@ -190,10 +200,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    opts = config.stash.get(options_key, None)
-    if opts is None:  # xdist asks before pytest_configure: detect now (cheap, no probe)
-        opts = options.resolve(config, known_platforms(config))
-    detection = config.stash.get(detection_key, None) or _resolve_detection(config, opts)
+    opts, detection = _session_setup(config)
     from pytest_accel import scaleout
 
     return scaleout.auto_workers(opts, detection)

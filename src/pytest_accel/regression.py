@@ -159,8 +159,10 @@ def judge(
     current: FloatArray,
     samples: FloatArray,
     rule: Rule,
+    *,
     threshold: FloatArray | float | None = None,
     min_delta: FloatArray | float | None = None,
+    median: FloatArray | None = None,
 ) -> Judgement:
     """Apply the rule row by row: ``current[i]`` against the samples in ``samples[i]``."""
     import numpy as np
@@ -174,7 +176,7 @@ def judge(
             np.zeros(len(current)), count, np.full(len(current), np.nan), nothing, nothing
         )
     with np.errstate(all="ignore"):
-        median = row_median(samples)
+        median = row_median(samples) if median is None else median
         if rule.log_space:
             values = np.log(np.maximum(samples, _LOG_FLOOR))
             now = np.log(np.maximum(current, _LOG_FLOOR))
@@ -287,7 +289,9 @@ def compare(
             ],
             dtype=np.float64,
         )
-    verdict = judge(raw / speed, samples, rule, thresholds, deltas)
+    verdict = judge(
+        raw / speed, samples, rule, threshold=thresholds, min_delta=deltas, median=medians
+    )
     result.regressions += _findings("test", ids, raw, verdict, verdict.regressed)
     result.improvements += _findings("test", ids, raw, verdict, verdict.improved)
 
