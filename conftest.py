@@ -7,3 +7,29 @@ from __future__ import annotations
 import numpy  # noqa: F401
 
 pytest_plugins = ["tests.fakesys"]
+
+
+import importlib.util  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "requires(*modules): skip unless the modules are installed (the release matrix runs"
+        " the suite without the jax extra and without pytest-xdist)",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    installed: dict[str, bool] = {}
+    for item in items:
+        for mark in item.iter_markers("requires"):
+            missing = [
+                name
+                for name in mark.args
+                if not installed.setdefault(name, importlib.util.find_spec(name) is not None)
+            ]
+            if missing:
+                item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(missing)}"))

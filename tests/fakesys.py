@@ -19,6 +19,10 @@ ACCEL_ENV = (
     "TPU_VISIBLE_CHIPS",
     "GITHUB_ACTIONS",
     "GITHUB_STEP_SUMMARY",
+    # When this suite itself runs under pytest-xdist, an in-process run must not think
+    # it is a worker (it would pin devices).
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
 )
 
 

@@ -32,6 +32,7 @@ def test_detect_text_names_each_check(fakesys: FakeSys, capsys: pytest.CaptureFi
     assert "  checked: /dev/accel*: 0 node(s)" in out
 
 
+@pytest.mark.requires("jax")
 def test_detect_with_the_jax_probe_runs_jax_for_real(fakesys: FakeSys) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "pytest_accel", "detect", "--json", "--probe", "jax"],
@@ -45,6 +46,7 @@ def test_detect_with_the_jax_probe_runs_jax_for_real(fakesys: FakeSys) -> None:
     assert payload["source"] == "default, confirmed by jax"
 
 
+@pytest.mark.requires("jax")
 def test_detect_probe_failure_exits_1_and_says_why(
     fakesys: FakeSys, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -46,6 +46,7 @@ FALLBACK_WITH_TPU_IN_USE = """
 """
 
 
+@pytest.mark.requires("jax")
 def test_the_real_jax_probe_on_this_machine_reports_cpu() -> None:
     result = run_jax_probe(timeout=120)
     assert (result.platform, result.device_kind) == ("cpu", "cpu")
@@ -53,6 +54,7 @@ def test_the_real_jax_probe_on_this_machine_reports_cpu() -> None:
     assert result.jax_version
 
 
+@pytest.mark.requires("jax")
 def test_the_real_jax_probe_sees_the_host_device_count_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -60,6 +62,7 @@ def test_the_real_jax_probe_sees_the_host_device_count_from_the_environment(
     assert run_jax_probe(timeout=120).device_count == 8
 
 
+@pytest.mark.requires("jax")
 def test_requesting_tpu_where_real_jax_falls_back_to_cpu_is_an_error_naming_the_fallback(
     pytester: pytest.Pytester, fakesys: FakeSys
 ) -> None:
@@ -72,6 +75,7 @@ def test_requesting_tpu_where_real_jax_falls_back_to_cpu_is_an_error_naming_the_
     )
 
 
+@pytest.mark.requires("jax")
 def test_auto_probe_runs_for_an_explicit_accelerator_when_jax_is_importable(
     pytester: pytest.Pytester, fakesys: FakeSys
 ) -> None:
@@ -84,6 +88,7 @@ def test_auto_probe_runs_for_an_explicit_accelerator_when_jax_is_importable(
     pytester.runpytest("--accel=tpu", "--accel-probe=none").assert_outcomes(passed=2)
 
 
+@pytest.mark.requires("jax")
 def test_a_tpu_held_by_another_process_is_reported_with_its_pid(
     pytester: pytest.Pytester, fakesys: FakeSys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -100,6 +105,7 @@ def test_a_tpu_held_by_another_process_is_reported_with_its_pid(
     )
 
 
+@pytest.mark.requires("jax")
 def test_allow_missing_with_a_failed_probe_skips_the_tpu_tests_instead(
     pytester: pytest.Pytester, fakesys: FakeSys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,6 +116,7 @@ def test_allow_missing_with_a_failed_probe_skips_the_tpu_tests_instead(
     assert reasons == {"test_on_tpu": "requires tpu x1 (detected: cpu x1 via probe jax)"}
 
 
+@pytest.mark.requires("jax")
 def test_a_hung_probe_is_killed_at_its_timeout_with_a_clear_message(
     pytester: pytest.Pytester, fakesys: FakeSys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

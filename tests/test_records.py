@@ -101,6 +101,7 @@ def test_awkward_parametrize_ids_survive_the_round_trip(pytester: pytest.Pyteste
     validate(record)
 
 
+@pytest.mark.requires("xdist")
 def test_xdist_records_each_test_once_with_its_worker_and_matches_a_serial_run(
     pytester: pytest.Pytester,
 ) -> None:
@@ -199,6 +200,7 @@ def test_ctrl_c_leaves_a_partial_but_valid_record_with_the_interrupted_status(
     validate(record)
 
 
+@pytest.mark.requires("xdist")
 def test_a_test_that_kills_its_xdist_worker_is_recorded_as_crashed_and_the_rest_still_are(
     pytester: pytest.Pytester,
 ) -> None:

@@ -245,6 +245,7 @@ def pinned_env(
     return result, seen
 
 
+@pytest.mark.requires("xdist")
 def test_eight_gpus_and_four_workers_give_each_worker_a_disjoint_pair(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -260,6 +261,7 @@ def test_eight_gpus_and_four_workers_give_each_worker_a_disjoint_pair(
     result.assert_outcomes(passed=8, skipped=1)
 
 
+@pytest.mark.requires("xdist")
 def test_an_outer_cuda_mask_is_indexed_into(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -269,6 +271,7 @@ def test_an_outer_cuda_mask_is_indexed_into(
     assert seen == {"gw0": {"CUDA_VISIBLE_DEVICES": "4,5"}, "gw1": {"CUDA_VISIBLE_DEVICES": "6,7"}}
 
 
+@pytest.mark.requires("xdist")
 def test_amd_workers_get_rocr_and_hip_masks(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -279,6 +282,7 @@ def test_amd_workers_get_rocr_and_hip_masks(
     assert {s["ROCR_VISIBLE_DEVICES"] for s in seen.values()} == {"0,1", "2,3", "4,5", "6,7"}
 
 
+@pytest.mark.requires("xdist")
 def test_tpu_workers_get_visible_chips_and_process_bounds(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -291,6 +295,7 @@ def test_tpu_workers_get_visible_chips_and_process_bounds(
     }
 
 
+@pytest.mark.requires("xdist")
 def test_n_auto_is_the_device_count_and_pin_off_leaves_masks_alone(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -302,6 +307,7 @@ def test_n_auto_is_the_device_count_and_pin_off_leaves_masks_alone(
     assert seen == {"gw0": {}, "gw1": {}}
 
 
+@pytest.mark.requires("xdist")
 def test_n_auto_on_a_cpu_runner_leaves_the_worker_count_to_xdist(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,6 +317,7 @@ def test_n_auto_on_a_cpu_runner_leaves_the_worker_count_to_xdist(
     assert seen == {"gw0": {}, "gw1": {}}
 
 
+@pytest.mark.requires("xdist")
 def test_more_workers_than_devices_is_a_usage_error(
     pytester: pytest.Pytester, fakesys: FakeSys
 ) -> None:

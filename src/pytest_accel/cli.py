@@ -213,6 +213,104 @@ def _shard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _flaky(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from pytest_accel.flaky import utc_today
+    from pytest_accel.history import analysis, history_from_files, verdicts
+    from pytest_accel.quarantine import Entry
+    from pytest_accel.quarantine import to_json as quarantine_json
+
+    history = history_from_files(args.files, args.window)
+    report = analysis(history)
+    over = {
+        platform: pct
+        for platform, pct in report["flaky_pct"].items()
+        if args.max_pct is not None and pct > args.max_pct
+    }
+    report["max_pct"] = args.max_pct
+    report["over_limit"] = sorted(over)
+    if args.write_quarantine:
+        expires = utc_today() + timedelta(days=args.expires_in)
+        platforms: dict[str, list[str]] = {}
+        reasons: dict[str, str] = {}
+        for key, env in sorted(history.envs.items()):
+            for verdict in verdicts(env.tests):
+                if verdict.status != "flaky":
+                    continue  # a broken test needs a fix, not a quarantine
+                names = platforms.setdefault(verdict.test, [])
+                platform = report["envs"][key]["platform"]
+                if platform not in names:
+                    names.append(platform)
+                reasons.setdefault(
+                    verdict.test,
+                    f"flaky on {key}: failed {verdict.failures} of {verdict.runs} run(s)"
+                    f", flaky in {verdict.flaky_runs}, flip rate {verdict.flip_rate:.2f}",
+                )
+        entries = [
+            Entry(test, tuple(platforms[test]), reasons[test], None, expires)
+            for test in sorted(platforms)
+        ]
+        write_json_atomic(args.write_quarantine, quarantine_json(entries))
+        sys.stderr.write(
+            f"pytest-accel: wrote {len(entries)} flaky test(s) to {args.write_quarantine}"
+            f" (expires {expires.isoformat()})\n"
+        )
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        sys.stdout.write(_flaky_text(report, markdown=args.format == "markdown"))
+    return EXIT_FINDINGS if over else EXIT_OK
+
+
+def _flaky_text(report: dict[str, object], *, markdown: bool) -> str:
+    envs = report["envs"]
+    assert isinstance(envs, dict)
+    lines = ["### pytest-accel flaky tests", ""] if markdown else []
+    for key, env in envs.items():
+        lines.append(
+            f"{key} ({env['runs']} run(s), {env['tests']} test(s)):"
+            f" {len(env['flaky'])} flaky, {len(env['broken'])} broken"
+        )
+        rows = [("flaky", v) for v in env["flaky"]] + [("broken", v) for v in env["broken"]]
+        if markdown and rows:
+            lines += ["", "| status | test | failed | flip rate |", "| --- | --- | ---: | ---: |"]
+        for status, v in rows:
+            detail = f"{v['failures']} of {v['runs']}"
+            if markdown:
+                lines.append(
+                    f"| {status} | {ci_output.escape_cell(v['test'])} | {detail} |"
+                    f" {v['flip_rate']:.2f} |"
+                )
+            else:
+                lines.append(
+                    f"  {status:<6} {v['test']}  failed {detail} run(s)"
+                    + (f", flaky in {v['flaky_runs']}" if v["flaky_runs"] else "")
+                    + f", flip rate {v['flip_rate']:.2f}"
+                )
+        if markdown:
+            lines.append("")
+    shares = report["flaky_pct"]
+    assert isinstance(shares, dict)
+    limit = report.get("max_pct")
+    for platform, pct in shares.items():
+        verdict = ""
+        if isinstance(limit, (int, float)):
+            verdict = f" (over --max-pct {limit:g})" if pct > limit else f" (within {limit:g})"
+        lines.append(f"flaky_pct {platform}: {pct:.2f}%{verdict}")
+    return "\n".join(lines) + "\n"
+
+
+def _percentage(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage between 0 and 100")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         return parse_positive_int("value", text)
@@ -235,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     detect.set_defaults(handler=_detect)
 
     comp = commands.add_parser("compare", help="compare a record with a baseline")
-    comp.add_argument("record", help="a record written by --perf-record")
+    comp.add_argument("record", metavar="RECORD", help="a record written by --perf-record")
     comp.add_argument("--baseline", required=True, help="baseline, record or .test_durations")
     comp.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     comp.add_argument("--fail", action="store_true", help="exit 1 when anything regressed")
@@ -260,6 +358,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="records of different hardware keys: write one OUT.<key>.json per key",
     )
     merge.set_defaults(handler=_merge)
+
+    flaky = commands.add_parser("flaky", help="flaky and broken tests from histories or records")
+    flaky.add_argument("files", nargs="+", metavar="HISTORY_OR_RECORD")
+    flaky.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    flaky.add_argument(
+        "--max-pct",
+        type=_percentage,
+        default=None,
+        metavar="P",
+        help="exit 1 when a platform's flaky share is above P percent",
+    )
+    flaky.add_argument(
+        "--write-quarantine",
+        metavar="PATH",
+        help="write the flaky tests (never the broken ones) as a JSON quarantine list",
+    )
+    flaky.add_argument(
+        "--expires-in",
+        type=_positive_int,
+        default=30,
+        metavar="DAYS",
+        help="days until the written entries expire (default 30)",
+    )
+    flaky.add_argument(
+        "--window",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="outcomes kept per test (default: the histories' own, else 50)",
+    )
+    flaky.set_defaults(handler=_flaky)
 
     shard = commands.add_parser("shard", help="print a duration-balanced plan")
     shard.add_argument("--durations", required=True, help="baseline, record or .test_durations")

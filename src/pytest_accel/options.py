@@ -41,6 +41,7 @@ class OptionSpec:
     metavar: str | None = None
     is_flag: bool = False
     env: str | None = None
+    default: str = "unset"  # as the README's option table shows it
 
     @property
     def dest(self) -> str:
@@ -55,28 +56,33 @@ ACCEL_OPTIONS: tuple[OptionSpec, ...] = (
         " accelerator that is not detected stops the run (exit 4). Env: PYTEST_ACCEL.",
         metavar="PLATFORM",
         env=ENV_ACCEL,
+        default="auto",
     ),
     OptionSpec(
         "--accel-allow-missing",
         "With an explicit --accel platform that is not detected: skip its tests instead of"
         " stopping the run.",
         is_flag=True,
+        default="off",
     ),
     OptionSpec(
         "--accel-only",
         "Deselect (not skip) tests that do not target the selected platform.",
         is_flag=True,
+        default="off",
     ),
     OptionSpec(
         "--accel-probe",
         "Confirm detection with JAX in a subprocess: auto (default: only for an explicit"
         " accelerator when jax is importable), none, jax.",
         metavar="MODE",
+        default="auto",
     ),
     OptionSpec(
         "--accel-probe-timeout",
         f"Seconds the JAX probe may take before it is killed (default {PROBE_TIMEOUT:g}).",
         metavar="SECONDS",
+        default=f"{PROBE_TIMEOUT:g}",
     ),
     OptionSpec(
         "--accel-cpu-devices",
@@ -89,6 +95,7 @@ ACCEL_OPTIONS: tuple[OptionSpec, ...] = (
         "With pytest-xdist on a GPU or TPU runner: auto (default) gives each worker its own"
         " devices and makes -n auto the device count; off.",
         metavar="MODE",
+        default="auto",
     ),
     OptionSpec(
         "--accel-shard",
@@ -99,6 +106,7 @@ ACCEL_OPTIONS: tuple[OptionSpec, ...] = (
         "--accel-shard-by",
         "What a shard takes whole: test, class (default; class fixtures run once) or module.",
         metavar="UNIT",
+        default="class",
     ),
     OptionSpec(
         "--accel-emulate",
@@ -121,6 +129,7 @@ PERF_OPTIONS: tuple[OptionSpec, ...] = (
         "Name the hardware the timings belong to (default: platform/device_kind/xN), e.g. a"
         " runner label.",
         metavar="KEY",
+        default="platform/kind/xN",
     ),
     OptionSpec(
         "--perf-baseline",
@@ -132,56 +141,109 @@ PERF_OPTIONS: tuple[OptionSpec, ...] = (
         "--perf-threshold",
         "A regression is slower than median x RATIO (default 1.2).",
         metavar="RATIO",
+        default="1.2",
     ),
     OptionSpec(
         "--perf-min-delta",
         "... and slower than the median by at least SECONDS (default 0.05).",
         metavar="SECONDS",
+        default="0.05",
     ),
     OptionSpec(
         "--perf-min-duration",
         "... and takes at least SECONDS now (default 0.1).",
         metavar="SECONDS",
+        default="0.1",
     ),
     OptionSpec(
         "--perf-min-samples",
         "Samples needed before the noise (MAD) test applies (default 3).",
         metavar="N",
+        default="3",
     ),
     OptionSpec(
         "--perf-mad-k",
         "... which requires a robust z-score of log durations above K (default 4.5; 0.6 K"
         " for a change of 1.5x or more).",
         metavar="K",
+        default="4.5",
     ),
     OptionSpec(
         "--perf-normalize",
         "on (default): with 20+ tests compared, divide timings by the runner's overall speed"
         " before judging tests, classes and modules; off.",
         metavar="MODE",
+        default="on",
     ),
-    OptionSpec("--perf-top", "Rows in the terminal section (default 20).", metavar="N"),
+    OptionSpec(
+        "--perf-top", "Rows in the terminal section (default 20).", metavar="N", default="20"
+    ),
     OptionSpec(
         "--perf-fail",
         "Exit with status 1 when anything regressed.",
         is_flag=True,
+        default="off",
     ),
     OptionSpec(
         "--perf-update-baseline",
         "Fold this run's passing timings into the --perf-baseline file (created on first"
         " use), under a file lock.",
         is_flag=True,
+        default="off",
     ),
     OptionSpec(
         "--perf-window",
         "Samples kept per test when updating the baseline (default 20).",
         metavar="N",
+        default="20",
     ),
 )
+
+FLAKY_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "--flaky-reruns",
+        "Rerun a test whose setup or call failed up to N times (default 0); failed then"
+        " passed is flaky and does not fail the session. Defers to pytest-rerunfailures"
+        " where that reruns.",
+        metavar="N",
+        default="0",
+    ),
+    OptionSpec(
+        "--flaky-quarantine",
+        "Tests listed in PATH (text: one node id per line; or JSON with platforms and"
+        " expiry) still run, but their failures do not fail the session.",
+        metavar="PATH",
+    ),
+    OptionSpec(
+        "--flaky-history",
+        "Fold this run's outcomes into the history file PATH (per hardware key, under a"
+        " file lock) and classify tests as flaky or broken across runs.",
+        metavar="PATH",
+    ),
+    OptionSpec(
+        "--flaky-window",
+        "Outcomes kept per test in the history (default 50).",
+        metavar="N",
+        default="50",
+    ),
+    OptionSpec(
+        "--flaky-report",
+        "Write the flaky, quarantined and broken tests and flaky_pct (JSON) to PATH.",
+        metavar="PATH",
+    ),
+    OptionSpec(
+        "--flaky-max-pct",
+        "Exit with status 1 when the share of flaky tests exceeds P percent (e.g. 5).",
+        metavar="P",
+    ),
+)
+
+ALL_OPTIONS = (*ACCEL_OPTIONS, *PERF_OPTIONS, *FLAKY_OPTIONS)
 
 _GROUPS = {
     "accel": "accelerator-aware selection (pytest-accel)",
     "perf": "timing records and baselines (pytest-accel)",
+    "flaky": "flaky tests: reruns, quarantine and history (pytest-accel)",
 }
 
 
@@ -226,7 +288,7 @@ def early_setting(early_config: pytest.Config, flag: str) -> str | None:
 
 
 def spec_for(flag: str) -> OptionSpec:
-    return next(s for s in (*ACCEL_OPTIONS, *PERF_OPTIONS) if s.flag == flag)
+    return next(s for s in ALL_OPTIONS if s.flag == flag)
 
 
 def _choices_error(flag: str, value: str, choices: Collection[str]) -> pytest.UsageError:
@@ -432,4 +494,54 @@ def resolve_perf(config: pytest.Config) -> PerfOptions:
         fail=bool(get("--perf-fail")),
         update_baseline=update,
         window=parse_positive_int("--perf-window", str(window)) if window else 20,
+    )
+
+
+DEFAULT_FLAKY_WINDOW = 50
+
+
+def parse_non_negative_int(flag: str, value: str) -> int:
+    text = value.strip()
+    if not text.isdigit():
+        raise pytest.UsageError(f"{flag}: {value!r} is not a non-negative integer (e.g. {flag}=2)")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class FlakyOptions:
+    reruns: int
+    quarantine: str | None
+    history: str | None
+    window: int
+    report: str | None
+    max_pct: float | None
+
+    @property
+    def enabled(self) -> bool:
+        return (
+            bool(self.reruns or self.quarantine or self.history or self.report)
+            or self.max_pct is not None
+        )
+
+
+def resolve_flaky(config: pytest.Config) -> FlakyOptions:
+    def get(flag: str) -> str | None:
+        value = raw_setting(config, spec_for(flag))
+        return None if value in (None, "") else str(value)
+
+    reruns, window, max_pct = get("--flaky-reruns"), get("--flaky-window"), get("--flaky-max-pct")
+    pct = None
+    if max_pct is not None:
+        pct = parse_non_negative_float("--flaky-max-pct", max_pct)
+        if pct > 100:
+            raise pytest.UsageError(
+                f"--flaky-max-pct: {max_pct!r} is above 100; give a percentage such as 5"
+            )
+    return FlakyOptions(
+        reruns=parse_non_negative_int("--flaky-reruns", reruns) if reruns else 0,
+        quarantine=get("--flaky-quarantine"),
+        history=get("--flaky-history"),
+        window=parse_positive_int("--flaky-window", window) if window else DEFAULT_FLAKY_WINDOW,
+        report=get("--flaky-report"),
+        max_pct=pct,
     )

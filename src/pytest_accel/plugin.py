@@ -61,6 +61,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
     options.add_options(parser, options.PERF_OPTIONS, group="perf")
+    options.add_options(parser, options.FLAKY_OPTIONS, group="flaky")
 
 
 def _set_env(early_config: pytest.Config, values: dict[str, str]) -> None:
@@ -213,15 +214,31 @@ def _is_xdist_worker(config: pytest.Config) -> bool:
 def _register_features(config: pytest.Config, detection: Detection) -> None:
     """Feature classes exist only when their option is on (like pytest's stepwise)."""
     perf = options.resolve_perf(config)
+    flaky = options.resolve_flaky(config)
+    if not (perf.enabled or flaky.enabled):
+        return
+    if flaky.enabled:
+        from pytest_accel.flaky import register_flaky
+
+        register_flaky(
+            config,
+            flaky,
+            detection,
+            env_key_override=perf.env_key,
+            known_platforms=config.stash[options_key].known_platforms,
+        )
     if not perf.enabled:
         return
-    from pytest_accel.recorder import NodeInfoSender, PerfPlugin, load_for_session
-    from pytest_accel.storage import InputError, check_writable
-
     if _is_xdist_worker(config):
+        from pytest_accel.results import NodeInfoSender
+
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(), "pytest_accel.node_info")
         return
+    from pytest_accel.recorder import PerfPlugin, load_for_session
+    from pytest_accel.results import ResultsCollector
+    from pytest_accel.storage import InputError, check_writable
+
     if perf.record:
         try:
             check_writable(perf.record)
@@ -229,7 +246,9 @@ def _register_features(config: pytest.Config, detection: Detection) -> None:
             raise pytest.UsageError(f"--perf-record: {exc}") from None
     baseline = config.stash[baseline_key] = load_for_session(perf)
     shard = config.stash[options_key].shard_label
-    plugin = PerfPlugin(config, perf, detection, baseline, shard)
+    results = ResultsCollector(config)
+    config.pluginmanager.register(results, "pytest_accel.results")
+    plugin = PerfPlugin(config, perf, detection, baseline, results=results, shard=shard)
     config.pluginmanager.register(plugin, "pytest_accel.perf")
 
 

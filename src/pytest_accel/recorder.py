@@ -1,9 +1,8 @@
 """The ``--perf-record`` / ``--perf-baseline`` feature.
 
-Registered in ``pytest_configure`` only when one of those options is on.  Under
-pytest-xdist the workers attach each test's class, module, worker id and ``perf``
-marker to its setup report (reports are what xdist sends to the controller); only the
-controller compares, warns and writes files.
+Registered in ``pytest_configure`` only when one of those options is on, and only in
+the process that owns the session (never in an xdist worker): it compares, warns and
+writes files from what the ``ResultsCollector`` gathered.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,132 +37,15 @@ from pytest_accel.records import (
     env_key,
     record_head,
     vcs_info,
-    xdist_worker_id,
 )
 from pytest_accel.regression import Comparison, Override, PerfRegressionWarning, compare
+from pytest_accel.results import ResultsCollector
 from pytest_accel.storage import InputError, write_atomic
-
-# The report attribute that carries collection-tree facts from a worker to the controller.
-NODE_INFO_ATTR = "pytest_accel_node"
-
-# (class node id, module node id, xdist worker, perf marker as (threshold, min_delta,
-# ignore) or None): plain tuples, which cross xdist's channel as they are.
-PerfMark = tuple[float | None, float | None, bool]
-NodeInfo = tuple[str | None, str | None, str | None, PerfMark | None]
-
-
-def perf_mark(item: pytest.Item, mark: pytest.Mark) -> PerfMark:
-    """A ``perf(...)`` mark's values, validated (a usage error naming the test)."""
-    extra = set(mark.kwargs) - {"threshold", "min_delta", "ignore"}
-    threshold, min_delta = mark.kwargs.get("threshold"), mark.kwargs.get("min_delta")
-    ignore = mark.kwargs.get("ignore", False)
-    problems = []
-    if mark.args or extra:
-        problems.append("takes only threshold=, min_delta= and ignore=")
-    if threshold is not None and (not isinstance(threshold, (int, float)) or threshold < 1):
-        problems.append(f"threshold must be a number >= 1, got {threshold!r}")
-    if min_delta is not None and (not isinstance(min_delta, (int, float)) or min_delta < 0):
-        problems.append(f"min_delta must be a number >= 0, got {min_delta!r}")
-    if not isinstance(ignore, bool):
-        problems.append(f"ignore must be True or False, got {ignore!r}")
-    if problems:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.perf {'; '.join(problems)}")
-    return (
-        None if threshold is None else float(threshold),
-        None if min_delta is None else float(min_delta),
-        ignore,
-    )
-
-
-Parents = tuple[str | None, str | None]  # class node id, module node id
-
-
-@dataclass
-class CollectedNodes:
-    """What the collection tree says about each test, computed once per session."""
-
-    # One shared (class, module) tuple per parent node, not one object per test.
-    parents: dict[str, Parents] = field(default_factory=dict)
-    marks: dict[str, PerfMark] = field(default_factory=dict)  # only tests that have one
-
-    def info(self, nodeid: str, worker: str | None) -> NodeInfo | None:
-        parents = self.parents.get(nodeid)
-        if parents is None:
-            return None
-        return (*parents, worker, self.marks.get(nodeid))
-
-
-def collect_nodes(items: list[pytest.Item]) -> CollectedNodes:
-    """Class and module node ids (unittest classes included) and ``perf`` marks.
-
-    One tree lookup per parent node; a test's own marks are checked directly, its
-    parents' once per parent.
-    """
-    by_parent: dict[int, tuple[Parents, PerfMark | None]] = {}
-    nodes = CollectedNodes()
-    for item in items:
-        parent = item.parent
-        cached = by_parent.get(id(parent))
-        if cached is None:
-            cls = item.getparent(pytest.Class)
-            module = item.getparent(pytest.Module)
-            parents = (
-                cls.nodeid if cls is not None else None,
-                module.nodeid if module is not None else None,
-            )
-            inherited = parent.get_closest_marker("perf") if parent is not None else None
-            cached = by_parent[id(parent)] = (
-                parents,
-                perf_mark(item, inherited) if inherited is not None else None,
-            )
-        parents, inherited_mark = cached
-        nodes.parents[item.nodeid] = parents
-        own = next((m for m in item.own_markers if m.name == "perf"), None)
-        mark = perf_mark(item, own) if own is not None else inherited_mark
-        if mark is not None:
-            nodes.marks[item.nodeid] = mark
-    return nodes
-
-
-class NodeInfoSender:
-    """In an xdist worker: attach each test's node info to its setup report."""
-
-    def __init__(self) -> None:
-        self.nodes = CollectedNodes()
-        self.worker = xdist_worker_id()
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        self.nodes = collect_nodes(items)
-
-    @pytest.hookimpl(tryfirst=True)  # before xdist serialises the report for the controller
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "setup":
-            setattr(report, NODE_INFO_ATTR, self.nodes.info(report.nodeid, self.worker))
-
-
-_PHASES = {"setup": 0, "call": 1, "teardown": 2}
-
-
-def _chronological(report: pytest.TestReport) -> tuple[float, int]:
-    """Reports in the order they happened; xdist's crash reports (no start) come last."""
-    start = getattr(report, "start", 0.0) or float("inf")
-    return start, _PHASES.get(report.when or "", 3)
-
-
-class ReportListener:
-    """Collects reports as they arrive, for sessions without a terminal reporter."""
-
-    def __init__(self, fold: Callable[[pytest.TestReport], None]) -> None:
-        self.fold = fold
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.fold(report)
 
 
 class PerfPlugin:
-    """Runs in the process that owns the session: collects timings, then at the end
-    compares them with the baseline, reports, writes the record and updates the baseline.
+    """Runs in the process that owns the session: at the end compares the collected
+    timings with the baseline, reports, writes the record and updates the baseline.
     """
 
     def __init__(
@@ -174,6 +54,8 @@ class PerfPlugin:
         options: PerfOptions,
         detection: Detection,
         baseline: Baseline | None,
+        *,
+        results: ResultsCollector,
         shard: str | None = None,
     ) -> None:
         self.config = config
@@ -181,84 +63,29 @@ class PerfPlugin:
         self.options = options
         self.detection = detection
         self.baseline = baseline
+        self.results = results
         self.key = env_key(detection, options.env_key)
-        self.table = TimingTable()
-        self.marks: dict[str, PerfMark] = {}
-        self.workers: set[str] = set()
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
         self.commit: str | None = None
         self.branch: str | None = None
         self.comparison: Comparison | None = None
         self.write_error: str | None = None
-        # Filled at collection when this process runs the tests itself (no xdist).
-        self.nodes = CollectedNodes()
-        self.terminal: Any = None
-        # Whether reports may come from xdist workers (the controller's DSession).
-        self.relayed = config.pluginmanager.has_plugin("dsession") or bool(
-            getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)
-        )
 
-    # --- collecting -------------------------------------------------------------------
+    @property
+    def table(self) -> TimingTable:
+        return self.results.table
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
         self.commit, self.branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
-        # The terminal reporter keeps every report (pytest-xdist's relayed ones included):
-        # reading them once at the end costs nothing per test.  Without it, listen.
-        self.terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if self.terminal is None:
-            self.config.pluginmanager.register(ReportListener(self.fold), "pytest_accel.reports")
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        self.workers.add(str(node.gateway.id))
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        self.nodes = collect_nodes(items)
-        self.marks = self.nodes.marks
 
     def location(self, nodeid: str) -> ci_output.Location | None:
         row = self.table.rows.get(nodeid)
         path = None if row is None else self.table.paths[row]
         return (
             None if row is None or path is None else ci_output.Location(path, self.table.lines[row])
-        )
-
-    def _take_node_info(self, row: int, info: NodeInfo) -> None:
-        table = self.table
-        table.class_ids[row], table.module_ids[row], table.workers[row], mark = info
-        if mark is not None:
-            self.marks[table.nodeids[row]] = mark
-
-    def fold(self, report: pytest.TestReport) -> None:
-        """Add one report (one phase of one attempt of one test) to the table."""
-        nodeid = report.nodeid
-        table = self.table
-        row, new = table.row(nodeid)
-        if new:
-            path, line, _ = report.location
-            table.paths[row], table.lines[row] = path, None if line is None else line + 1
-            parents = self.nodes.parents.get(nodeid)  # collected in this process
-            if parents is not None:
-                table.class_ids[row], table.module_ids[row] = parents
-        if self.relayed and table.workers[row] is None and hasattr(report, "node"):
-            # Relayed by xdist: a setup report carries the node info, a crash report does not.
-            info = getattr(report, NODE_INFO_ATTR, None)
-            if info:
-                self._take_node_info(row, info)
-            else:
-                table.workers[row] = str(report.node.gateway.id)
-        table.add(
-            row,
-            report.when or "???",
-            report.outcome,
-            report.duration,
-            start=getattr(report, "start", 0.0),
-            stop=getattr(report, "stop", 0.0),
-            wasxfail=hasattr(report, "wasxfail"),
         )
 
     # --- at the end -------------------------------------------------------------------
@@ -286,7 +113,7 @@ class PerfPlugin:
             return Comparison(self.key, available_envs=sorted(self.baseline.envs))
         overrides = {
             nodeid: Override(threshold, min_delta, ignore)
-            for nodeid, (threshold, min_delta, ignore) in self.marks.items()
+            for nodeid, (threshold, min_delta, ignore) in self.results.marks.items()
         }
         return compare(
             self.key,
@@ -329,7 +156,7 @@ class PerfPlugin:
             commit=self.commit,
             branch=self.branch,
             shard=self.shard,
-            workers=len(self.workers),
+            workers=len(self.results.workers),
             exitstatus=int(exitstatus),
         )
         head = record_head(run, self.detection, self.key, framework_versions(), pytest.__version__)
@@ -340,19 +167,6 @@ class PerfPlugin:
     @property
     def failing(self) -> bool:
         return bool(self.options.fail and self.comparison and self.comparison.regressions)
-
-    def _fold_terminal_stats(self) -> None:
-        if self.terminal is None:
-            return
-        reports = [
-            report
-            for group in self.terminal.stats.values()
-            for report in group
-            if isinstance(report, pytest.TestReport)
-        ]
-        reports.sort(key=_chronological)
-        for report in reports:
-            self.fold(report)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -368,7 +182,7 @@ class PerfPlugin:
                 gc.enable()
 
     def _finish(self, session: pytest.Session) -> None:
-        self._fold_terminal_stats()
+        self.results.folded_table()
         self.comparison = self._compare()
         if self.comparison is not None:
             self._emit_warnings(self.comparison)

@@ -36,7 +36,7 @@ def phase_outcome(when: str, outcome: str, wasxfail: bool) -> str:
     """A report's contribution to its test's outcome, as pytest's summary counts it."""
     if when == "???":  # pytest-xdist's report for a test that took its worker down
         return "crashed"
-    if outcome == "failed":
+    if outcome in ("failed", "rerun"):  # "rerun": a failed attempt that is tried again
         return "failed" if when == "call" else "error"
     if outcome == "skipped":
         return "xfailed" if wasxfail else "skipped"
@@ -68,7 +68,8 @@ class TimingTable:
         self.teardowns: list[float] = []
         self.starts: list[float] = []
         self.stops: list[float] = []
-        self.complete: list[bool] = []
+        # 0: the current attempt has no report yet, 1: it has, 2: it is over (teardown).
+        self.attempt_state: list[int] = []
         self.earlier: dict[int, list[AttemptTuple]] = {}
 
     def __len__(self) -> int:
@@ -86,7 +87,7 @@ class TimingTable:
         self.outcomes.append("passed")
         for numbers in (self.setups, self.calls, self.teardowns, self.starts, self.stops):
             numbers.append(0.0)
-        self.complete.append(False)
+        self.attempt_state.append(0)
         return row, True
 
     def add(
@@ -100,12 +101,17 @@ class TimingTable:
         stop: float = 0.0,
         wasxfail: bool = False,
     ) -> None:
-        """Fold one report in; a report after a finished attempt starts the next one."""
-        if self.complete[row]:
+        """Fold one report in; a report after a finished attempt starts the next one.
+
+        An attempt is over after its teardown, or when a new setup begins: a rerun's
+        failed attempt may end without a teardown report (pytest-rerunfailures, and
+        this plugin's reruns keep one ``<testcase>`` per test in JUnit XML that way).
+        """
+        state = self.attempt_state[row]
+        if state == 2 or (state == 1 and when == "setup"):
             self.earlier.setdefault(row, []).append(self.attempt(row))
             self.outcomes[row] = "passed"
             self.setups[row] = self.calls[row] = self.teardowns[row] = 0.0
-            self.complete[row] = False
         if when == "call":
             self.calls[row] += duration
         elif when == "setup":
@@ -116,8 +122,7 @@ class TimingTable:
             result = phase_outcome(when, outcome, wasxfail)
             if _RANK[result] > _RANK[self.outcomes[row]]:
                 self.outcomes[row] = result
-        if when in ("teardown", "???"):
-            self.complete[row] = True
+        self.attempt_state[row] = 2 if when in ("teardown", "???") else 1
         if start and (not self.starts[row] or start < self.starts[row]):
             self.starts[row] = start
         self.stops[row] = max(self.stops[row], stop)

@@ -15,7 +15,7 @@ from pytest_accel.baseline import Baseline, median_durations
 from pytest_accel.detection import Detection, DetectionContext, detect_builtin, sysroot_from_env
 from pytest_accel.options import AccelOptions, early_setting
 from pytest_accel.pinning import PINNED_PLATFORMS, Pin, PinError, plan_pin, shareable
-from pytest_accel.recorder import collect_nodes
+from pytest_accel.results import collect_nodes
 from pytest_accel.sharding import Plan, make_units, plan, weights_for
 
 

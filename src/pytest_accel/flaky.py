@@ -1,0 +1,376 @@
+"""The ``--flaky-*`` features: reruns, quarantine, cross-run history and the flaky share.
+
+Registered in ``pytest_configure`` only when one of those options is on.
+``QuarantineRunner`` runs wherever tests run (an xdist worker included): it turns a
+quarantined failure into a report that does not fail the session and notes which
+entries matched a collected test.  ``FlakyPlugin`` runs only in the process that owns
+the session: it updates the history, writes the report and shows the summary.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import warnings
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from pytest_accel.detection import Detection
+from pytest_accel.flaky_report import (
+    Findings,
+    build_findings,
+    markdown,
+    outcomes_from_stats,
+    terminal_lines,
+)
+from pytest_accel.history import History, load_history, update_history_file
+from pytest_accel.options import FlakyOptions
+from pytest_accel.quarantine import (
+    Entry,
+    Matcher,
+    Quarantine,
+    candidate_keys,
+    load_quarantine,
+)
+from pytest_accel.records import env_key, utc_timestamp
+from pytest_accel.results import QUARANTINED_ATTR, StatsListener, reports_are_relayed
+from pytest_accel.storage import InputError, check_writable, write_json_atomic
+
+QUARANTINE_PROPERTY = "quarantined"
+# What a worker tells the controller about its collection (xdist ``workeroutput``).
+WORKEROUTPUT_KEY = "pytest_accel_quarantine"
+
+
+class FlakyQuarantineWarning(pytest.PytestWarning):
+    """A quarantine entry that expired or matches no test."""
+
+
+def utc_today() -> Any:
+    return datetime.now(timezone.utc).date()
+
+
+def _short_message(report: pytest.TestReport) -> str | None:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None) or (str(report.longrepr) if report.longrepr else "")
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return first[:200] or None
+
+
+class StatusLetters:
+    """``R``/RERUN, ``K``/FLAKY and ``Q``/QUARANTINED, and their summary-line counts.
+
+    Registered only when something produces those reports (our reruns or quarantine,
+    or pytest-rerunfailures): the hook runs for every report.
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> Any:
+        # Called for every report: the common case (a passing phase) returns first.
+        if report.outcome == "passed":
+            if report.when == "call" and getattr(report, "rerun", None):
+                return "flaky", "K", ("FLAKY", {"yellow": True})
+            return None
+        if getattr(report, QUARANTINED_ATTR, None):
+            return "quarantined", "Q", ("QUARANTINED", {"yellow": True})
+        if report.outcome not in ("failed", "skipped"):  # "rerun": not pytest's own
+            return "rerun", "R", ("RERUN", {"yellow": True})
+        return None
+
+
+class QuarantineRunner:
+    """Quarantine where the tests run: registered as a plugin only with a quarantine list
+    (its hooks see every test and report); otherwise it is just empty state."""
+
+    def __init__(self, config: pytest.Config, quarantine: Quarantine | None, platform: str):
+        self.config = config
+        self.quarantine = quarantine
+        applying, self.expired = quarantine.split(platform, utc_today()) if quarantine else ([], [])
+        self.matcher = Matcher(applying)
+        self.all_entries: dict[str, list[int]] = {}
+        for index, entry in enumerate(quarantine.entries if quarantine else ()):
+            self.all_entries.setdefault(entry.test, []).append(index)
+        self.matched: set[int] = set()  # entries covering a collected test
+        self.files: set[str] = set()  # files tests were collected from
+        self.quarantined: dict[str, Entry] = {}  # collected tests an entry applies to
+        self.messages: dict[str, str] = {}  # quarantined failure -> its message
+        # The xdist controller: reports arrive from workers, already quarantined there.
+        self.relayed = reports_are_relayed(config)
+
+    @pytest.hookimpl(tryfirst=True)  # before -k, -m and sharding deselect anything
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if self.quarantine is None:
+            return
+        all_entries, matcher, files = self.all_entries, self.matcher, self.files
+        entry_files = {test.split("::", 1)[0] for test in all_entries}
+        by_parent: dict[int, bool] = {}  # parent node -> whether an entry names its file
+        for item in items:
+            named = by_parent.get(id(item.parent))
+            if named is None:
+                path = item.nodeid.partition("::")[0]
+                files.add(path)
+                named = by_parent[id(item.parent)] = path in entry_files
+            if not named:
+                continue  # most tests: no entry names their file
+            nodeid = item.nodeid
+            for key in candidate_keys(nodeid):
+                indices = all_entries.get(key)
+                if indices:
+                    self.matched.update(indices)
+            entry = matcher.match(nodeid) if matcher else None
+            if entry is not None:
+                self.quarantined[nodeid] = entry
+                item.user_properties.append((QUARANTINE_PROPERTY, entry.reason or "true"))
+
+    @pytest.hookimpl(tryfirst=True)  # before the session, xdist and the terminal see it
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome != "failed" or not self.matcher:
+            if self.relayed and getattr(report, QUARANTINED_ATTR, None):  # from a worker
+                self._note_message(report)
+            return
+        entry = self.quarantined.get(report.nodeid) or self.matcher.match(report.nodeid)
+        if entry is None:
+            return
+        # Reported like an expected failure, so nothing counts it as one: the session,
+        # -x, xdist's --maxfail, JUnit XML (a <skipped>).  The real outcome travels along.
+        setattr(report, QUARANTINED_ATTR, "failed")
+        self._note_message(report)
+        report.outcome = "skipped"
+        report.wasxfail = f"quarantined: {entry.describe()}"
+
+    def _note_message(self, report: pytest.TestReport) -> None:
+        message = _short_message(report)
+        if message and report.nodeid not in self.messages:  # the first failure tells most
+            self.messages[report.nodeid] = message
+
+    def pytest_sessionfinish(self) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[WORKEROUTPUT_KEY] = {
+                "matched": sorted(self.matched),
+                "files": sorted(self.files),
+            }
+
+
+class FlakyPlugin:
+    """In the process that owns the session: history, report, summary, exit status."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        options: FlakyOptions,
+        detection: Detection,
+        runner: QuarantineRunner,
+        *,
+        key: str,
+    ) -> None:
+        self.config = config
+        self.options = options
+        self.platform = detection.platform
+        self.key = key
+        self.runner = runner
+        self.stats: dict[str, list[Any]] = {}
+        self.findings: Findings | None = None
+        self.history_error: str | None = None
+        self.started = datetime.now(timezone.utc).timestamp()
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # The terminal reporter keeps every report by status; without it, keep our own.
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            self.stats = terminal.stats
+        else:
+            listener = StatsListener(self.config)
+            self.stats = listener.stats
+            self.config.pluginmanager.register(listener, "pytest_accel.flaky_stats")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: merge what each worker saw of the quarantine."""
+        seen = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+        if seen:
+            self.runner.matched.update(seen["matched"])
+            self.runner.files.update(seen["files"])
+
+    def _stale(self) -> list[Entry]:
+        """Entries that cover no collected test, among files that were collected or
+        that do not exist (running one file must not call every other entry stale)."""
+        quarantine = self.runner.quarantine
+        if quarantine is None:
+            return []
+        root = self.config.rootpath
+        stale = []
+        for index, entry in enumerate(quarantine.entries):
+            if index in self.runner.matched:
+                continue
+            path = entry.test.split("::", 1)[0]
+            if path in self.runner.files or not (root / path).exists():
+                stale.append(entry)
+        return stale
+
+    def _quarantined_tests(self, tests: list[str]) -> dict[str, Entry]:
+        known = dict(self.runner.quarantined)
+        matcher = self.runner.matcher
+        if matcher and self.runner.relayed:
+            for test in tests:  # under xdist the controller collected nothing itself
+                if test not in known:
+                    entry = matcher.match(test)
+                    if entry is not None:
+                        known[test] = entry
+        return known
+
+    def _history(self, letters: Mapping[str, str], session: pytest.Session) -> History | None:
+        path = self.options.history
+        if path is None:
+            return None
+        try:
+            if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+                return load_history(path) if os.path.exists(path) else None
+            run = {
+                "started": utc_timestamp(self.started),
+                "exitstatus": int(session.exitstatus),
+                "tests": len(letters),
+            }
+            return update_history_file(
+                path, [(self.key, self.platform, letters, run)], self.options.window
+            )
+        except (OSError, InputError) as exc:
+            self.history_error = str(exc)
+            sys.stderr.write(f"pytest-accel: could not update the flaky history: {exc}\n")
+            return None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        collecting = gc.isenabled()
+        gc.disable()  # what is built here has no cycles (see PerfPlugin)
+        try:
+            self._finish(session)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _finish(self, session: pytest.Session) -> None:
+        run = outcomes_from_stats(self.stats)
+        letters = run.letters
+        history = self._history(letters, session)
+        findings = self.findings = build_findings(
+            key=self.key,
+            platform=self.platform,
+            run=run,
+            quarantined=self._quarantined_tests(list(letters)),
+            messages=self.runner.messages,
+            stale=self._stale(),
+            expired=self.runner.expired,
+            history=history,
+            max_pct=self.options.max_pct,
+        )
+        self._warn(findings)
+        if self.options.report:
+            try:
+                write_json_atomic(self.options.report, findings.to_json())
+            except OSError as exc:
+                sys.stderr.write(
+                    f"pytest-accel: could not write the flaky report {self.options.report}:"
+                    f" {exc.strerror or exc}\n"
+                )
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            from pytest_accel import ci_output
+
+            try:
+                ci_output.append_step_summary(markdown(findings))
+            except OSError as exc:
+                sys.stderr.write(f"pytest-accel: could not append to GITHUB_STEP_SUMMARY: {exc}\n")
+        if findings.over_limit and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _warn(self, findings: Findings, most: int = 20) -> None:
+        """One warning per expired or stale entry, up to ``most``; then one for the rest."""
+        path = self.runner.quarantine.path if self.runner.quarantine else ""
+        notes = [
+            (e.line, f"quarantine entry expired on {e.expires}; its failures count again: {e.test}")
+            for e in findings.expired
+        ] + [
+            (e.line, f"stale quarantine entry, it matches no collected test: {e.test}")
+            for e in findings.stale
+        ]
+        if len(notes) > most:
+            rest = len(notes) - most
+            notes = [*notes[:most], (None, f"{rest} more expired or stale quarantine entries")]
+        for line, text in notes:
+            message = warnings.WarningMessage(
+                FlakyQuarantineWarning(text), FlakyQuarantineWarning, path, line or 0
+            )
+            self.config.hook.pytest_warning_recorded.call_historic(
+                kwargs={
+                    "warning_message": message,
+                    "when": "config",
+                    "nodeid": "",
+                    "location": None,
+                }
+            )
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        findings = self.findings
+        if findings is None:
+            return
+        terminalreporter.section("pytest-accel flaky tests", sep="-")
+        for line in terminal_lines(findings):
+            terminalreporter.write_line(
+                line,
+                yellow=not line.startswith("flaky:"),
+                red=line.startswith("flaky:") and findings.over_limit,
+                green=line.startswith("flaky:") and not findings.over_limit,
+            )
+        if self.options.history and self.history_error is None:
+            terminalreporter.write_line(
+                f"pytest-accel: flaky history for {self.key!r} updated in {self.options.history}"
+            )
+        rerunner = self.config.pluginmanager.get_plugin("pytest_accel.reruns")
+        if rerunner is not None and rerunner.deferred:
+            terminalreporter.write_line(
+                f"pytest-accel: {rerunner.deferred} test(s) left to pytest-rerunfailures' reruns"
+            )
+
+
+def register_flaky(
+    config: pytest.Config,
+    options: FlakyOptions,
+    detection: Detection,
+    *,
+    env_key_override: str | None,
+    known_platforms: frozenset[str],
+) -> None:
+    """Register the flaky features: the runner wherever tests run, the rest in the
+    process that owns the session."""
+    quarantine = None
+    if options.quarantine:
+        try:
+            quarantine = load_quarantine(options.quarantine, known_platforms)
+        except InputError as exc:
+            raise pytest.UsageError(f"--flaky-quarantine: {exc}") from None
+    runner = QuarantineRunner(config, quarantine, detection.platform)
+    if quarantine is not None:
+        config.pluginmanager.register(runner, "pytest_accel.quarantine")
+    if options.reruns or quarantine is not None or config.pluginmanager.has_plugin("rerunfailures"):
+        config.pluginmanager.register(StatusLetters(), "pytest_accel.status_letters")
+    if options.reruns:
+        from pytest_accel.reruns import Rerunner
+
+        config.pluginmanager.register(Rerunner(config, options.reruns), "pytest_accel.reruns")
+    if hasattr(config, "workerinput"):
+        return
+    for flag, path in (("--flaky-history", options.history), ("--flaky-report", options.report)):
+        if path:
+            try:
+                check_writable(path)
+                if flag == "--flaky-history" and os.path.exists(path):
+                    load_history(path)  # malformed: stop before any test runs
+            except InputError as exc:
+                raise pytest.UsageError(f"{flag}: {exc}") from None
+    plugin = FlakyPlugin(
+        config, options, detection, runner, key=env_key(detection, env_key_override)
+    )
+    config.pluginmanager.register(plugin, "pytest_accel.flaky")

@@ -1,0 +1,140 @@
+"""``--flaky-reruns``: run a failed test again, in the same process, up to N times.
+
+Each attempt gets a fresh test instance and fresh function-scoped fixtures; class,
+module and session fixtures stay up (a collector or fixture whose own setup failed is
+set up again).  A failed attempt that is tried again is logged with the outcome
+``rerun`` (as pytest-rerunfailures does, so tools that know it understand ours), and
+its teardown report is not logged, so JUnit XML keeps one ``<testcase>`` per test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+from _pytest.runner import call_and_report
+
+from pytest_accel.results import RERUN_TEARDOWN_ATTR
+
+RERUN = "rerun"
+ATTEMPTS_PROPERTY = "attempts"
+
+
+class Rerunner:
+    def __init__(self, config: pytest.Config, reruns: int) -> None:
+        self.reruns = reruns
+        # pytest-rerunfailures, when installed: it reruns what it is configured for.
+        self.rerunfailures: Any = config.pluginmanager.get_plugin("rerunfailures")
+        self.deferred = 0
+        # Interactive and setup-only modes keep pytest's own protocol.
+        self.off = any(
+            config.getoption(name, False) for name in ("usepdb", "setuponly", "setupshow")
+        )
+
+    def defers_to_rerunfailures(self, item: pytest.Item) -> bool:
+        count_for = getattr(self.rerunfailures, "get_reruns_count", None)
+        if count_for is None:
+            return False
+        try:
+            return bool(count_for(item))
+        except Exception:  # its internals, not ours: then we rerun
+            return False
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        if self.off or item.get_closest_marker("xfail") is not None:
+            return None  # never rerun an expected failure
+        if self.defers_to_rerunfailures(item):
+            self.deferred += 1
+            return None
+        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        properties = list(item.user_properties)
+        for attempt in range(1, self.reruns + 2):
+            item.user_properties[:] = properties  # record_property once per attempt
+            if not _run_attempt(item, nextitem, attempt, may_retry=attempt <= self.reruns):
+                break
+        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+
+def _run_attempt(
+    item: pytest.Item, nextitem: pytest.Item | None, attempt: int, *, may_retry: bool
+) -> bool:
+    """Run setup, call and teardown once; True when the test is to be tried again."""
+    log = item.ihook.pytest_runtest_logreport
+    if hasattr(item, "_request") and not item._request:
+        item._initrequest()  # type: ignore[attr-defined]  # as pytest's runtestprotocol does for a rerun item
+    try:
+        failing = None
+        report = call_and_report(item, "setup", log=False)
+        report.rerun = attempt - 1  # type: ignore[attr-defined]  # rerunfailures' field
+        if _retries(item, report, may_retry):
+            failing = report
+        else:
+            log(report=report)
+            if report.passed:
+                report = call_and_report(item, "call", log=False)
+                report.rerun = attempt - 1  # type: ignore[attr-defined]
+                if _retries(item, report, may_retry):
+                    failing = report
+                else:
+                    log(report=report)
+        if failing is not None:
+            failing.outcome = RERUN  # type: ignore[assignment]
+            teardown = call_and_report(item, "teardown", log=False, nextitem=_retry_boundary(item))
+            setattr(failing, RERUN_TEARDOWN_ATTR, teardown.duration)
+            log(report=failing)
+            _forget_failures(item)
+            return True
+        if attempt > 1:
+            # Before the teardown report is made: JUnit XML reads properties from it.
+            item.user_properties.append((ATTEMPTS_PROPERTY, attempt))
+        if item.session.shouldfail or item.session.shouldstop:
+            nextitem = None  # tear everything down, as pytest does
+        teardown = call_and_report(item, "teardown", log=False, nextitem=nextitem)
+        teardown.rerun = attempt - 1  # type: ignore[attr-defined]
+        log(report=teardown)
+        return False
+    finally:
+        if hasattr(item, "_request"):
+            item._request = False
+            item.funcargs = None  # type: ignore[attr-defined]
+
+
+def _retries(item: pytest.Item, report: pytest.TestReport, may_retry: bool) -> bool:
+    return (
+        may_retry
+        and report.failed
+        and not hasattr(report, "wasxfail")
+        and not (item.session.shouldfail or item.session.shouldstop)
+    )
+
+
+def _retry_boundary(item: pytest.Item) -> pytest.Item | None:
+    """What the teardown before a retry keeps: the test's parents, up to (not including)
+    the highest collector whose setup failed, which is set up again.
+
+    pytest tears down what ``nextitem`` does not share; any node's chain serves.
+    """
+    stack: dict[Any, Any] = getattr(getattr(item.session, "_setupstate", None), "stack", {})
+    for node, (_, failure) in stack.items():
+        if failure is not None:
+            return node.parent  # type: ignore[no-any-return]
+    return item.parent  # type: ignore[return-value]
+
+
+def _forget_failures(item: pytest.Item) -> None:
+    """Drop cached fixture failures (they would be re-raised) and the old test instance."""
+    info = getattr(item, "_fixtureinfo", None)
+    for definitions in getattr(info, "name2fixturedefs", {}).values():
+        for definition in definitions:
+            cached = getattr(definition, "cached_result", None)
+            if cached is not None and cached[2] is not None:
+                # Finished as at the end of its scope, so the next attempt runs it again.
+                with contextlib.suppress(Exception):
+                    definition.finish(getattr(item, "_request", None))
+    if isinstance(item, pytest.Function) and isinstance(item.parent, pytest.Class):
+        # A fresh instance of the test class, as pytest gives every test.
+        for cached_attribute in ("_instance", "_obj"):
+            item.__dict__.pop(cached_attribute, None)

@@ -1,0 +1,249 @@
+"""What a session's tests did: every report folded into a ``TimingTable``.
+
+Shared by the timing and flaky features, which read the table at session end.  Under
+pytest-xdist the workers attach each test's class, module, worker id and ``perf`` marker
+to its setup report (reports are what xdist sends to the controller); the controller's
+terminal reporter keeps every report, so they are folded once, at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pytest_accel.records import TimingTable, xdist_worker_id
+
+# The report attribute that carries collection-tree facts from a worker to the controller.
+NODE_INFO_ATTR = "pytest_accel_node"
+
+# (class node id, module node id, xdist worker, perf marker as (threshold, min_delta,
+# ignore) or None): plain tuples, which cross xdist's channel as they are.
+PerfMark = tuple[float | None, float | None, bool]
+NodeInfo = tuple[str | None, str | None, str | None, PerfMark | None]
+
+
+def perf_mark(item: pytest.Item, mark: pytest.Mark) -> PerfMark:
+    """A ``perf(...)`` mark's values, validated (a usage error naming the test)."""
+    extra = set(mark.kwargs) - {"threshold", "min_delta", "ignore"}
+    threshold, min_delta = mark.kwargs.get("threshold"), mark.kwargs.get("min_delta")
+    ignore = mark.kwargs.get("ignore", False)
+    problems = []
+    if mark.args or extra:
+        problems.append("takes only threshold=, min_delta= and ignore=")
+    if threshold is not None and (not isinstance(threshold, (int, float)) or threshold < 1):
+        problems.append(f"threshold must be a number >= 1, got {threshold!r}")
+    if min_delta is not None and (not isinstance(min_delta, (int, float)) or min_delta < 0):
+        problems.append(f"min_delta must be a number >= 0, got {min_delta!r}")
+    if not isinstance(ignore, bool):
+        problems.append(f"ignore must be True or False, got {ignore!r}")
+    if problems:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.perf {'; '.join(problems)}")
+    return (
+        None if threshold is None else float(threshold),
+        None if min_delta is None else float(min_delta),
+        ignore,
+    )
+
+
+Parents = tuple[str | None, str | None]  # class node id, module node id
+
+
+@dataclass
+class CollectedNodes:
+    """What the collection tree says about each test, computed once per session."""
+
+    # One shared (class, module) tuple per parent node, not one object per test.
+    parents: dict[str, Parents] = field(default_factory=dict)
+    marks: dict[str, PerfMark] = field(default_factory=dict)  # only tests that have one
+
+    def info(self, nodeid: str, worker: str | None) -> NodeInfo | None:
+        parents = self.parents.get(nodeid)
+        if parents is None:
+            return None
+        return (*parents, worker, self.marks.get(nodeid))
+
+
+def collect_nodes(items: list[pytest.Item]) -> CollectedNodes:
+    """Class and module node ids (unittest classes included) and ``perf`` marks.
+
+    One tree lookup per parent node; a test's own marks are checked directly, its
+    parents' once per parent.
+    """
+    by_parent: dict[int, tuple[Parents, PerfMark | None]] = {}
+    nodes = CollectedNodes()
+    for item in items:
+        parent = item.parent
+        cached = by_parent.get(id(parent))
+        if cached is None:
+            cls = item.getparent(pytest.Class)
+            module = item.getparent(pytest.Module)
+            parents = (
+                cls.nodeid if cls is not None else None,
+                module.nodeid if module is not None else None,
+            )
+            inherited = parent.get_closest_marker("perf") if parent is not None else None
+            cached = by_parent[id(parent)] = (
+                parents,
+                perf_mark(item, inherited) if inherited is not None else None,
+            )
+        parents, inherited_mark = cached
+        nodes.parents[item.nodeid] = parents
+        own = next((m for m in item.own_markers if m.name == "perf"), None)
+        mark = perf_mark(item, own) if own is not None else inherited_mark
+        if mark is not None:
+            nodes.marks[item.nodeid] = mark
+    return nodes
+
+
+class NodeInfoSender:
+    """In an xdist worker: attach each test's node info to its setup report."""
+
+    def __init__(self) -> None:
+        self.nodes = CollectedNodes()
+        self.worker = xdist_worker_id()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self.nodes = collect_nodes(items)
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist serialises the report for the controller
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "setup":
+            setattr(report, NODE_INFO_ATTR, self.nodes.info(report.nodeid, self.worker))
+
+
+_PHASES = {"setup": 0, "call": 1, "teardown": 2}
+
+
+def _chronological(report: pytest.TestReport) -> tuple[float, int]:
+    """Reports in the order they happened; xdist's crash reports (no start) come last."""
+    start = getattr(report, "start", 0.0) or float("inf")
+    return start, _PHASES.get(report.when or "", 3)
+
+
+class ReportListener:
+    """Collects reports as they arrive, for sessions without a terminal reporter."""
+
+    def __init__(self, fold: Callable[[pytest.TestReport], None]) -> None:
+        self.fold = fold
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.fold(report)
+
+
+# Set by the flaky feature: the teardown time of an attempt that was rerun (its
+# teardown report is not logged), and the real outcome of a quarantined failure.
+RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
+QUARANTINED_ATTR = "pytest_accel_quarantined"
+
+
+def reports_are_relayed(config: pytest.Config) -> bool:
+    """Whether reports may come from xdist workers (this is the controller's session)."""
+    return config.pluginmanager.has_plugin("dsession") or bool(
+        getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)
+    )
+
+
+class StatsListener:
+    """Keeps reports by status category, as the terminal reporter does, for sessions
+    without one (``-p no:terminal``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.stats: dict[str, list[Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        if status:
+            category = status[0]
+        else:  # the terminal plugin's own fallback is gone with it
+            failed_phase = report.failed and report.when != "call"
+            category = "error" if failed_phase else report.outcome
+        self.stats.setdefault(category, []).append(report)
+
+
+class ResultsCollector:
+    """Runs in the process that owns the session and folds its reports into a table."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.table = TimingTable()
+        self.marks: dict[str, PerfMark] = {}
+        self.workers: set[str] = set()
+        # Filled at collection when this process runs the tests itself (no xdist).
+        self.nodes = CollectedNodes()
+        self.terminal: Any = None
+        self.folded = False
+        self.relayed = reports_are_relayed(config)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # The terminal reporter keeps every report (pytest-xdist's relayed ones included):
+        # reading them once at the end costs nothing per test.  Without it, listen.
+        self.terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if self.terminal is None:
+            self.config.pluginmanager.register(ReportListener(self.fold), "pytest_accel.reports")
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        self.workers.add(str(node.gateway.id))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self.nodes = collect_nodes(items)
+        self.marks = self.nodes.marks
+
+    def _take_node_info(self, row: int, info: NodeInfo) -> None:
+        table = self.table
+        table.class_ids[row], table.module_ids[row], table.workers[row], mark = info
+        if mark is not None:
+            self.marks[table.nodeids[row]] = mark
+
+    def fold(self, report: pytest.TestReport) -> None:
+        """Add one report (one phase of one attempt of one test) to the table."""
+        nodeid = report.nodeid
+        table = self.table
+        row, new = table.row(nodeid)
+        if new:
+            path, line, _ = report.location
+            table.paths[row], table.lines[row] = path, None if line is None else line + 1
+            parents = self.nodes.parents.get(nodeid)  # collected in this process
+            if parents is not None:
+                table.class_ids[row], table.module_ids[row] = parents
+        if self.relayed and table.workers[row] is None and hasattr(report, "node"):
+            # Relayed by xdist: a setup report carries the node info, a crash report does not.
+            info = getattr(report, NODE_INFO_ATTR, None)
+            if info:
+                self._take_node_info(row, info)
+            else:
+                table.workers[row] = str(report.node.gateway.id)
+        quarantined = getattr(report, QUARANTINED_ATTR, None)
+        table.add(
+            row,
+            report.when or "???",
+            quarantined or report.outcome,
+            report.duration,
+            start=getattr(report, "start", 0.0),
+            stop=getattr(report, "stop", 0.0),
+            wasxfail=quarantined is None and hasattr(report, "wasxfail"),
+        )
+        rerun_teardown = getattr(report, RERUN_TEARDOWN_ATTR, None)
+        if rerun_teardown:
+            table.teardowns[row] += rerun_teardown
+
+    def folded_table(self) -> TimingTable:
+        """The table with every report of the session in it (folded once, at the end)."""
+        if not self.folded and self.terminal is not None:
+            reports = [
+                report
+                for group in self.terminal.stats.values()
+                for report in group
+                if isinstance(report, pytest.TestReport)
+            ]
+            reports.sort(key=_chronological)
+            for report in reports:
+                self.fold(report)
+        self.folded = True
+        return self.table

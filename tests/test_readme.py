@@ -1,0 +1,89 @@
+"""README.md and the parsers agree: generated tables are current, every option and
+marker the README names exists, and every option the parser has is in the README."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from pytest_accel import cli, options
+from pytest_accel.selection import MARKERS
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PLUGIN_OPTION = re.compile(r"--(?:accel|perf|flaky)[a-z-]*")
+
+
+def readme_tables() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "readme_tables", ROOT / "scripts/readme_tables.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_generated_tables_match_the_parsers() -> None:
+    tables = readme_tables()
+    assert tables.render(README) == README, "run: python scripts/readme_tables.py"
+
+
+def test_every_plugin_option_named_in_the_readme_exists() -> None:
+    known = {spec.flag for spec in options.ALL_OPTIONS}
+    named = set(PLUGIN_OPTION.findall(README))
+    assert named - known == set()
+
+
+def test_every_option_of_the_parser_is_in_the_readme() -> None:
+    named = set(PLUGIN_OPTION.findall(README))
+    assert {spec.flag for spec in options.ALL_OPTIONS} - named == set()
+
+
+def test_the_marker_table_lists_exactly_the_registered_markers() -> None:
+    section = README.split("## Markers", 1)[1].split("\n## ", 1)[0]
+    first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    named = {
+        re.sub(r"\(.*", "", marker)
+        for cell in first_cells
+        for marker in re.findall(r"`([^`]+)`", cell)
+    }
+    assert named == set(MARKERS)
+
+
+def test_every_command_in_the_readme_exists() -> None:
+    code = re.findall(r"```.*?```", README, flags=re.DOTALL) + re.findall(r"`[^`\n]+`", README)
+    command = re.compile(r"(?:^(?:\$ )?|`)pytest-accel (\w+)", flags=re.MULTILINE)
+    commands = {c for block in code for c in command.findall(block)}
+    assert {"compare", "flaky", "detect"} <= commands
+    parser = cli.build_parser()
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert commands <= set(subcommands.choices)
+
+
+def test_the_check_notices_a_stale_table() -> None:
+    tables = readme_tables()
+    stale = README.replace("| `--flaky-window=N` |", "| `--flaky-windw=N` |")
+    assert tables.render(stale) != stale
+
+
+@pytest.mark.parametrize("flag", ["--perf-record", "--flaky-reruns", "--accel-shard"])
+def test_each_option_row_shows_its_ini_key(flag: str) -> None:
+    dest = flag.removeprefix("--").replace("-", "_")
+    assert re.search(rf"\| `{flag}(=[A-Z/]+)?` \| `{dest}` \|", README)
+
+
+def test_the_changelog_has_a_release_entry_for_the_package_version() -> None:
+    from pytest_accel import __version__
+
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    releases = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M)
+    assert releases, "no release entry"
+    assert releases[0] == __version__
+    assert "## [Unreleased]" in changelog
