@@ -1,7 +1,10 @@
-"""Fake /sys, /dev and /proc trees for detection tests (``PYTEST_ACCEL_SYSROOT``)."""
+"""Fake /sys, /dev and /proc trees for detection tests (``PYTEST_ACCEL_SYSROOT``), and
+shared helpers for the tests."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +111,19 @@ def skip_reasons(pytester: pytest.Pytester, *args: str) -> dict[str, str]:
                 "Skipped: "
             )
     return reasons
+
+
+def run_concurrently(pytester: pytest.Pytester, args: list[str], processes: int) -> None:
+    """Start ``processes`` pytest runs in ``pytester.path`` at once; all must pass."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    running = [
+        subprocess.Popen(
+            [*command, *args],
+            cwd=pytester.path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(processes)
+    ]
+    errors = [p.communicate(timeout=300)[1].decode() for p in running]
+    assert [p.returncode for p in running] == [0] * processes, errors

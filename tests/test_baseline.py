@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from pytest_accel.baseline import (
 from pytest_accel.ci_output import escape_cell, markdown, workflow_commands
 from pytest_accel.regression import Comparison, Finding
 from pytest_accel.storage import InputError
+from tests.fakesys import run_concurrently
 
 SLEEPY_SUITE = """
 import os
@@ -310,26 +309,9 @@ def test_twenty_concurrent_updates_lose_no_sample(pytester: pytest.Pytester) -> 
     pytester.makepyfile(
         "import pytest\n@pytest.mark.parametrize('i', range(20))\ndef test_p(i): pass\n"
     )
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:xdist",
-        "--perf-baseline=shared.json",
-        "--perf-update-baseline",
-    ]
-    processes = [
-        subprocess.Popen(
-            command, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        for _ in range(20)
-    ]
-    errors = [p.communicate(timeout=300)[1].decode() for p in processes]
-    assert [p.returncode for p in processes] == [0] * 20, errors
+    run_concurrently(
+        pytester, ["--perf-baseline=shared.json", "--perf-update-baseline"], processes=20
+    )
     tests = load(pytester.path / "shared.json")["envs"]["cpu/x1"]["tests"]
     assert len(tests) == 20
     assert {len(t["samples"]) for t in tests.values()} == {20}

@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from pytest_accel import cli
 from pytest_accel.history import classify, load_history
 from pytest_accel.quarantine import load_quarantine
 from pytest_accel.storage import InputError
+from tests.fakesys import run_concurrently
 
 # test_flaky fails on its first attempt and passes on its second: the state is a file,
 # so it holds across attempts, processes and xdist workers.
@@ -455,25 +454,7 @@ def test_sixteen_processes_updating_one_history_lose_no_run(pytester: pytest.Pyt
     pytester.makepyfile(
         "import pytest\n@pytest.mark.parametrize('i', range(30))\ndef test_p(i): pass\n"
     )
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:xdist",
-        "--flaky-history=shared.json",
-    ]
-    processes = [
-        subprocess.Popen(
-            command, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        for _ in range(16)
-    ]
-    errors = [p.communicate(timeout=300)[1].decode() for p in processes]
-    assert [p.returncode for p in processes] == [0] * 16, errors
+    run_concurrently(pytester, ["--flaky-history=shared.json"], processes=16)
     env = load_history(pytester.path / "shared.json").envs["cpu/x1"]
     assert len(env.runs) == 16
     assert set(env.tests.values()) == {"P" * 16}
@@ -594,24 +575,6 @@ def test_a_history_with_unknown_fields_and_a_bom_is_read(pytester: pytest.Pytest
     )
     history = load_history(pytester.path / "h.json")
     assert history.envs["cpu/x1"].tests == {"t.py::a": "PFPFPFPFPFPF"}
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--flaky-reruns=-1"], "--flaky-reruns: '-1' is not a non-negative integer*"),
-        (["--flaky-window=0"], "--flaky-window: '0' is not a positive integer*"),
-        (["--flaky-max-pct=150"], "--flaky-max-pct: '150' is above 100*"),
-        (["--flaky-quarantine=missing.txt"], "--flaky-quarantine: missing.txt: no such file"),
-    ],
-)
-def test_bad_flaky_options_are_usage_errors(
-    pytester: pytest.Pytester, args: list[str], message: str
-) -> None:
-    pytester.makepyfile("def test_a(): pass\n")
-    result = pytester.runpytest(*args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: {message}"])
 
 
 @pytest.mark.parametrize(

@@ -245,6 +245,13 @@ def test_a_marker_with_bad_arguments_is_a_usage_error_naming_the_test(
             ["--accel-probe=maybe"],
             "ERROR: --accel-probe: invalid choice 'maybe' (choose from auto, none, jax)",
         ),
+        (["--flaky-reruns=-1"], "ERROR: --flaky-reruns: '-1' is not a non-negative integer*"),
+        (["--flaky-window=0"], "ERROR: --flaky-window: '0' is not a positive integer*"),
+        (["--flaky-max-pct=150"], "ERROR: --flaky-max-pct: '150' is above 100*"),
+        (
+            ["--flaky-quarantine=missing.txt"],
+            "ERROR: --flaky-quarantine: missing.txt: no such file",
+        ),
         (
             ["--accel-probe-timeout=soon"],
             "ERROR: --accel-probe-timeout: 'soon' is not a positive number",

@@ -26,7 +26,7 @@ from pytest_accel.storage import (
     all_plausible,
     finite_number,
     read_json,
-    write_json_atomic,
+    update_locked,
 )
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
@@ -314,21 +314,19 @@ def update_baseline_file(
     Read, fold and atomic replace all happen while holding ``PATH.lock``, so parallel
     jobs updating one baseline lose no sample.
     """
-    from filelock import FileLock
 
-    target = os.fspath(path)
-    with FileLock(f"{target}.lock"):
-        if os.path.exists(target):
-            baseline = load_baseline(target)
-            if baseline.source != "baseline":
-                raise InputError(
-                    target,
-                    f"is a {baseline.source} file, not a baseline; give --perf-baseline a"
-                    " baseline path to update (it is created on first use)",
-                )
-        else:
-            baseline = Baseline({}, window)
+    def load_own(target: str) -> Baseline:
+        baseline = load_baseline(target)
+        if baseline.source != "baseline":
+            raise InputError(
+                target,
+                f"is a {baseline.source} file, not a baseline; give --perf-baseline a"
+                " baseline path to update (it is created on first use)",
+            )
+        return baseline
+
+    def fold_runs(baseline: Baseline) -> None:
         for key, samples in runs:
             fold(baseline, key, samples, window)
-        write_json_atomic(target, to_json(baseline))
-    return baseline
+
+    return update_locked(path, load_own, lambda: Baseline({}, window), fold_runs, to_json)

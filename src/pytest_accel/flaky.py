@@ -9,7 +9,6 @@ the session: it updates the history, writes the report and shows the summary.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import warnings
@@ -38,7 +37,7 @@ from pytest_accel.quarantine import (
 )
 from pytest_accel.records import env_key, utc_timestamp
 from pytest_accel.results import QUARANTINED_ATTR, StatsListener, reports_are_relayed
-from pytest_accel.storage import InputError, check_writable, write_json_atomic
+from pytest_accel.storage import InputError, check_writable, gc_paused, write_json_atomic
 
 QUARANTINE_PROPERTY = "quarantined"
 # What a worker tells the controller about its collection (xdist ``workeroutput``).
@@ -244,13 +243,9 @@ class FlakyPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        collecting = gc.isenabled()
-        gc.disable()  # what is built here has no cycles (see PerfPlugin)
-        try:
+        # Also after failures, -x and Ctrl-C. What is built here has no reference cycles.
+        with gc_paused():
             self._finish(session)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _finish(self, session: pytest.Session) -> None:
         run = outcomes_from_stats(self.stats)

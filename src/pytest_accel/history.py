@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_accel.storage import InputError, read_json, write_json_atomic
+from pytest_accel.storage import InputError, read_json, update_locked
 
 HISTORY_SCHEMA = "pytest-accel/flaky-history"
 HISTORY_VERSION = 1
@@ -217,15 +217,12 @@ def update_history_file(
     Read, fold and atomic replace happen while holding the lock, so parallel jobs
     updating one history lose no run.  A missing file is created.
     """
-    from filelock import FileLock
 
-    target = os.fspath(path)
-    with FileLock(f"{target}.lock"):
-        history = load_history(target) if os.path.exists(target) else History(window)
+    def fold_runs(history: History) -> None:
         for key, platform, outcomes, run in runs:
             fold(history, key, platform=platform, outcomes=outcomes, run=run, window=window)
-        write_json_atomic(target, to_json(history))
-    return history
+
+    return update_locked(path, load_history, lambda: History(window), fold_runs, to_json)
 
 
 def platform_of_key(key: str, env: EnvHistory) -> str:

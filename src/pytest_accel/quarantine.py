@@ -15,7 +15,7 @@ from datetime import date
 from typing import Any
 
 from pytest_accel.detection import platform_matches
-from pytest_accel.storage import InputError
+from pytest_accel.storage import InputError, read_bytes
 
 QUARANTINE_SCHEMA = "pytest-accel/quarantine"
 QUARANTINE_VERSION = 1
@@ -112,15 +112,7 @@ def load_quarantine(
     path: str | os.PathLike[str], known_platforms: Collection[str] | None = None
 ) -> Quarantine:
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        raise InputError(name, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(name, "is a directory, not a file") from None
-    except OSError as exc:
-        raise InputError(name, f"cannot read: {exc.strerror or exc}") from None
+    raw = read_bytes(name)
     try:
         text = raw.decode("utf-8-sig")  # an editor's BOM is untidy, not invalid
     except UnicodeDecodeError as exc:

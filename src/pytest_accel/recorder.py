@@ -7,7 +7,6 @@ writes files from what the ``ResultsCollector`` gathered.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import time
@@ -40,7 +39,7 @@ from pytest_accel.records import (
 )
 from pytest_accel.regression import Comparison, Override, PerfRegressionWarning, compare
 from pytest_accel.results import ResultsCollector
-from pytest_accel.storage import InputError, write_atomic
+from pytest_accel.storage import InputError, gc_paused, write_atomic
 
 
 class PerfPlugin:
@@ -170,16 +169,9 @@ class PerfPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        # Also runs after failures, -x and Ctrl-C: the record is partial but valid.
-        # What is built here has no reference cycles; a full collection set off by
-        # building it would only walk the whole session's objects once more.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        # Also after failures, -x and Ctrl-C. What is built here has no reference cycles.
+        with gc_paused():
             self._finish(session)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _finish(self, session: pytest.Session) -> None:
         self.results.folded_table()

@@ -12,9 +12,11 @@ import gc
 import math
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class InputError(Exception):
@@ -83,33 +85,65 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def read_json(path: str | os.PathLike[str]) -> Any:
-    """Parse a JSON file, or raise InputError saying why it cannot be read."""
-    import orjson
-
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: for building large trees without cycles
+    (parsed JSON, end-of-session tables), where a full collection set off by the new
+    containers would only walk the whole session's objects once more."""
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        raw = Path(path).read_bytes()
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """A file's bytes, or InputError saying why it cannot be read."""
+    try:
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
     except IsADirectoryError:
         raise InputError(path, "is a directory, not a file") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON file, or raise InputError saying why it cannot be read."""
+    import orjson
+
+    raw = read_bytes(path)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]  # a UTF-8 BOM from an editor is untidy, not invalid
     if not raw.strip():
         raise InputError(path, "is empty")
-    # A parsed JSON tree has no reference cycles, but building millions of containers
-    # would set off full collections that walk all of them: pause the collector.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(path, f"is not valid JSON ({exc})") from None
-    finally:
-        if collecting:
-            gc.enable()
+    with gc_paused():
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(path, f"is not valid JSON ({exc})") from None
+
+
+def update_locked(
+    path: str | os.PathLike[str],
+    load: Callable[[str], T],
+    create: Callable[[], T],
+    change: Callable[[T], object],
+    dump: Callable[[T], Any],
+) -> T:
+    """Read ``path`` (or create), change and atomically replace it, all under ``PATH.lock``:
+    parallel jobs updating one file lose nothing."""
+    from filelock import FileLock
+
+    target = os.fspath(path)
+    with FileLock(f"{target}.lock"):
+        document = load(target) if os.path.exists(target) else create()
+        change(document)
+        write_json_atomic(target, dump(document))
+    return document
 
 
 def check_writable(path: str | os.PathLike[str]) -> Path:
