@@ -3,8 +3,10 @@
 Registered in ``pytest_configure`` only when one of those options is on.
 ``QuarantineRunner`` runs wherever tests run (an xdist worker included): it turns a
 quarantined failure into a report that does not fail the session and notes which
-entries matched a collected test.  ``FlakyPlugin`` runs only in the process that owns
-the session: it updates the history, writes the report and shows the summary.
+entries matched a collected test.  ``StatusLetters`` gives reruns, flaky passes and
+quarantined failures their letters.  ``FlakyPlugin`` runs only in the process that
+owns the session: it updates the history, writes the report and shows the summary.
+The reruns themselves are in ``reruns``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 
 import pytest
@@ -36,7 +38,7 @@ from pytest_accel.quarantine import (
     load_quarantine,
 )
 from pytest_accel.records import env_key, utc_timestamp
-from pytest_accel.results import QUARANTINED_ATTR, StatsListener, reports_are_relayed
+from pytest_accel.results import QUARANTINED_ATTR, report_stats, reports_are_relayed
 from pytest_accel.storage import InputError, check_writable, gc_paused, write_json_atomic
 
 QUARANTINE_PROPERTY = "quarantined"
@@ -48,7 +50,7 @@ class FlakyQuarantineWarning(pytest.PytestWarning):
     """A quarantine entry that expired or matches no test."""
 
 
-def utc_today() -> Any:
+def utc_today() -> date:
     return datetime.now(timezone.utc).date()
 
 
@@ -115,11 +117,12 @@ class QuarantineRunner:
             if not named:
                 continue  # most tests: no entry names their file
             nodeid = item.nodeid
+            entry = None  # the most specific entry that applies here
             for key in candidate_keys(nodeid):
                 indices = all_entries.get(key)
                 if indices:
                     self.matched.update(indices)
-            entry = matcher.match(nodeid) if matcher else None
+                    entry = entry or matcher.by_test.get(key)
             if entry is not None:
                 self.quarantined[nodeid] = entry
                 item.user_properties.append((QUARANTINE_PROPERTY, entry.reason or "true"))
@@ -177,14 +180,7 @@ class FlakyPlugin:
         self.started = datetime.now(timezone.utc).timestamp()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # The terminal reporter keeps every report by status; without it, keep our own.
-        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is not None:
-            self.stats = terminal.stats
-        else:
-            listener = StatsListener(self.config)
-            self.stats = listener.stats
-            self.config.pluginmanager.register(listener, "pytest_accel.flaky_stats")
+        self.stats = report_stats(self.config)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -280,11 +280,3 @@ def to_json(entries: Iterable[Entry]) -> dict[str, Any]:
         "version": QUARANTINE_VERSION,
         "entries": [e.to_json() for e in entries],
     }
-
-
-def files_of(entries: Iterable[Entry]) -> Mapping[str, list[Entry]]:
-    """Entries by the file their node id names (the part before the first '::')."""
-    by_file: dict[str, list[Entry]] = {}
-    for entry in entries:
-        by_file.setdefault(entry.test.split("::", 1)[0], []).append(entry)
-    return by_file

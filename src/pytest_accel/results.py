@@ -1,14 +1,13 @@
-"""What a session's tests did: every report folded into a ``TimingTable``.
+"""What a session's tests did: its reports by status (``report_stats``, read by the
+flaky features) and, for the timing features, every report folded into a ``TimingTable``.
 
-Shared by the timing and flaky features, which read the table at session end.  Under
-pytest-xdist the workers attach each test's class, module, worker id and ``perf`` marker
-to its setup report (reports are what xdist sends to the controller); the controller's
-terminal reporter keeps every report, so they are folded once, at the end.
+Reports are read once, at session end, from the terminal reporter, which keeps them
+all.  Under pytest-xdist the workers attach each test's class, module, worker id and
+``perf`` marker to its setup report (reports are what xdist sends to the controller).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,16 +123,6 @@ def _chronological(report: pytest.TestReport) -> tuple[float, int]:
     return start, _PHASES.get(report.when or "", 3)
 
 
-class ReportListener:
-    """Collects reports as they arrive, for sessions without a terminal reporter."""
-
-    def __init__(self, fold: Callable[[pytest.TestReport], None]) -> None:
-        self.fold = fold
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.fold(report)
-
-
 # Set by the flaky feature: the teardown time of an attempt that was rerun (its
 # teardown report is not logged), and the real outcome of a quarantined failure.
 RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
@@ -147,9 +136,23 @@ def reports_are_relayed(config: pytest.Config) -> bool:
     )
 
 
+def report_stats(config: pytest.Config) -> dict[str, list[Any]]:
+    """The session's reports by status category: the terminal reporter keeps them all
+    (pytest-xdist's relayed ones included), so reading them at the end costs nothing per
+    test; without it (``-p no:terminal``) a listener keeps them the same way."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        stats: dict[str, list[Any]] = terminal.stats
+        return stats
+    listener = config.pluginmanager.get_plugin("pytest_accel.stats")
+    if listener is None:
+        listener = StatsListener(config)
+        config.pluginmanager.register(listener, "pytest_accel.stats")
+    return listener.stats
+
+
 class StatsListener:
-    """Keeps reports by status category, as the terminal reporter does, for sessions
-    without one (``-p no:terminal``)."""
+    """Keeps reports by status category, as the terminal reporter does."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -175,16 +178,12 @@ class ResultsCollector:
         self.workers: set[str] = set()
         # Filled at collection when this process runs the tests itself (no xdist).
         self.nodes = CollectedNodes()
-        self.terminal: Any = None
+        self.stats: dict[str, list[Any]] = {}
         self.folded = False
         self.relayed = reports_are_relayed(config)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # The terminal reporter keeps every report (pytest-xdist's relayed ones included):
-        # reading them once at the end costs nothing per test.  Without it, listen.
-        self.terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if self.terminal is None:
-            self.config.pluginmanager.register(ReportListener(self.fold), "pytest_accel.reports")
+        self.stats = report_stats(self.config)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -235,10 +234,10 @@ class ResultsCollector:
 
     def folded_table(self) -> TimingTable:
         """The table with every report of the session in it (folded once, at the end)."""
-        if not self.folded and self.terminal is not None:
+        if not self.folded:
             reports = [
                 report
-                for group in self.terminal.stats.values()
+                for group in self.stats.values()
                 for report in group
                 if isinstance(report, pytest.TestReport)
             ]
