@@ -682,3 +682,58 @@ def test_an_interrupted_run_writes_its_report_but_adds_no_run_to_the_history(
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert (pytester.path / "h.json").read_bytes() == before
     assert load(pytester.path / "r.json")["run"]["tests"] == 1
+
+
+def test_a_setup_class_that_fails_once_is_set_up_again_on_the_rerun(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        CALLS = []
+
+        class TestDevice:
+            @classmethod
+            def setup_class(cls):
+                CALLS.append("setup")
+                if len(CALLS) == 1:
+                    raise RuntimeError("device busy")
+
+            def test_uses_device(self):
+                assert CALLS == ["setup", "setup"]
+
+            def test_second(self):
+                assert CALLS == ["setup", "setup"]  # the class stays up for its next test
+        """
+    )
+    result = pytester.runpytest("--flaky-reruns=1")
+    assert outcomes(result) == {"passed": 1, "rerun": 1, "flaky": 1}
+
+
+def test_github_actions_gets_a_job_summary_table_and_the_cli_writes_markdown(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytester.makepyfile(
+        test_md="""
+        import pytest
+
+        SEEN = []
+
+        @pytest.mark.parametrize("case", ["a|b"])
+        def test_pipe(case):
+            SEEN.append(case)
+            assert len(SEEN) > 1
+        """
+    )
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.runpytest("--flaky-reruns=1", "--perf-record=record.json")
+    text = summary.read_text(encoding="utf-8")
+    assert "### pytest-accel flaky tests" in text
+    assert "1 of 1 test(s) flaky (100.00%) on `cpu`" in text
+    assert "| flaky | test\\_md.py::test\\_pipe\\[a\\|b\\] | 2 attempts |" in text
+    capsys.readouterr()
+    assert cli.main(["flaky", str(pytester.path / "record.json"), "--format=markdown"]) == 0
+    assert capsys.readouterr().out.startswith("### pytest-accel flaky tests\n\ncpu/x1 (1 run(s)")
