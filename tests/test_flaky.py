@@ -30,6 +30,9 @@ def test_always_fails():
 """
 
 
+XDIST = pytest.mark.requires("xdist")
+
+
 def load(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
@@ -205,13 +208,17 @@ def test_teardown_failures_skips_and_xfails_are_never_rerun(pytester: pytest.Pyt
     result.assert_outcomes(passed=1, errors=1, skipped=1, xfailed=1)
 
 
+@pytest.mark.parametrize(
+    "workers",
+    [pytest.param([], id="serial"), pytest.param(["-n", "2"], id="xdist", marks=XDIST)],
+)
 def test_junit_xml_keeps_one_testcase_per_test_with_attempts_and_quarantine_properties(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, workers: list[str]
 ) -> None:
     pytester.makepyfile(test_two=TWO_TESTS)
     (pytester.path / "quarantine.txt").write_text("test_two.py::test_always_fails  # JIRA-7\n")
-    result = pytester.runpytest(
-        "--flaky-reruns=2", "--flaky-quarantine=quarantine.txt", "--junitxml=junit.xml"
+    result = pytester.runpytest_subprocess(
+        "--flaky-reruns=2", "--flaky-quarantine=quarantine.txt", "--junitxml=junit.xml", *workers
     )
     assert result.ret == 0
     cases = {str(c.get("name")): c for c in ET.parse(pytester.path / "junit.xml").iter("testcase")}
@@ -737,3 +744,14 @@ def test_github_actions_gets_a_job_summary_table_and_the_cli_writes_markdown(
     capsys.readouterr()
     assert cli.main(["flaky", str(pytester.path / "record.json"), "--format=markdown"]) == 0
     assert capsys.readouterr().out.startswith("### pytest-accel flaky tests\n\ncpu/x1 (1 run(s)")
+
+
+def test_the_history_keeps_the_last_window_of_outcomes_and_runs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_a(): pass\n")
+    for _ in range(3):
+        pytester.runpytest("--flaky-history=h.json", "--flaky-window=2")
+    env = load_history(pytester.path / "h.json").envs["cpu/x1"]
+    assert env.tests == {
+        "test_the_history_keeps_the_last_window_of_outcomes_and_runs.py::test_a": "PP"
+    }
+    assert len(env.runs) == 2
