@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
-from pytest_accel.records import RECORD_SCHEMA, RECORD_VERSION
+from pytest_accel.records import FAILING, RECORD_SCHEMA, RECORD_VERSION
 from pytest_accel.storage import (
     MAX_SECONDS,
     InputError,
@@ -151,7 +151,6 @@ def _parse_record(path: str, data: dict[str, Any]) -> Baseline:
 Timings = dict[str, dict[str, float]]  # {"tests"|"classes"|"modules": {id: seconds}}
 # (node id, outcome, class id, module id, seconds of the chosen metric)
 TestRow = tuple[str, str, str | None, str | None, float]
-FAILING = frozenset({"failed", "error", "crashed"})
 
 
 def median_durations(env: EnvSamples) -> dict[str, float]:

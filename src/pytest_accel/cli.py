@@ -217,7 +217,7 @@ def _flaky(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from pytest_accel.flaky import utc_today
-    from pytest_accel.history import analysis, history_from_files, verdicts
+    from pytest_accel.history import analysis, history_from_files
     from pytest_accel.quarantine import Entry
     from pytest_accel.quarantine import to_json as quarantine_json
 
@@ -234,18 +234,15 @@ def _flaky(args: argparse.Namespace) -> int:
         expires = utc_today() + timedelta(days=args.expires_in)
         platforms: dict[str, list[str]] = {}
         reasons: dict[str, str] = {}
-        for key, env in sorted(history.envs.items()):
-            for verdict in verdicts(env.tests):
-                if verdict.status != "flaky":
-                    continue  # a broken test needs a fix, not a quarantine
-                names = platforms.setdefault(verdict.test, [])
-                platform = report["envs"][key]["platform"]
-                if platform not in names:
-                    names.append(platform)
+        for key, env in report["envs"].items():  # flaky ones only: a broken test needs a fix
+            for verdict in env["flaky"]:
+                names = platforms.setdefault(verdict["test"], [])
+                if env["platform"] not in names:
+                    names.append(env["platform"])
                 reasons.setdefault(
-                    verdict.test,
-                    f"flaky on {key}: failed {verdict.failures} of {verdict.runs} run(s)"
-                    f", flaky in {verdict.flaky_runs}, flip rate {verdict.flip_rate:.2f}",
+                    verdict["test"],
+                    f"flaky on {key}: failed {verdict['failures']} of {verdict['runs']} run(s)"
+                    f", flaky in {verdict['flaky_runs']}, flip rate {verdict['flip_rate']:.2f}",
                 )
         entries = [
             Entry(test, tuple(platforms[test]), reasons[test], None, expires)

@@ -13,7 +13,6 @@ from pytest_accel.records import phase_outcome
 
 REPORT_SCHEMA = "pytest-accel/flaky-report"
 REPORT_VERSION = 1
-_BAD = ("failed", "error", "crashed")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_accel.records import FAILING
 from pytest_accel.storage import InputError, read_json, update_locked
 
 HISTORY_SCHEMA = "pytest-accel/flaky-history"
@@ -31,11 +32,11 @@ FLAKY_MIN_RUNS = 10
 
 def outcome_letter(outcome: str, earlier: Iterable[str] = ()) -> str | None:
     """A test's letter for one run: its final outcome, and whether it needed a rerun."""
-    if outcome in ("failed", "error", "crashed"):
+    if outcome in FAILING:
         return FAILED
     if outcome != "passed":
         return None  # skipped, xfailed, xpassed: nothing learned
-    return FLAKY if any(o in ("failed", "error", "crashed") for o in earlier) else PASSED
+    return FLAKY if any(o in FAILING for o in earlier) else PASSED
 
 
 @dataclass
@@ -242,35 +243,29 @@ class Share:
         return 100.0 * self.flaky / self.tests if self.tests else 0.0
 
 
-def shares(history: History) -> dict[str, Share]:
-    """``flaky_pct`` per platform over every test the history knows there."""
+def analysis(history: History) -> dict[str, Any]:
+    """The offline report: per key, flaky and broken tests; per platform, the share of
+    flaky tests among every test the history knows there."""
+    envs = {}
     tests: dict[str, set[str]] = {}
     flaky: dict[str, set[str]] = {}
-    for key, env in history.envs.items():
-        platform = platform_of_key(key, env)
-        tests.setdefault(platform, set()).update(t for t, s in env.tests.items() if s)
-        flaky.setdefault(platform, set()).update(
-            v.test for v in verdicts(env.tests) if v.status == "flaky"
-        )
-    return {p: Share(p, len(tests[p]), len(flaky[p])) for p in sorted(tests)}
-
-
-def analysis(history: History) -> dict[str, Any]:
-    """The offline report: per key, flaky and broken tests; per platform, the share."""
-    envs = {}
     for key, env in sorted(history.envs.items()):
+        platform = platform_of_key(key, env)
         found = verdicts(env.tests)
         envs[key] = {
-            "platform": platform_of_key(key, env),
+            "platform": platform,
             "runs": len(env.runs),
             "tests": len(env.tests),
             "flaky": [v.to_json() for v in found if v.status == "flaky"],
             "broken": [v.to_json() for v in found if v.status == "broken"],
         }
+        tests.setdefault(platform, set()).update(t for t, s in env.tests.items() if s)
+        flaky.setdefault(platform, set()).update(v.test for v in found if v.status == "flaky")
+    shares = {p: Share(p, len(tests[p]), len(flaky[p])) for p in sorted(tests)}
     return {
         "window": history.window,
         "envs": envs,
-        "flaky_pct": {p: round(s.pct, 4) for p, s in shares(history).items()},
+        "flaky_pct": {p: round(s.pct, 4) for p, s in shares.items()},
     }
 
 

@@ -32,6 +32,10 @@ _RANK = {
 }
 
 
+# A test's final outcome that counts as a failure of the run.
+FAILING = frozenset({"failed", "error", "crashed"})
+
+
 def phase_outcome(when: str, outcome: str, wasxfail: bool) -> str:
     """A report's contribution to its test's outcome, as pytest's summary counts it."""
     if when == "???":  # pytest-xdist's report for a test that took its worker down
