@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-from pytest_accel.detection import DetectionContext, cpu_detection, detect_builtin
+from pytest_accel.hardware.builtin import detect_builtin
+from pytest_accel.hardware.detection import DetectionContext, cpu_detection
 
 
 def measure(root: Path, rounds: int = 200) -> float:

@@ -21,7 +21,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import synthetic
-from pytest_accel.sharding import make_units, plan, weights_for
+from pytest_accel.scaleout.sharding import make_units, plan, weights_for
 
 SHARDS, PER_SHARD, PLAN_TESTS = 64, 5_000, 100_000
 

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-from pytest_accel.regression import MAD_SCALE, Rule, compare, judge
+from pytest_accel.perf.regression import MAD_SCALE, Rule, compare, judge
 
 Array = npt.NDArray[np.float64]
 UNCHANGED, PER_GROUP, WINDOW, OUTLIER_RATE = 10_000, 300, 20, 0.03

@@ -12,8 +12,9 @@ from typing import Any
 
 import orjson
 
-from pytest_accel.detection import Detection
-from pytest_accel.records import RunInfo, TimingTable, encode_record, record_head
+from pytest_accel.hardware.detection import Detection
+from pytest_accel.perf.record import RunInfo, encode_record, record_head
+from pytest_accel.perf.table import TimingTable
 
 STARTED = datetime(2026, 11, 22, tzinfo=timezone.utc).timestamp()
 

@@ -13,14 +13,10 @@ import re
 import sys
 from pathlib import Path
 
-from pytest_accel import cli, options
+from pytest_accel import cli
+from pytest_accel.plugin import OPTION_GROUPS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-_GROUP_TITLES = {
-    "accel": "Selection and detection",
-    "perf": "Timing records and baselines",
-    "flaky": "Flaky tests",
-}
 
 
 def _cell(text: str) -> str:
@@ -29,18 +25,14 @@ def _cell(text: str) -> str:
 
 def options_table() -> str:
     lines = []
-    for group, specs in (
-        ("accel", options.ACCEL_OPTIONS),
-        ("perf", options.PERF_OPTIONS),
-        ("flaky", options.FLAKY_OPTIONS),
-    ):
+    for group in OPTION_GROUPS:
         lines += [
-            f"**{_GROUP_TITLES[group]}**",
+            f"**{group.title}**",
             "",
             "| option | ini key | default | meaning |",
             "| --- | --- | --- | --- |",
         ]
-        for spec in specs:
+        for spec in group.specs:
             flag = spec.flag if spec.is_flag else f"{spec.flag}={spec.metavar}"
             default = spec.default + (f" (env `{spec.env}`)" if spec.env else "")
             lines.append(f"| `{flag}` | `{spec.dest}` | {_cell(default)} | {_cell(spec.help)} |")

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import pytest_accel
 
 ACCEL_ENV = (
     "PYTEST_ACCEL",
@@ -87,10 +91,16 @@ class FakeSys:
 
 
 @pytest.fixture(autouse=True)
-def _hermetic_accel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The developer's or runner's accelerator variables must not leak into tests."""
+def _hermetic_accel_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The developer's or runner's accelerator variables must not leak into tests, and
+    in-process runs see the plugin's warnings as a fresh process does: this suite's own
+    ``-W error`` would otherwise turn them into errors inside every inner run."""
     for name in ACCEL_ENV:
         monkeypatch.delenv(name, raising=False)
+    with warnings.catch_warnings():
+        for category in (pytest_accel.PerfRegressionWarning, pytest_accel.FlakyQuarantineWarning):
+            warnings.filterwarnings("default", category=category)
+        yield
 
 
 @pytest.fixture

@@ -6,17 +6,18 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.baseline import (
+from pytest_accel.files import InputError
+from pytest_accel.github import escape_cell
+from pytest_accel.perf.baseline import (
     BASELINE_SCHEMA,
     Baseline,
     EnvSamples,
-    fold,
+    add_run,
     load_baseline,
     parse_baseline,
 )
-from pytest_accel.ci_output import escape_cell, markdown, workflow_commands
-from pytest_accel.regression import Comparison, Finding
-from pytest_accel.storage import InputError
+from pytest_accel.perf.output import markdown, workflow_commands
+from pytest_accel.perf.regression import Comparison, Finding
 from tests.fakesys import run_concurrently
 
 SLEEPY_SUITE = """
@@ -92,12 +93,12 @@ def test_a_test_that_doubles_is_one_regression_in_every_output(
             " 2 test(s) compared under cpu/x1",
         ]
     )
-    # In pytest's warnings summary, once for the test.
+    # In pytest's warnings summary, once for the test, at its file and line.
     result.stdout.fnmatch_lines(
         [
             "*warnings summary*",
-            "test_sleepy.py::test_a",
-            "*PerfRegressionWarning: test test_sleepy.py::test_a*",
+            "test_sleepy.py:4",
+            "*test_sleepy.py:4: PerfRegressionWarning: test test_sleepy.py::test_a*",
         ]
     )
     # A GitHub annotation that points at the test's file and line (1-based).
@@ -320,8 +321,8 @@ def test_twenty_concurrent_updates_lose_no_sample(pytester: pytest.Pytester) -> 
 def test_fold_trims_to_the_window_and_keeps_keys_apart() -> None:
     baseline = Baseline({})
     for value in range(1, 6):
-        fold(baseline, "cpu/x1", EnvSamples(tests={"t": [float(value)]}), window=3)
-    fold(baseline, "tpu/TPU v4/x8", EnvSamples(tests={"t": [9.0]}), window=3)
+        add_run(baseline, "cpu/x1", EnvSamples(tests={"t": [float(value)]}), window=3)
+    add_run(baseline, "tpu/TPU v4/x8", EnvSamples(tests={"t": [9.0]}), window=3)
     assert baseline.envs["cpu/x1"].tests["t"] == [3.0, 4.0, 5.0]
     assert baseline.envs["tpu/TPU v4/x8"].tests["t"] == [9.0]
 
@@ -404,7 +405,7 @@ def test_the_step_summary_stays_under_900_kib_with_a_note() -> None:
     ]
     text = markdown(Comparison("cpu/x1", regressions=findings, compared=10_000), failing=True)
     assert len(text.encode()) < 900 * 1024
-    assert "more row(s) omitted to keep the summary under 900 KiB" in text
+    assert "more row(s) left out to keep the job summary under GitHub's size limit" in text
 
 
 def test_at_most_ten_annotations() -> None:

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import cli, options
-from pytest_accel.plugin import known_platforms
+from pytest_accel import cli, session
+from pytest_accel.flaky import options as flaky_options
+from pytest_accel.perf import options as perf_options
+from pytest_accel.scaleout import options as scaleout_options
 
 yaml = pytest.importorskip("yaml")
 
@@ -80,9 +82,10 @@ def plugin_commands(scripts: list[str]) -> tuple[list[list[str]], list[list[str]
 
 def check_pytest_args(pytester: pytest.Pytester, args: list[str]) -> None:
     config = pytester.parseconfig(*args)  # unknown options are usage errors
-    opts = options.resolve(config, known_platforms(config))
-    options.resolve_perf(config)
-    options.resolve_flaky(config)
+    opts = session.resolve_options(config, session.known_platforms(config))
+    scaleout_options.resolve(config)
+    perf_options.resolve(config)
+    flaky_options.resolve(config)
     assert opts is not None
 
 

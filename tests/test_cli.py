@@ -136,7 +136,7 @@ def test_compare_against_another_hardware_key_names_the_keys(
     ("content", "message"),
     [
         ('{"schema": "pytest-accel/rec', "is not valid JSON"),
-        ('{"schema": "other"}', "is not a pytest-accel record (schema 'other')"),
+        ('{"schema": "other"}', "is not a pytest-accel record (schema 'other', expected"),
     ],
 )
 def test_bad_input_files_are_one_line_errors_with_exit_2(

@@ -4,13 +4,13 @@ import os
 
 import pytest
 
-from pytest_accel.detection import (
+from pytest_accel.hardware.builtin import detect_builtin
+from pytest_accel.hardware.detection import (
     Detection,
     DetectionContext,
     EmulationSpecError,
     cpu_detection,
     cpu_device_count,
-    detect_builtin,
     mask_entries,
     parse_emulation,
     sysroot_from_env,

@@ -5,7 +5,7 @@ import pytest
 from tests.fakesys import FakeSys, skip_reasons
 
 SPYRE_CONFTEST = """
-from pytest_accel.detection import Detection
+from pytest_accel.hardware.detection import Detection
 
 def pytest_accel_platforms():
     return ["spyre"]

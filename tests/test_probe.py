@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_accel.probe import ProbeError, ProbeResult, confirm, diagnose, run_jax_probe
+from pytest_accel.hardware.probe import ProbeError, ProbeResult, confirm, diagnose, run_jax_probe
 from tests.fakesys import FakeSys, skip_reasons
 
 TPU_SUITE = """

@@ -11,11 +11,13 @@ from types import ModuleType
 
 import pytest
 
-from pytest_accel import cli, options
-from pytest_accel.selection import MARKERS
+from pytest_accel import cli
+from pytest_accel.hardware.markers import MARKERS
+from pytest_accel.plugin import OPTION_GROUPS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+ALL_FLAGS = {spec.flag for group in OPTION_GROUPS for spec in group.specs}
 PLUGIN_OPTION = re.compile(r"--(?:accel|perf|flaky)[a-z-]*")
 
 
@@ -36,14 +38,14 @@ def test_the_generated_tables_match_the_parsers() -> None:
 
 
 def test_every_plugin_option_named_in_the_readme_exists() -> None:
-    known = {spec.flag for spec in options.ALL_OPTIONS}
+    known = ALL_FLAGS
     named = set(PLUGIN_OPTION.findall(README))
     assert named - known == set()
 
 
 def test_every_option_of_the_parser_is_in_the_readme() -> None:
     named = set(PLUGIN_OPTION.findall(README))
-    assert {spec.flag for spec in options.ALL_OPTIONS} - named == set()
+    assert ALL_FLAGS - named == set()
 
 
 def test_the_marker_table_lists_exactly_the_registered_markers() -> None:

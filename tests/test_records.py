@@ -13,7 +13,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_accel.records import TimingTable, aggregate, vcs_info
+from pytest_accel.perf.record import vcs_info
+from pytest_accel.perf.table import TimingTable, aggregate
 
 CLASS_SUITE = """
 import time

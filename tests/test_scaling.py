@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from pytest_accel.cli import main
-from pytest_accel.detection import Detection
-from pytest_accel.pinning import PinError, plan_pin
-from pytest_accel.sharding import Unit, make_units, plan, weights_for
+from pytest_accel.hardware.detection import Detection
+from pytest_accel.scaleout.pinning import PinError, plan_pin
+from pytest_accel.scaleout.sharding import Unit, make_units, plan, weights_for
 from tests.fakesys import FakeSys
 
 MODULES, CLASS_TESTS, FUNCTIONS = 8, 20, 30  # 8 x 50 = 400 tests

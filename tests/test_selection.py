@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_accel.detection import Detection
-from pytest_accel.selection import MarkerError, evaluate_marks
+from pytest_accel.hardware.detection import Detection
+from pytest_accel.hardware.markers import MarkerError, evaluate_marks
 from tests.fakesys import FakeSys, skip_reasons
 
 KNOWN = ["cpu", "cuda", "gpu", "rocm", "tpu"]

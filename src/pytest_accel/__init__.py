@@ -1,9 +1,39 @@
-"""pytest-accel: accelerator-aware test selection, timing records and regression checks."""
+"""pytest-accel: accelerator-aware test selection, timing records and regression checks.
+
+The public names for plugins and ``conftest.py`` files: ``Detection`` and
+``DetectionContext`` (the ``pytest_accel_detect`` hook), and the warning classes for
+``-W`` and ``filterwarnings`` (``PerfRegressionWarning``, ``FlakyQuarantineWarning``).
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 # `-p pytest_accel` imports this package on pytest versions that do not resolve the
 # name through the entry point; this line makes both paths register the hooks once.
 pytest_plugins = ["pytest_accel.plugin"]
+
+if TYPE_CHECKING:
+    from pytest_accel.flaky.plugin import FlakyQuarantineWarning
+    from pytest_accel.hardware.detection import Detection, DetectionContext
+    from pytest_accel.perf.regression import PerfRegressionWarning
+
+_PUBLIC = {
+    "Detection": "pytest_accel.hardware.detection",
+    "DetectionContext": "pytest_accel.hardware.detection",
+    "PerfRegressionWarning": "pytest_accel.perf.regression",
+    "FlakyQuarantineWarning": "pytest_accel.flaky.plugin",
+}
+__all__ = ["Detection", "DetectionContext", "FlakyQuarantineWarning", "PerfRegressionWarning"]
+
+
+def __getattr__(name: str) -> Any:
+    """Public names load their module on first use: importing the plugin stays cheap."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_accel' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

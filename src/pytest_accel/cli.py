@@ -11,35 +11,40 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 
 import pytest
 
-from pytest_accel import __version__, ci_output
-from pytest_accel.baseline import (
-    DEFAULT_WINDOW,
-    current_from_record,
-    load_baseline,
-    load_record,
-    median_durations,
-    parse_baseline,
-    record_key,
-    samples_from_record,
-    update_baseline_file,
+from pytest_accel import __version__
+from pytest_accel.files import InputError, read_json, write_json_atomic
+from pytest_accel.flaky.classify import analysis
+from pytest_accel.flaky.history import (
+    HISTORY_SCHEMA,
+    History,
+    RecordedRun,
+    combine,
+    letters_from_record,
+    parse_history,
 )
-from pytest_accel.detection import (
+from pytest_accel.flaky.output import analysis_text
+from pytest_accel.flaky.quarantine import propose, utc_today
+from pytest_accel.flaky.quarantine import to_json as quarantine_json
+from pytest_accel.hardware.builtin import detect_builtin
+from pytest_accel.hardware.detection import (
     PROBE_TIMEOUT,
     DetectionContext,
     cpu_detection,
-    detect_builtin,
     sysroot_from_env,
 )
-from pytest_accel.merge import MergeError, check_record, merge_records
-from pytest_accel.options import SHARD_BY, parse_positive_int, rule_from
-from pytest_accel.probe import ProbeError, confirm, confirmed_detection, run_jax_probe
-from pytest_accel.records import RECORD_SCHEMA
-from pytest_accel.regression import Comparison, compare
-from pytest_accel.sharding import make_units, plan, weights_for
-from pytest_accel.storage import InputError, read_json, write_json_atomic
+from pytest_accel.hardware.probe import ProbeError, probe_and_confirm
+from pytest_accel.perf import output
+from pytest_accel.perf.merge import MergeError, merge_records
+from pytest_accel.perf.offline import compare_files, durations_file, fold_records
+from pytest_accel.perf.options import DEFAULT_WINDOW, RULE_FLAGS, rule_from
+from pytest_accel.perf.record import RECORD_SCHEMA, check_record, record_key
+from pytest_accel.scaleout.options import SHARD_BY
+from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
+from pytest_accel.settings import parse_positive_int
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -56,10 +61,9 @@ def _detect(args: argparse.Namespace) -> int:
     probe: dict[str, object] | None = None
     if args.probe == "jax":
         try:
-            result = run_jax_probe(timeout=args.probe_timeout)
-            confirmed = confirm(detection.platform, result)
-            probe = {"ok": True, **confirmed.to_json(), "jax": result.jax_version}
-            detection = confirmed_detection(detection, confirmed)
+            confirmed = probe_and_confirm(detection.platform, detection, args.probe_timeout)
+            probe = {"ok": True, **confirmed.to_json()}
+            detection = confirmed
         except ProbeError as exc:
             probe = {"ok": False, "error": str(exc)}
     if args.json:
@@ -74,49 +78,35 @@ def _detect(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if probe is not None and not probe["ok"] else EXIT_OK
 
 
-RULE_FLAGS = ("threshold", "min-delta", "min-duration", "min-samples", "mad-k", "normalize")
-GROUPS = ("tests", "classes", "modules")
-
-
-def compare_record(record_path: str, baseline_path: str, args: argparse.Namespace) -> Comparison:
-    rule = rule_from(
-        {f"--perf-{flag}": getattr(args, flag.replace("-", "_")) for flag in RULE_FLAGS}
-    )
-    key, data = load_record(record_path)
-    key = args.env_key or key
-    baseline = load_baseline(baseline_path)
-    env = baseline.for_key(key)
-    if env is None:
-        return Comparison(key, available_envs=sorted(baseline.envs))
-    now = current_from_record(record_path, data, env.test_metric)
-    return compare(key, now, {g: env.group(g) for g in GROUPS}, rule)
+def _rule_values(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        flag: getattr(args, flag.removeprefix("--perf-").replace("-", "_")) for flag in RULE_FLAGS
+    }
 
 
 def _compare(args: argparse.Namespace) -> int:
-    comparison = compare_record(args.record, args.baseline, args)
+    comparison = compare_files(
+        args.record, args.baseline, rule_from(_rule_values(args)), args.env_key
+    )
     failing = bool(args.fail and comparison.regressions)
     if args.format == "json":
         sys.stdout.write(json.dumps(comparison.to_json(), indent=2) + "\n")
     elif args.format == "markdown":
-        sys.stdout.write(ci_output.markdown(comparison, failing))
+        sys.stdout.write(output.markdown(comparison, failing))
     elif comparison.available_envs:
-        sys.stdout.write(ci_output.missing_env_line(comparison, args.baseline) + "\n")
+        sys.stdout.write(output.missing_env_line(comparison, args.baseline) + "\n")
     else:
-        for row in ci_output.terminal_rows(comparison, args.top):
+        for row in output.terminal_rows(comparison, args.top):
             sys.stdout.write(row + "\n")
-        sys.stdout.write(ci_output.summary_line(comparison, failing) + "\n")
+        sys.stdout.write(output.summary_line(comparison, failing) + "\n")
     return EXIT_FINDINGS if failing else EXIT_OK
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    runs = []
-    for path in args.records:
-        key, data = load_record(path)
-        runs.append((key, samples_from_record(path, data)))
-    baseline = update_baseline_file(args.into, runs, args.window)
+    baseline, runs = fold_records(args.records, args.into, args.window)
     tests = sum(len(env.tests) for env in baseline.envs.values())
     sys.stdout.write(
-        f"{args.into}: folded {len(runs)} record(s); {tests} test(s) under"
+        f"{args.into}: folded {runs} record(s); {tests} test(s) under"
         f" {', '.join(sorted(baseline.envs))}\n"
     )
     return EXIT_OK
@@ -149,40 +139,10 @@ def _per_key_path(output: str, key: str) -> str:
 
 
 def _shard(args: argparse.Namespace) -> int:
-    """A plan from a durations file alone: tests, and classes and modules by node id.
-
-    (A pytest run knows its collection tree; here a record's class and module fields are
-    used when the file is a record, and node ids are split otherwise.)
-    """
-    data = read_json(args.durations)
-    groups: dict[str, str | None] = {}
-    if isinstance(data, dict) and data.get("schema") == RECORD_SCHEMA:
-        _, data = record_key(args.durations, data)
-        known = current_from_record(args.durations, data, "total")["tests"]
-        field = "class" if args.by == "class" else "module"
-        groups = {t: data["tests"][t].get(field) for t in known}
-    else:
-        baseline = parse_baseline(args.durations, data)
-        env = (
-            baseline.for_key(args.env_key)
-            if args.env_key
-            else next(iter(baseline.envs.values()), None)
-        )
-        if env is None:
-            raise CliError(
-                f"{args.durations}: no timings for {args.env_key!r}"
-                f" (it has: {', '.join(sorted(baseline.envs))})"
-            )
-        known = median_durations(env)
-        for test in known:
-            parts = test.split("::")
-            groups[test] = (
-                parts[0]
-                if args.by == "module"
-                else ("::".join(parts[:-1]) if len(parts) > 2 else None)
-            )
-    tests = sorted(known)
-    shard_plan = plan(make_units(tests, groups, weights_for(tests, known), args.by), args.splits)
+    """A plan from a durations file alone: a record knows each test's class and module;
+    from a baseline or a pytest-split map they are read from the node ids."""
+    known, groups = durations_file(args.durations, args.env_key)
+    shard_plan = plan_tests(known, groups or groups_from_node_ids(known), args.by, args.splits)
     loads = shard_plan.loads()
     if args.format == "json":
         payload = {
@@ -213,16 +173,35 @@ def _shard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _history_inputs(paths: Sequence[str], window: int | None) -> History:
+    """Histories and records (each record one run) as one history."""
+    histories, runs = [], []
+    for path in paths:
+        data = read_json(path)
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if schema == RECORD_SCHEMA:
+            key, record = record_key(path, data)
+            run, env = record.get("run"), record.get("env")
+            started = run.get("started") if isinstance(run, dict) else None
+            platform = env.get("platform") if isinstance(env, dict) else None
+            runs.append(
+                RecordedRun(
+                    str(started or ""),
+                    path,
+                    key,
+                    platform if isinstance(platform, str) else None,
+                    letters_from_record(path, record["tests"]),
+                )
+            )
+        elif schema == HISTORY_SCHEMA:
+            histories.append(parse_history(path, data))
+        else:
+            raise InputError(path, f"is neither a flaky history nor a record (schema {schema!r})")
+    return combine(histories, runs, window)
+
+
 def _flaky(args: argparse.Namespace) -> int:
-    from datetime import timedelta
-
-    from pytest_accel.flaky import utc_today
-    from pytest_accel.history import analysis, history_from_files
-    from pytest_accel.quarantine import Entry
-    from pytest_accel.quarantine import to_json as quarantine_json
-
-    history = history_from_files(args.files, args.window)
-    report = analysis(history)
+    report = analysis(_history_inputs(args.files, args.window))
     over = {
         platform: pct
         for platform, pct in report["flaky_pct"].items()
@@ -232,22 +211,7 @@ def _flaky(args: argparse.Namespace) -> int:
     report["over_limit"] = sorted(over)
     if args.write_quarantine:
         expires = utc_today() + timedelta(days=args.expires_in)
-        platforms: dict[str, list[str]] = {}
-        reasons: dict[str, str] = {}
-        for key, env in report["envs"].items():  # flaky ones only: a broken test needs a fix
-            for verdict in env["flaky"]:
-                names = platforms.setdefault(verdict["test"], [])
-                if env["platform"] not in names:
-                    names.append(env["platform"])
-                reasons.setdefault(
-                    verdict["test"],
-                    f"flaky on {key}: failed {verdict['failures']} of {verdict['runs']} run(s)"
-                    f", flaky in {verdict['flaky_runs']}, flip rate {verdict['flip_rate']:.2f}",
-                )
-        entries = [
-            Entry(test, tuple(platforms[test]), reasons[test], None, expires)
-            for test in sorted(platforms)
-        ]
+        entries = propose(report, expires)
         write_json_atomic(args.write_quarantine, quarantine_json(entries))
         sys.stderr.write(
             f"pytest-accel: wrote {len(entries)} flaky test(s) to {args.write_quarantine}"
@@ -256,46 +220,8 @@ def _flaky(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
-        sys.stdout.write(_flaky_text(report, markdown=args.format == "markdown"))
+        sys.stdout.write(analysis_text(report, markdown=args.format == "markdown"))
     return EXIT_FINDINGS if over else EXIT_OK
-
-
-def _flaky_text(report: dict[str, object], *, markdown: bool) -> str:
-    envs = report["envs"]
-    assert isinstance(envs, dict)
-    lines = ["### pytest-accel flaky tests", ""] if markdown else []
-    for key, env in envs.items():
-        lines.append(
-            f"{key} ({env['runs']} run(s), {env['tests']} test(s)):"
-            f" {len(env['flaky'])} flaky, {len(env['broken'])} broken"
-        )
-        rows = [("flaky", v) for v in env["flaky"]] + [("broken", v) for v in env["broken"]]
-        if markdown and rows:
-            lines += ["", "| status | test | failed | flip rate |", "| --- | --- | ---: | ---: |"]
-        for status, v in rows:
-            detail = f"{v['failures']} of {v['runs']}"
-            if markdown:
-                lines.append(
-                    f"| {status} | {ci_output.escape_cell(v['test'])} | {detail} |"
-                    f" {v['flip_rate']:.2f} |"
-                )
-            else:
-                lines.append(
-                    f"  {status:<6} {v['test']}  failed {detail} run(s)"
-                    + (f", flaky in {v['flaky_runs']}" if v["flaky_runs"] else "")
-                    + f", flip rate {v['flip_rate']:.2f}"
-                )
-        if markdown:
-            lines.append("")
-    shares = report["flaky_pct"]
-    assert isinstance(shares, dict)
-    limit = report.get("max_pct")
-    for platform, pct in shares.items():
-        verdict = ""
-        if isinstance(limit, (int, float)):
-            verdict = f" (over --max-pct {limit:g})" if pct > limit else f" (within {limit:g})"
-        lines.append(f"flaky_pct {platform}: {pct:.2f}%{verdict}")
-    return "\n".join(lines) + "\n"
 
 
 def _percentage(text: str) -> float:
@@ -337,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--env-key", help="compare under this key instead of the record's")
     comp.add_argument("--top", type=_positive_int, default=20, help="rows in text output")
     for flag in RULE_FLAGS:
-        comp.add_argument(f"--{flag}", default=None, help=f"as --perf-{flag} of the plugin")
+        name = flag.removeprefix("--perf-")
+        comp.add_argument(f"--{name}", default=None, help=f"as {flag} of the plugin")
     comp.set_defaults(handler=_compare)
 
     base = commands.add_parser("baseline", help="fold records into a baseline file")

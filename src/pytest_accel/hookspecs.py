@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_accel.detection import Detection, DetectionContext
+    from pytest_accel.hardware.detection import Detection, DetectionContext
 
 
 @pytest.hookspec

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timezone
 from typing import Any
 
-from pytest_accel.detection import platform_matches
-from pytest_accel.storage import InputError, read_bytes
+from pytest_accel.files import InputError, check_version, read_bytes
+from pytest_accel.hardware.detection import platform_matches
 
 QUARANTINE_SCHEMA = "pytest-accel/quarantine"
 QUARANTINE_VERSION = 1
@@ -57,6 +57,11 @@ class Entry:
             "issue": self.issue,
             "expires": self.expires.isoformat() if self.expires else None,
         }
+
+
+def utc_today() -> date:
+    """Expiry dates are read in UTC, like every time in our files."""
+    return datetime.now(timezone.utc).date()
 
 
 def candidate_keys(nodeid: str) -> Iterable[str]:
@@ -180,15 +185,7 @@ def parse_json(path: str, text: str, known_platforms: Collection[str] | None = N
     schema = data.get("schema", QUARANTINE_SCHEMA)
     if schema != QUARANTINE_SCHEMA:
         raise InputError(path, f"schema {schema!r} is not {QUARANTINE_SCHEMA!r}")
-    version = data.get("version", QUARANTINE_VERSION)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise InputError(path, f"version must be 1, got {version!r}")
-    if version > QUARANTINE_VERSION:
-        raise InputError(
-            path,
-            f"version {version} is newer than this pytest-accel reads"
-            f" ({QUARANTINE_VERSION}); upgrade pytest-accel",
-        )
+    check_version(path, data, QUARANTINE_VERSION, default=QUARANTINE_VERSION)
     raw_entries = data.get("entries")
     if not isinstance(raw_entries, list):
         raise InputError(path, f"'entries' must be a list, got {type(raw_entries).__name__}")
@@ -280,3 +277,24 @@ def to_json(entries: Iterable[Entry]) -> dict[str, Any]:
         "version": QUARANTINE_VERSION,
         "entries": [e.to_json() for e in entries],
     }
+
+
+def propose(analysis: Mapping[str, Any], expires: date) -> list[Entry]:
+    """Entries for the tests ``history.analysis`` found flaky (never the broken ones:
+    they need a fix), scoped to the platforms where they were flaky, sorted by test."""
+    platforms: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
+    for key, env in analysis["envs"].items():
+        for verdict in env["flaky"]:
+            names = platforms.setdefault(verdict["test"], [])
+            if env["platform"] not in names:
+                names.append(env["platform"])
+            reasons.setdefault(
+                verdict["test"],
+                f"flaky on {key}: failed {verdict['failures']} of {verdict['runs']} run(s)"
+                f", flaky in {verdict['flaky_runs']}, flip rate {verdict['flip_rate']:.2f}",
+            )
+    return [
+        Entry(test, tuple(platforms[test]), reasons[test], None, expires)
+        for test in sorted(platforms)
+    ]

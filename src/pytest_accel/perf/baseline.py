@@ -19,14 +19,20 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
-from pytest_accel.records import FAILING, RECORD_SCHEMA, RECORD_VERSION
-from pytest_accel.storage import (
-    MAX_SECONDS,
+from pytest_accel.files import (
     InputError,
     all_plausible,
-    finite_number,
+    check_version,
+    expect_object,
+    expect_seconds,
     read_json,
     update_locked,
+)
+from pytest_accel.perf.record import (
+    RECORD_SCHEMA,
+    Timings,
+    current_from_record,
+    record_key,
 )
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
@@ -64,36 +70,8 @@ def _samples(path: str, where: str, value: Any) -> list[float]:
     if not isinstance(value, list):
         raise InputError(path, f"{where}: expected a list of seconds, got {type(value).__name__}")
     for index, sample in enumerate(value):
-        _check_seconds(path, f"{where}[{index}]", sample)
+        expect_seconds(path, f"{where}[{index}]", sample)
     return [float(s) for s in value]
-
-
-def _check_seconds(path: str, where: str, value: Any) -> float:
-    if not finite_number(value):  # bools included: True is no duration
-        raise InputError(path, f"{where}: expected a number of seconds, got {value!r}")
-    if value < 0:
-        raise InputError(path, f"{where}: {value!r} is negative")
-    if value > MAX_SECONDS:
-        raise InputError(path, f"{where}: {value!r} seconds is implausibly large")
-    return float(value)
-
-
-def _object(path: str, where: str, value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InputError(path, f"{where}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _version(path: str, data: Mapping[str, Any], supported: int) -> None:
-    version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise InputError(path, f"version: expected an integer, got {version!r}")
-    if version > supported:
-        raise InputError(
-            path, f"version {version} is newer than this pytest-accel reads ({supported}); upgrade"
-        )
-    if version < 1:
-        raise InputError(path, f"version: {version} is not a valid version")
 
 
 def _bulk_samples(path: str, where: str, entries: dict[str, Any]) -> dict[str, list[float]]:
@@ -123,61 +101,30 @@ def _bulk_samples(path: str, where: str, entries: dict[str, Any]) -> dict[str, l
 
 
 def _parse_baseline(path: str, data: dict[str, Any]) -> Baseline:
-    _version(path, data, BASELINE_VERSION)
+    check_version(path, data, BASELINE_VERSION)
     window = data.get("window", DEFAULT_WINDOW)
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise InputError(path, f"window: expected a positive integer, got {window!r}")
     envs: dict[str, EnvSamples] = {}
-    for key, raw_env in _object(path, "envs", data.get("envs")).items():
-        env = _object(path, f"envs[{key!r}]", raw_env)
+    for key, raw_env in expect_object(path, "envs", data.get("envs")).items():
+        env = expect_object(path, f"envs[{key!r}]", raw_env)
         parsed = EnvSamples()
         for group in GROUPS:
             where = f"envs[{key!r}].{group}"
-            entries = _object(path, where, env.get(group, {}))
+            entries = expect_object(path, where, env.get(group, {}))
             parsed.group(group).update(_bulk_samples(path, where, entries))
         envs[str(key)] = parsed
     return Baseline(envs, window, "baseline")
 
 
 def _parse_record(path: str, data: dict[str, Any]) -> Baseline:
-    _version(path, data, RECORD_VERSION)
-    env = _object(path, "env", data.get("env"))
-    key = env.get("key")
-    if not isinstance(key, str) or not key:
-        raise InputError(path, f"env.key: expected a non-empty string, got {key!r}")
+    key, _ = record_key(path, data)
     return Baseline({key: samples_from_record(path, data)}, DEFAULT_WINDOW, "record")
-
-
-Timings = dict[str, dict[str, float]]  # {"tests"|"classes"|"modules": {id: seconds}}
-# (node id, outcome, class id, module id, seconds of the chosen metric)
-TestRow = tuple[str, str, str | None, str | None, float]
 
 
 def median_durations(env: EnvSamples) -> dict[str, float]:
     """Each test's median sample: its expected duration, for planning shards."""
     return {test: statistics.median(samples) for test, samples in env.tests.items() if samples}
-
-
-def passing_timings(
-    rows: Iterable[TestRow], group_totals: Mapping[str, Mapping[str, float]]
-) -> Timings:
-    """A run's timings to compare or fold: passing tests, and the classes and modules
-    that hold no failing test (their total says more about the failure than about speed).
-    """
-    rows = list(rows)
-    failing = {
-        group
-        for _, outcome, cls, module, _ in rows
-        if outcome in FAILING
-        for group in (cls, module)
-        if group
-    }
-    timings: Timings = {
-        "tests": {ident: s for ident, outcome, _, _, s in rows if outcome == "passed"}
-    }
-    for group, totals in group_totals.items():
-        timings[group] = {ident: t for ident, t in totals.items() if ident not in failing}
-    return timings
 
 
 def samples_of(timings: Timings, test_metric: str = "call") -> EnvSamples:
@@ -188,39 +135,6 @@ def samples_of(timings: Timings, test_metric: str = "call") -> EnvSamples:
     return parsed
 
 
-def current_from_record(path: str, data: Mapping[str, Any], test_metric: str = "call") -> Timings:
-    """A record's timings (see ``passing_timings``), validated as they are read."""
-    rows: list[Any] = []
-    for ident, test in _object(path, "tests", data.get("tests")).items():
-        if type(test) is not dict:
-            _object(path, f"tests[{ident!r}]", test)  # raises, naming the test
-        rows.append(
-            (
-                ident,
-                test.get("outcome"),
-                test.get("class"),
-                test.get("module"),
-                test.get(test_metric),
-            )
-        )
-    values = [row[4] for row in rows if row[1] == "passed"]
-    if not (set(map(type, values)) <= {float, int} and all_plausible(values)):
-        for ident, outcome, _, _, value in rows:  # find and name the bad one
-            if outcome == "passed":
-                _check_seconds(path, f"tests[{ident!r}].{test_metric}", value)
-    group_totals: dict[str, dict[str, float]] = {}
-    for group in ("classes", "modules"):
-        group_totals[group] = {
-            ident: _check_seconds(
-                path,
-                f"{group}[{ident!r}].total",
-                _object(path, f"{group}[{ident!r}]", entry).get("total"),
-            )
-            for ident, entry in _object(path, group, data.get(group, {})).items()
-        }
-    return passing_timings(rows, group_totals)
-
-
 def samples_from_record(
     path: str, data: Mapping[str, Any], test_metric: str = "call"
 ) -> EnvSamples:
@@ -228,30 +142,10 @@ def samples_from_record(
     return samples_of(current_from_record(path, data, test_metric), test_metric)
 
 
-def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
-    """A record file's ``env.key`` and data, validated enough to compare or fold."""
-    target = os.fspath(path)
-    return record_key(target, read_json(target))
-
-
-def record_key(target: str, data: Any) -> tuple[str, dict[str, Any]]:
-    """Already-parsed record data's ``env.key``, checked as ``load_record`` does."""
-    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
-        schema = data.get("schema") if isinstance(data, dict) else None
-        raise InputError(target, f"is not a pytest-accel record (schema {schema!r})")
-    _version(target, data, RECORD_VERSION)
-    env = _object(target, "env", data.get("env"))
-    key = env.get("key")
-    if not isinstance(key, str) or not key:
-        raise InputError(target, f"env.key: expected a non-empty string, got {key!r}")
-    _object(target, "tests", data.get("tests"))
-    return key, data  # the tests are validated as they are read (samples_from_record)
-
-
 def _parse_durations(path: str, data: dict[str, Any]) -> Baseline:
     parsed = EnvSamples(test_metric="total")
     for ident, seconds in data.items():
-        parsed.tests[ident] = [_check_seconds(path, f"[{ident!r}]", seconds)]
+        parsed.tests[ident] = [expect_seconds(path, f"[{ident!r}]", seconds)]
     return Baseline({ANY_ENV: parsed}, DEFAULT_WINDOW, "durations")
 
 
@@ -291,7 +185,7 @@ def to_json(baseline: Baseline) -> dict[str, Any]:
     }
 
 
-def fold(baseline: Baseline, key: str, run: EnvSamples, window: int) -> None:
+def add_run(baseline: Baseline, key: str, run: EnvSamples, window: int) -> None:
     """Append one run's samples under ``key``, keeping the last ``window`` of each."""
     baseline.window = window
     env = baseline.envs.setdefault(key, EnvSamples())
@@ -310,7 +204,7 @@ def update_baseline_file(
 ) -> Baseline:
     """Fold runs into the baseline at ``path`` under a file lock; create it if missing.
 
-    Read, fold and atomic replace all happen while holding ``PATH.lock``, so parallel
+    Read, add and atomic replace all happen while holding ``PATH.lock``, so parallel
     jobs updating one baseline lose no sample.
     """
 
@@ -326,6 +220,6 @@ def update_baseline_file(
 
     def fold_runs(baseline: Baseline) -> None:
         for key, samples in runs:
-            fold(baseline, key, samples, window)
+            add_run(baseline, key, samples, window)
 
     return update_locked(path, load_own, lambda: Baseline({}, window), fold_runs, to_json)

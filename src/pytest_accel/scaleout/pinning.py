@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_accel.detection import Detection, mask_entries
+from pytest_accel.hardware.detection import Detection, mask_entries
 
 PINNED_PLATFORMS = ("cuda", "rocm", "tpu")
 TPU_PORT_BASE = 8476  # libtpu's default process port; one per worker from here

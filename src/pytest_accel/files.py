@@ -1,8 +1,12 @@
-"""Reading and writing the plugin's JSON files safely.
+"""The one place the plugin's files are read and written, and their headers checked.
 
 Writes are atomic (temp file in the same directory, fsync, ``os.replace``): a reader
 sees the old file or the new one, never half of one, and a crash leaves no partial
-file behind.  orjson is imported here, lazily, only when a file is read or written.
+file behind.  Shared files are updated under a file lock.  Every format module
+(``perf.record``, ``perf.baseline``, ``flaky.history``, ``flaky.quarantine``) reads
+through ``read_json`` and checks its header with ``check_header``; problems are
+``InputError``\\ s that name the file and the field.  orjson, filelock and numpy are
+imported lazily, only when a file is read or written.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import gc
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -181,3 +186,70 @@ def all_plausible(values: list[Any]) -> bool:
     return bool(
         np.isfinite(numbers).all() and (numbers >= 0).all() and (numbers <= MAX_SECONDS).all()
     )
+
+
+def expect_object(path: str, where: str, value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else InputError naming ``where``."""
+    if not isinstance(value, dict):
+        raise InputError(path, f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def expect_seconds(path: str, where: str, value: Any) -> float:
+    """A duration: a finite, non-negative, plausible number of seconds."""
+    if not finite_number(value):  # bools included: True is no duration
+        raise InputError(path, f"{where}: expected a number of seconds, got {value!r}")
+    if value < 0:
+        raise InputError(path, f"{where}: {value!r} is negative")
+    if value > MAX_SECONDS:
+        raise InputError(path, f"{where}: {value!r} seconds is implausibly large")
+    return float(value)
+
+
+def check_version(path: str, data: Mapping[str, Any], supported: int, default: Any = None) -> int:
+    """The document's ``version``: an integer from 1 to ``supported``."""
+    version = data.get("version", default)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InputError(path, f"version: expected an integer, got {version!r}")
+    if version > supported:
+        raise InputError(
+            path, f"version {version} is newer than this pytest-accel reads ({supported}); upgrade"
+        )
+    if version < 1:
+        raise InputError(path, f"version: {version} is not a valid version")
+    return version
+
+
+def check_header(
+    path: str,
+    data: Any,
+    *,
+    schema: str,
+    supported: int,
+    what: str,
+    schema_required: bool = True,
+) -> dict[str, Any]:
+    """The one header check of every format: an object, its ``schema``, its ``version``."""
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object, got {type(data).__name__}")
+    found = data.get("schema", None if schema_required else schema)
+    if found != schema:
+        raise InputError(path, f"is not {what} (schema {found!r}, expected {schema!r})")
+    check_version(path, data, supported, default=None if schema_required else 1)
+    return data
+
+
+_TIMESTAMP = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def utc_timestamp(epoch: float) -> str:
+    """``2026-11-21T02:00:00Z``: how every file of ours writes a moment."""
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime(_TIMESTAMP)
+
+
+def parse_utc_timestamp(path: str, where: str, text: Any) -> float:
+    try:
+        moment = datetime.strptime(str(text), _TIMESTAMP)
+    except ValueError:
+        raise InputError(path, f"{where}: {text!r} is not YYYY-MM-DDTHH:MM:SSZ") from None
+    return moment.replace(tzinfo=timezone.utc).timestamp()

@@ -1,5 +1,5 @@
 """What a run says about flakiness: pure logic behind the terminal section, the
-``--flaky-report`` JSON, the job summary and ``--flaky-max-pct``."""
+``--flaky-report`` file, the job summary and ``--flaky-max-pct``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_accel.history import FLAKY, History, Share, Verdict, analysis, classify
-from pytest_accel.quarantine import Entry
-from pytest_accel.records import phase_outcome
-
-REPORT_SCHEMA = "pytest-accel/flaky-report"
-REPORT_VERSION = 1
+from pytest_accel.flaky.classify import Classification, Share, classify
+from pytest_accel.flaky.history import FLAKY, History
+from pytest_accel.flaky.quarantine import Entry
+from pytest_accel.reports import phase_outcome
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class Findings:
     candidates: list[Quarantined] = field(default_factory=list)  # passed while quarantined
     stale: list[Entry] = field(default_factory=list)
     expired: list[Entry] = field(default_factory=list)
-    across_runs: list[Verdict] = field(default_factory=list)  # this run's tests, by history
+    across_runs: list[Classification] = field(default_factory=list)  # this run's tests, by history
     history: History | None = None
     max_pct: float | None = None
 
@@ -55,32 +53,6 @@ class Findings:
     @property
     def over_limit(self) -> bool:
         return self.max_pct is not None and self.share.pct > self.max_pct
-
-    def to_json(self) -> dict[str, Any]:
-        share = self.share
-        return {
-            "schema": REPORT_SCHEMA,
-            "version": REPORT_VERSION,
-            "env": {"key": self.key, "platform": self.platform},
-            "run": {
-                "tests": len(self.letters),
-                "flaky": [{"test": t, "attempts": a} for t, a in self.flaky],
-                "failed": self.failed,
-                "quarantined": [q.to_json() for q in self.quarantined],
-                "candidates_for_removal": [q.to_json() for q in self.candidates],
-                "stale_quarantine": [e.to_json() for e in self.stale],
-                "expired_quarantine": [e.to_json() for e in self.expired],
-            },
-            "across_runs": {
-                "flaky": [v.to_json() for v in self.across_runs if v.status == "flaky"],
-                "broken": [v.to_json() for v in self.across_runs if v.status == "broken"],
-            },
-            "history": analysis(self.history) if self.history is not None else None,
-            "flaky_pct": {self.platform: round(share.pct, 4)},
-            "flaky_tests": {self.platform: share.flaky},
-            "max_pct": self.max_pct,
-            "over_limit": self.over_limit,
-        }
 
 
 @dataclass
@@ -170,79 +142,3 @@ def build_findings(
             key=lambda v: (v.status != "flaky", -v.flip_rate, -v.failure_rate, v.test)
         )
     return findings
-
-
-def summary_line(findings: Findings) -> str:
-    share = findings.share
-    line = (
-        f"flaky: {share.flaky} of {share.tests} test(s) ({share.pct:.2f}%) on {findings.platform}"
-    )
-    if findings.max_pct is not None:
-        verdict = "over the limit: exit status 1" if findings.over_limit else "within"
-        line += f"; --flaky-max-pct {findings.max_pct:g}: {verdict}"
-    if findings.quarantined:
-        line += f"; {len(findings.quarantined)} quarantined failure(s) did not fail the run"
-    return line
-
-
-def terminal_lines(findings: Findings, top: int = 20) -> list[str]:
-    lines = []
-    for test, attempts in findings.flaky:
-        lines.append(f"FLAKY {test} ({len(attempts)} attempts: {', '.join(attempts)})")
-    for q in findings.quarantined:
-        detail = f" - {q.message}" if q.message else ""
-        lines.append(
-            f"QUARANTINED {q.entry.describe() if q.entry.test == q.test else q.test}"
-            f" [{q.outcome}]{detail}"
-        )
-    notes = [
-        f"passed while quarantined, candidate for removal: {q.test}" for q in findings.candidates
-    ]
-    notes += [
-        f"expired quarantine entry (since {e.expires}; its failures count again): {e.test}"
-        for e in findings.expired
-    ]
-    notes += [
-        f"stale quarantine entry (matches no collected test): {e.test}" for e in findings.stale
-    ]
-    lines += notes[:top]
-    if len(notes) > top:
-        lines.append(f"... and {len(notes) - top} more quarantine notes (see --flaky-report)")
-    shown = findings.across_runs[:top]
-    for v in shown:
-        lines.append(
-            f"{v.status} across runs: {v.test}: failed {v.failures} of {v.runs} run(s)"
-            + (f", flaky in {v.flaky_runs}" if v.flaky_runs else "")
-            + f", flip rate {v.flip_rate:.2f}"
-        )
-    if len(findings.across_runs) > len(shown):
-        lines.append(f"... and {len(findings.across_runs) - len(shown)} more (see --flaky-report)")
-    lines.append(summary_line(findings))
-    return lines
-
-
-def markdown(findings: Findings) -> str:
-    """A short job-summary section; node ids are escaped for table cells."""
-    from pytest_accel.ci_output import escape_cell
-
-    share = findings.share
-    out = [
-        "### pytest-accel flaky tests",
-        "",
-        f"{share.flaky} of {share.tests} test(s) flaky ({share.pct:.2f}%) on"
-        f" `{findings.platform}`"
-        + (f", limit {findings.max_pct:g}%" if findings.max_pct is not None else ""),
-        "",
-    ]
-    rows = [("flaky", t, f"{len(a)} attempts") for t, a in findings.flaky[:50]]
-    rows += [("quarantined", q.test, q.message or q.outcome) for q in findings.quarantined[:50]]
-    rows += [
-        (v.status, v.test, f"failed {v.failures}/{v.runs} runs") for v in findings.across_runs[:50]
-    ]
-    if rows:
-        out += ["| status | test | detail |", "| --- | --- | --- |"]
-        out += [f"| {s} | {escape_cell(t)} | {escape_cell(d)} |" for s, t, d in rows]
-        hidden = len(findings.flaky) + len(findings.quarantined) + len(findings.across_runs)
-        if hidden > len(rows):
-            out += ["", f"*{hidden - len(rows)} more in the --flaky-report file.*"]
-    return "\n".join(out) + "\n"

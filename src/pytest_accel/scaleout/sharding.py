@@ -103,3 +103,27 @@ def plan(units: Sequence[Unit], count: int) -> Plan:
         shards[index].append(unit)
         heapq.heappush(heap, (load + unit.weight, size + 1, index))
     return Plan(tuple(tuple(s) for s in shards))
+
+
+def groups_from_node_ids(tests: Iterable[str]) -> dict[str, tuple[str | None, str | None]]:
+    """Class and module of each test read from its node id (no collection tree at hand)."""
+    groups: dict[str, tuple[str | None, str | None]] = {}
+    for test in tests:
+        parts = test.split("::")
+        groups[test] = ("::".join(parts[:-1]) if len(parts) > 2 else None, parts[0])
+    return groups
+
+
+def plan_tests(
+    durations: Mapping[str, float],
+    groups: Mapping[str, tuple[str | None, str | None]],
+    by: str,
+    splits: int,
+) -> Plan:
+    """A plan for the known tests alone, grouped by class or module."""
+    tests = sorted(durations)
+    column = 0 if by == "class" else 1
+    units = make_units(
+        tests, {t: groups[t][column] for t in tests}, weights_for(tests, durations), by
+    )
+    return plan(units, splits)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _pytest.runner import call_and_report
 
-from pytest_accel.results import RERUN_TEARDOWN_ATTR
+from pytest_accel.reports import RERUN_TEARDOWN_ATTR
 
 RERUN = "rerun"
 ATTEMPTS_PROPERTY = "attempts"

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
-from pytest_accel.baseline import record_key
-from pytest_accel.records import RECORD_SCHEMA, RECORD_VERSION, utc_timestamp
-from pytest_accel.storage import InputError, all_plausible, finite_number
+from pytest_accel.files import utc_timestamp
+from pytest_accel.perf.record import RECORD_SCHEMA, RECORD_VERSION, started
 
 
 class MergeError(Exception):
@@ -21,54 +19,6 @@ class Merged:
     key: str
     record: dict[str, Any]
     notes: list[str] = field(default_factory=list)
-
-
-def _started(path: str, data: dict[str, Any]) -> float:
-    text = data.get("run", {}).get("started")
-    try:
-        moment = datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError:
-        raise InputError(path, f"run.started: {text!r} is not YYYY-MM-DDTHH:MM:SSZ") from None
-    return moment.replace(tzinfo=timezone.utc).timestamp()
-
-
-def check_record(path: str, data: Any) -> dict[str, Any]:
-    """Enough validation to merge: the header as ``record_key`` checks it, then run and
-    every test, class and module."""
-    _, record = record_key(path, data)
-    if not isinstance(record.get("run"), dict):
-        raise InputError(path, "run: expected an object")
-    tests = record["tests"]
-    if not all(type(test) is dict for test in tests.values()):
-        nodeid = next(n for n, t in tests.items() if type(t) is not dict)
-        raise InputError(path, f"tests[{nodeid!r}]: expected an object")
-    fields = ("setup", "call", "teardown", "total")
-    values = [test.get(name) for test in tests.values() for name in fields]
-    if not (set(map(type, values)) <= {float, int} and all_plausible(values)):
-        for nodeid, test in tests.items():  # find and name the bad one
-            for name in fields:
-                value = test.get(name)
-                if not finite_number(value) or value < 0:
-                    raise InputError(
-                        path, f"tests[{nodeid!r}].{name}: expected seconds, got {value!r}"
-                    )
-    for section in ("classes", "modules"):
-        for group, value in _mapping(path, section, record.get(section, {})).items():
-            entry = _mapping(path, f"{section}[{group!r}]", value)
-            for name in ("tests", "total", "span"):
-                if not finite_number(entry.get(name)) or entry[name] < 0:
-                    raise InputError(
-                        path,
-                        f"{section}[{group!r}].{name}: expected a number, got {entry.get(name)!r}",
-                    )
-    _started(path, record)
-    return record
-
-
-def _mapping(path: str, where: str, value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InputError(path, f"{where}: expected an object, got {type(value).__name__}")
-    return value
 
 
 def _merged_groups(
@@ -127,7 +77,7 @@ def _merged_groups(
 
 def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged:
     merged = Merged(key, {})
-    ordered = sorted(enumerate(inputs), key=lambda item: (_started(*item[1]), item[0]))
+    ordered = sorted(enumerate(inputs), key=lambda item: (started(*item[1]), item[0]))
     tests: dict[str, dict[str, Any]] = {}
     source: dict[str, str] = {}
     records = dict(inputs)
@@ -141,7 +91,7 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
                 )
             tests[nodeid] = test
             source[nodeid] = path
-    starts = [_started(path, data) for path, data in inputs]
+    starts = [started(path, data) for path, data in inputs]
     ends = [
         s + float(data["run"].get("duration") or 0.0)
         for s, (_, data) in zip(starts, inputs, strict=True)

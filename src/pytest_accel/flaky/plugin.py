@@ -13,33 +13,44 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from collections.abc import Mapping
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
-from pytest_accel.detection import Detection
-from pytest_accel.flaky_report import (
-    Findings,
-    build_findings,
-    markdown,
-    outcomes_from_stats,
-    terminal_lines,
+from pytest_accel import github
+from pytest_accel.files import (
+    InputError,
+    check_writable,
+    gc_paused,
+    utc_timestamp,
+    write_json_atomic,
 )
-from pytest_accel.history import History, load_history, update_history_file
-from pytest_accel.options import FlakyOptions
-from pytest_accel.quarantine import (
+from pytest_accel.flaky.findings import Findings, build_findings, outcomes_from_stats
+from pytest_accel.flaky.history import History, load_history, update_history_file
+from pytest_accel.flaky.options import FlakyOptions
+from pytest_accel.flaky.output import summary_section, terminal_lines
+from pytest_accel.flaky.quarantine import (
     Entry,
     Matcher,
     Quarantine,
     candidate_keys,
     load_quarantine,
+    utc_today,
 )
-from pytest_accel.records import env_key, utc_timestamp
-from pytest_accel.results import QUARANTINED_ATTR, report_stats, reports_are_relayed
-from pytest_accel.storage import InputError, check_writable, gc_paused, write_json_atomic
+from pytest_accel.flaky.report import report_json
+from pytest_accel.flaky.reruns import Rerunner
+from pytest_accel.hardware.detection import Detection
+from pytest_accel.reports import (
+    QUARANTINED_ATTR,
+    fail_session,
+    is_xdist_worker,
+    report_stats,
+    reports_are_relayed,
+    warn,
+)
+from pytest_accel.session import session_key
 
 QUARANTINE_PROPERTY = "quarantined"
 # What a worker tells the controller about its collection (xdist ``workeroutput``).
@@ -48,10 +59,6 @@ WORKEROUTPUT_KEY = "pytest_accel_quarantine"
 
 class FlakyQuarantineWarning(pytest.PytestWarning):
     """A quarantine entry that expired or matches no test."""
-
-
-def utc_today() -> date:
-    return datetime.now(timezone.utc).date()
 
 
 def _short_message(report: pytest.TestReport) -> str | None:
@@ -168,12 +175,14 @@ class FlakyPlugin:
         runner: QuarantineRunner,
         *,
         key: str,
+        rerunner: Rerunner | None,
     ) -> None:
         self.config = config
         self.options = options
         self.platform = detection.platform
         self.key = key
         self.runner = runner
+        self.rerunner = rerunner
         self.stats: dict[str, list[Any]] = {}
         self.findings: Findings | None = None
         self.history_error: str | None = None
@@ -258,26 +267,27 @@ class FlakyPlugin:
             history=history,
             max_pct=self.options.max_pct,
         )
-        self._warn(findings)
+        self._warn(session, findings)
         if self.options.report:
             try:
-                write_json_atomic(self.options.report, findings.to_json())
+                write_json_atomic(self.options.report, report_json(findings))
             except OSError as exc:
                 sys.stderr.write(
                     f"pytest-accel: could not write the flaky report {self.options.report}:"
                     f" {exc.strerror or exc}\n"
                 )
-        if os.environ.get("GITHUB_ACTIONS") == "true":
-            from pytest_accel import ci_output
+        summary = github.job_summary(self.config)
+        if summary is not None:
+            summary.add(summary_section(findings))
+        if findings.over_limit:
+            share = findings.share
+            fail_session(
+                session,
+                f"the flaky share {share.pct:.2f}% on {share.platform} is over"
+                f" --flaky-max-pct {findings.max_pct:g}",
+            )
 
-            try:
-                ci_output.append_step_summary(markdown(findings))
-            except OSError as exc:
-                sys.stderr.write(f"pytest-accel: could not append to GITHUB_STEP_SUMMARY: {exc}\n")
-        if findings.over_limit and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-    def _warn(self, findings: Findings, most: int = 20) -> None:
+    def _warn(self, session: pytest.Session, findings: Findings, most: int = 20) -> None:
         """One warning per expired or stale entry, up to ``most``; then one for the rest."""
         path = self.runner.quarantine.path if self.runner.quarantine else ""
         notes = [
@@ -290,18 +300,9 @@ class FlakyPlugin:
         if len(notes) > most:
             rest = len(notes) - most
             notes = [*notes[:most], (None, f"{rest} more expired or stale quarantine entries")]
-        for line, text in notes:
-            message = warnings.WarningMessage(
-                FlakyQuarantineWarning(text), FlakyQuarantineWarning, path, line or 0
-            )
-            self.config.hook.pytest_warning_recorded.call_historic(
-                kwargs={
-                    "warning_message": message,
-                    "when": "config",
-                    "nodeid": "",
-                    "location": None,
-                }
-            )
+        escalated = sum(not warn(FlakyQuarantineWarning(text), path, line) for line, text in notes)
+        if escalated:
+            fail_session(session, f"{escalated} FlakyQuarantineWarning(s) turned into errors by -W")
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         findings = self.findings
@@ -319,39 +320,32 @@ class FlakyPlugin:
             terminalreporter.write_line(
                 f"pytest-accel: flaky history for {self.key!r} updated in {self.options.history}"
             )
-        rerunner = self.config.pluginmanager.get_plugin("pytest_accel.reruns")
+        rerunner = self.rerunner
         if rerunner is not None and rerunner.deferred:
             terminalreporter.write_line(
                 f"pytest-accel: {rerunner.deferred} test(s) left to pytest-rerunfailures' reruns"
             )
 
 
-def register_flaky(
-    config: pytest.Config,
-    options: FlakyOptions,
-    detection: Detection,
-    *,
-    env_key_override: str | None,
-    known_platforms: frozenset[str],
-) -> None:
-    """Register the flaky features: the runner wherever tests run, the rest in the
-    process that owns the session."""
+def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
+    """The runner wherever tests run, the rest in the process that owns the session."""
+    facts = config.stash[session_key]
     quarantine = None
     if options.quarantine:
         try:
-            quarantine = load_quarantine(options.quarantine, known_platforms)
+            quarantine = load_quarantine(options.quarantine, facts.options.known_platforms)
         except InputError as exc:
             raise pytest.UsageError(f"--flaky-quarantine: {exc}") from None
-    runner = QuarantineRunner(config, quarantine, detection.platform)
+    runner = QuarantineRunner(config, quarantine, facts.detection.platform)
     if quarantine is not None:
-        config.pluginmanager.register(runner, "pytest_accel.quarantine")
+        config.pluginmanager.register(runner, "pytest_accel:quarantine")
     if options.reruns or quarantine is not None or config.pluginmanager.has_plugin("rerunfailures"):
-        config.pluginmanager.register(StatusLetters(), "pytest_accel.status_letters")
+        config.pluginmanager.register(StatusLetters(), "pytest_accel:status_letters")
+    rerunner = None
     if options.reruns:
-        from pytest_accel.reruns import Rerunner
-
-        config.pluginmanager.register(Rerunner(config, options.reruns), "pytest_accel.reruns")
-    if hasattr(config, "workerinput"):
+        rerunner = Rerunner(config, options.reruns)
+        config.pluginmanager.register(rerunner, "pytest_accel:reruns")
+    if is_xdist_worker(config):
         return
     for flag, path in (("--flaky-history", options.history), ("--flaky-report", options.report)):
         if path:
@@ -361,7 +355,5 @@ def register_flaky(
                     load_history(path)  # malformed: stop before any test runs
             except InputError as exc:
                 raise pytest.UsageError(f"{flag}: {exc}") from None
-    plugin = FlakyPlugin(
-        config, options, detection, runner, key=env_key(detection, env_key_override)
-    )
-    config.pluginmanager.register(plugin, "pytest_accel.flaky")
+    plugin = FlakyPlugin(config, options, facts.detection, runner, key=facts.key, rerunner=rerunner)
+    config.pluginmanager.register(plugin, "pytest_accel:flaky")

@@ -1,8 +1,8 @@
-"""The ``--perf-record`` / ``--perf-baseline`` feature.
+"""The ``--perf-record`` / ``--perf-baseline`` feature's hooks.
 
-Registered in ``pytest_configure`` only when one of those options is on, and only in
-the process that owns the session (never in an xdist worker): it compares, warns and
-writes files from what the ``ResultsCollector`` gathered.
+Registered in ``pytest_configure`` only when one of those options is on.  In an xdist
+worker it only annotates reports; in the process that owns the session it compares,
+warns and writes files from what the ``ResultsCollector`` gathered.
 """
 
 from __future__ import annotations
@@ -10,36 +10,37 @@ from __future__ import annotations
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_accel import ci_output
-from pytest_accel.baseline import (
+from pytest_accel import github
+from pytest_accel.files import InputError, check_writable, gc_paused, write_atomic
+from pytest_accel.hardware.detection import Detection, framework_versions
+from pytest_accel.perf import output
+from pytest_accel.perf.baseline import (
     GROUPS,
     Baseline,
-    Timings,
     load_baseline,
-    passing_timings,
+    median_durations,
     samples_of,
     update_baseline_file,
 )
-from pytest_accel.detection import Detection, framework_versions
-from pytest_accel.options import PerfOptions
-from pytest_accel.records import (
+from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
+from pytest_accel.perf.options import PerfOptions
+from pytest_accel.perf.record import (
     RunInfo,
-    TimingTable,
-    aggregate,
+    Timings,
     encode_record,
-    env_key,
+    passing_timings,
     record_head,
     vcs_info,
 )
-from pytest_accel.regression import Comparison, Override, PerfRegressionWarning, compare
-from pytest_accel.results import ResultsCollector
-from pytest_accel.storage import InputError, gc_paused, write_atomic
+from pytest_accel.perf.regression import Comparison, Override, PerfRegressionWarning, compare
+from pytest_accel.perf.table import TimingTable, aggregate
+from pytest_accel.reports import fail_session, is_xdist_worker, warn
+from pytest_accel.session import durations_key, session_key, shard_key
 
 
 class PerfPlugin:
@@ -54,16 +55,15 @@ class PerfPlugin:
         detection: Detection,
         baseline: Baseline | None,
         *,
+        key: str,
         results: ResultsCollector,
-        shard: str | None = None,
     ) -> None:
         self.config = config
-        self.shard = shard  # "K/N" with --accel-shard
         self.options = options
         self.detection = detection
         self.baseline = baseline
         self.results = results
-        self.key = env_key(detection, options.env_key)
+        self.key = key
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
         self.commit: str | None = None
@@ -80,12 +80,10 @@ class PerfPlugin:
         self.started_monotonic = time.perf_counter()
         self.commit, self.branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
 
-    def location(self, nodeid: str) -> ci_output.Location | None:
+    def location(self, nodeid: str) -> github.Location | None:
         row = self.table.rows.get(nodeid)
         path = None if row is None else self.table.paths[row]
-        return (
-            None if row is None or path is None else ci_output.Location(path, self.table.lines[row])
-        )
+        return None if row is None or path is None else github.Location(path, self.table.lines[row])
 
     # --- at the end -------------------------------------------------------------------
 
@@ -122,31 +120,17 @@ class PerfPlugin:
             overrides,
         )
 
-    def _emit_warnings(self, comparison: Comparison) -> None:
+    def _emit_warnings(self, session: pytest.Session, comparison: Comparison) -> None:
+        """One PerfRegressionWarning per regression, at the test's file and line."""
+        escalated = 0
         for finding in comparison.regressions:
             location = self.location(finding.id)
-            message = warnings.WarningMessage(
-                PerfRegressionWarning(ci_output.describe(finding)),
-                PerfRegressionWarning,
-                location.path if location else str(self.options.baseline),
-                location.line or 0 if location else 0,
-            )
-            self.config.hook.pytest_warning_recorded.call_historic(
-                kwargs={
-                    "warning_message": message,
-                    "when": "runtest",
-                    "nodeid": finding.id if finding.kind == "test" else "",
-                    "location": None,
-                }
-            )
-
-    def _step_summary(self, comparison: Comparison, failing: bool) -> None:
-        if not ci_output.in_github_actions():
-            return
-        try:
-            ci_output.append_step_summary(ci_output.markdown(comparison, failing))
-        except OSError as exc:
-            sys.stderr.write(f"pytest-accel: could not append to GITHUB_STEP_SUMMARY: {exc}\n")
+            path = location.path if location else str(self.options.baseline)
+            line = location.line if location else None
+            if not warn(PerfRegressionWarning(output.describe(finding)), path, line):
+                escalated += 1
+        if escalated:
+            fail_session(session, f"{escalated} PerfRegressionWarning(s) turned into errors by -W")
 
     def record_head(self, exitstatus: int) -> dict[str, Any]:
         run = RunInfo(
@@ -154,7 +138,7 @@ class PerfPlugin:
             duration=time.perf_counter() - self.started_monotonic,
             commit=self.commit,
             branch=self.branch,
-            shard=self.shard,
+            shard=self.config.stash.get(shard_key, None),
             workers=len(self.results.workers),
             exitstatus=int(exitstatus),
         )
@@ -174,13 +158,17 @@ class PerfPlugin:
             self._finish(session)
 
     def _finish(self, session: pytest.Session) -> None:
-        self.results.folded_table()
+        self.results.session_table()
         self.comparison = self._compare()
         if self.comparison is not None:
-            self._emit_warnings(self.comparison)
-            self._step_summary(self.comparison, self.failing)
-            if self.failing and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            self._emit_warnings(session, self.comparison)
+            summary = github.job_summary(self.config)
+            if summary is not None:
+                summary.add(output.summary_section(self.comparison, self.failing))
+            if self.failing:
+                fail_session(
+                    session, f"{len(self.comparison.regressions)} regression(s) with --perf-fail"
+                )
         if self.options.record:
             try:
                 write_atomic(
@@ -219,20 +207,20 @@ class PerfPlugin:
                 )
             elif self.baseline is not None and self.baseline.for_key(self.key) is None:
                 terminalreporter.write_line(
-                    ci_output.missing_env_line(comparison, str(self.options.baseline))
+                    output.missing_env_line(comparison, str(self.options.baseline))
                 )
             else:
-                for row in ci_output.terminal_rows(comparison, self.options.top):
+                for row in output.terminal_rows(comparison, self.options.top):
                     terminalreporter.write_line(row, red=row.startswith("REGRESSION"))
                 terminalreporter.write_line(
-                    ci_output.summary_line(comparison, self.failing),
+                    output.summary_line(comparison, self.failing),
                     red=bool(comparison.regressions),
                     green=not comparison.regressions,
                 )
-            if ci_output.in_github_actions():
+            if github.in_github_actions():
                 # Workflow commands are read from the job's stdout, which is where the
                 # terminal writer goes.
-                for line in ci_output.workflow_commands(comparison, self.location):
+                for line in output.workflow_commands(comparison, self.location):
                     terminalreporter.write_line(line)
         if self.options.record and self.write_error is None:
             terminalreporter.write_line(
@@ -251,3 +239,48 @@ def load_for_session(options: PerfOptions) -> Baseline | None:
         return load_baseline(options.baseline)
     except InputError as exc:
         raise pytest.UsageError(f"--perf-baseline: {exc}") from None
+
+
+def register_feature(config: pytest.Config, options: PerfOptions) -> None:
+    facts = config.stash[session_key]
+    if options.baseline is not None:
+        _publish_durations(config, options, facts.key)
+    if is_xdist_worker(config):
+        # Workers only annotate reports; the controller compares and writes.
+        config.pluginmanager.register(NodeInfoSender(), "pytest_accel:node_info")
+        return
+    if options.record:
+        try:
+            check_writable(options.record)
+        except InputError as exc:
+            raise pytest.UsageError(f"--perf-record: {exc}") from None
+    baseline = config.stash[baseline_key] = load_for_session(options)
+    results = ResultsCollector(config)
+    config.pluginmanager.register(results, "pytest_accel:results")
+    plugin = PerfPlugin(config, options, facts.detection, baseline, key=facts.key, results=results)
+    config.pluginmanager.register(plugin, "pytest_accel:perf")
+
+
+baseline_key = pytest.StashKey[Baseline | None]()
+
+
+def _publish_durations(config: pytest.Config, options: PerfOptions, key: str) -> None:
+    """Expected durations for sharding, loaded only if something asks (an xdist worker
+    that shards reads the baseline itself; the controller reuses its own)."""
+    path = options.baseline
+    assert path is not None
+
+    def durations() -> dict[str, float]:
+        if baseline_key in config.stash:
+            baseline = config.stash[baseline_key]
+        elif os.path.exists(path):
+            try:
+                baseline = config.stash[baseline_key] = load_baseline(path)
+            except InputError as exc:
+                raise pytest.UsageError(f"--perf-baseline: {exc}") from None
+        else:
+            baseline = None
+        env = baseline.for_key(key) if baseline is not None else None
+        return {} if env is None else median_durations(env)
+
+    config.stash[durations_key] = durations

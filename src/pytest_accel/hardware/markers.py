@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pytest_accel.detection import Detection, platform_matches
+from pytest_accel.hardware.detection import Detection, platform_matches
 
 MARKERS: dict[str, str] = {
     "accel": (

@@ -1,9 +1,9 @@
-"""What a session's tests did: its reports by status (``report_stats``, read by the
-flaky features) and, for the timing features, every report folded into a ``TimingTable``.
+"""What a session's tests took: every report added to a ``TimingTable``.
 
 Reports are read once, at session end, from the terminal reporter, which keeps them
-all.  Under pytest-xdist the workers attach each test's class, module, worker id and
-``perf`` marker to its setup report (reports are what xdist sends to the controller).
+all (``reports.report_stats``).  Under pytest-xdist the workers attach each test's
+class, module, worker id and ``perf`` marker to its setup report (reports are what
+xdist sends to the controller).
 """
 
 from __future__ import annotations
@@ -13,7 +13,16 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.records import TimingTable, xdist_worker_id
+from pytest_accel.perf.table import TimingTable
+from pytest_accel.reports import (
+    QUARANTINED_ATTR,
+    RERUN_TEARDOWN_ATTR,
+    Parents,
+    node_parents,
+    report_stats,
+    reports_are_relayed,
+    xdist_worker_id,
+)
 
 # The report attribute that carries collection-tree facts from a worker to the controller.
 NODE_INFO_ATTR = "pytest_accel_node"
@@ -47,9 +56,6 @@ def perf_mark(item: pytest.Item, mark: pytest.Mark) -> PerfMark:
     )
 
 
-Parents = tuple[str | None, str | None]  # class node id, module node id
-
-
 @dataclass
 class CollectedNodes:
     """What the collection tree says about each test, computed once per session."""
@@ -66,34 +72,20 @@ class CollectedNodes:
 
 
 def collect_nodes(items: list[pytest.Item]) -> CollectedNodes:
-    """Class and module node ids (unittest classes included) and ``perf`` marks.
-
-    One tree lookup per parent node; a test's own marks are checked directly, its
-    parents' once per parent.
-    """
-    by_parent: dict[int, tuple[Parents, PerfMark | None]] = {}
-    nodes = CollectedNodes()
+    """Class and module node ids and ``perf`` marks: a test's own marks are checked
+    directly, its parents' once per parent."""
+    nodes = CollectedNodes(parents=node_parents(items))
+    inherited: dict[int, PerfMark | None] = {}
     for item in items:
         parent = item.parent
-        cached = by_parent.get(id(parent))
-        if cached is None:
-            cls = item.getparent(pytest.Class)
-            module = item.getparent(pytest.Module)
-            parents = (
-                cls.nodeid if cls is not None else None,
-                module.nodeid if module is not None else None,
-            )
-            inherited = parent.get_closest_marker("perf") if parent is not None else None
-            cached = by_parent[id(parent)] = (
-                parents,
-                perf_mark(item, inherited) if inherited is not None else None,
-            )
-        parents, inherited_mark = cached
-        nodes.parents[item.nodeid] = parents
+        key = id(parent)
+        if key not in inherited:
+            mark = parent.get_closest_marker("perf") if parent is not None else None
+            inherited[key] = perf_mark(item, mark) if mark is not None else None
         own = next((m for m in item.own_markers if m.name == "perf"), None)
-        mark = perf_mark(item, own) if own is not None else inherited_mark
-        if mark is not None:
-            nodes.marks[item.nodeid] = mark
+        found = perf_mark(item, own) if own is not None else inherited[key]
+        if found is not None:
+            nodes.marks[item.nodeid] = found
     return nodes
 
 
@@ -123,51 +115,6 @@ def _chronological(report: pytest.TestReport) -> tuple[float, int]:
     return start, _PHASES.get(report.when or "", 3)
 
 
-# Set by the flaky feature: the teardown time of an attempt that was rerun (its
-# teardown report is not logged), and the real outcome of a quarantined failure.
-RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
-QUARANTINED_ATTR = "pytest_accel_quarantined"
-
-
-def reports_are_relayed(config: pytest.Config) -> bool:
-    """Whether reports may come from xdist workers (this is the controller's session)."""
-    return config.pluginmanager.has_plugin("dsession") or bool(
-        getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)
-    )
-
-
-def report_stats(config: pytest.Config) -> dict[str, list[Any]]:
-    """The session's reports by status category: the terminal reporter keeps them all
-    (pytest-xdist's relayed ones included), so reading them at the end costs nothing per
-    test; without it (``-p no:terminal``) a listener keeps them the same way."""
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None:
-        stats: dict[str, list[Any]] = terminal.stats
-        return stats
-    listener = config.pluginmanager.get_plugin("pytest_accel.stats")
-    if listener is None:
-        listener = StatsListener(config)
-        config.pluginmanager.register(listener, "pytest_accel.stats")
-    return listener.stats
-
-
-class StatsListener:
-    """Keeps reports by status category, as the terminal reporter does."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.stats: dict[str, list[Any]] = {}
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
-        if status:
-            category = status[0]
-        else:  # the terminal plugin's own fallback is gone with it
-            failed_phase = report.failed and report.when != "call"
-            category = "error" if failed_phase else report.outcome
-        self.stats.setdefault(category, []).append(report)
-
-
 class ResultsCollector:
     """Runs in the process that owns the session and folds its reports into a table."""
 
@@ -179,7 +126,7 @@ class ResultsCollector:
         # Filled at collection when this process runs the tests itself (no xdist).
         self.nodes = CollectedNodes()
         self.stats: dict[str, list[Any]] = {}
-        self.folded = False
+        self.complete = False
         self.relayed = reports_are_relayed(config)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -200,7 +147,7 @@ class ResultsCollector:
         if mark is not None:
             self.marks[table.nodeids[row]] = mark
 
-    def fold(self, report: pytest.TestReport) -> None:
+    def add_report(self, report: pytest.TestReport) -> None:
         """Add one report (one phase of one attempt of one test) to the table."""
         nodeid = report.nodeid
         table = self.table
@@ -232,9 +179,9 @@ class ResultsCollector:
         if rerun_teardown:
             table.teardowns[row] += rerun_teardown
 
-    def folded_table(self) -> TimingTable:
-        """The table with every report of the session in it (folded once, at the end)."""
-        if not self.folded:
+    def session_table(self) -> TimingTable:
+        """The table with every report of the session in it (added once, at the end)."""
+        if not self.complete:
             reports = [
                 report
                 for group in self.stats.values()
@@ -243,6 +190,6 @@ class ResultsCollector:
             ]
             reports.sort(key=_chronological)
             for report in reports:
-                self.fold(report)
-        self.folded = True
+                self.add_report(report)
+        self.complete = True
         return self.table

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_accel.detection import PROBE_TIMEOUT, Detection, platform_matches
+from pytest_accel.hardware.detection import PROBE_TIMEOUT, Detection, platform_matches
 
 _PROBE_SCRIPT = r"""
 import json, sys
@@ -162,3 +162,9 @@ def confirmed_detection(detection: Detection, confirmed: Detection) -> Detection
         f"{detection.source}, confirmed by jax",
         (*detection.evidence, *confirmed.evidence),
     )
+
+
+def probe_and_confirm(requested: str, detection: Detection, timeout: float) -> Detection:
+    """Run the probe and return ``detection`` as JAX confirms it (or ProbeError)."""
+    result = run_jax_probe(timeout=timeout)
+    return confirmed_detection(detection, confirm(requested, result))

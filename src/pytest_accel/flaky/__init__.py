@@ -1,0 +1,17 @@
+"""Flaky tests: reruns, quarantine lists, the cross-run history and the flaky share."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_accel.flaky.options import OPTIONS, resolve
+
+__all__ = ["OPTIONS", "register"]
+
+
+def register(config: pytest.Config) -> None:
+    options = resolve(config)
+    if options.enabled:
+        from pytest_accel.flaky.plugin import register_feature
+
+        register_feature(config, options)

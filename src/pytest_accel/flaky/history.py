@@ -1,0 +1,198 @@
+"""Cross-run flaky history: the last outcomes of each test, per hardware key.
+
+Outcomes are letters, oldest first: ``P`` passed, ``F`` failed (the run's final
+outcome), ``K`` passed after a rerun (flaky within the run).  Skipped tests add
+nothing.  Read, validated and written only here (one locked read-add-replace of the file);
+the format is in docs/flaky.md, the rules that read it in ``classify``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_accel.files import InputError, check_header, read_json, update_locked
+from pytest_accel.reports import FAILING
+
+HISTORY_SCHEMA = "pytest-accel/flaky-history"
+HISTORY_VERSION = 1
+DEFAULT_WINDOW = 50
+PASSED, FAILED, FLAKY = "P", "F", "K"
+_LETTERS = PASSED + FAILED + FLAKY
+
+
+def outcome_letter(outcome: str, earlier: Iterable[str] = ()) -> str | None:
+    """A test's letter for one run: its final outcome, and whether it needed a rerun."""
+    if outcome in FAILING:
+        return FAILED
+    if outcome != "passed":
+        return None  # skipped, xfailed, xpassed: nothing learned
+    return FLAKY if any(o in FAILING for o in earlier) else PASSED
+
+
+@dataclass
+class EnvHistory:
+    platform: str | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)  # the last `window` runs
+    tests: dict[str, str] = field(default_factory=dict)  # node id -> letters, oldest first
+
+
+@dataclass
+class History:
+    window: int = DEFAULT_WINDOW
+    envs: dict[str, EnvHistory] = field(default_factory=dict)
+
+
+def add_run(
+    history: History,
+    key: str,
+    *,
+    platform: str | None,
+    outcomes: Mapping[str, str],
+    run: Mapping[str, Any],
+    window: int,
+) -> None:
+    """Append one run's letters under ``key``, keeping the last ``window`` of each test."""
+    history.window = window
+    env = history.envs.setdefault(key, EnvHistory())
+    env.platform = platform or env.platform
+    env.runs = [*env.runs, dict(run)][-window:]
+    tests = env.tests
+    for test, letter in outcomes.items():
+        tests[test] = (tests.get(test, "") + letter)[-window:]
+    if any(len(letters) > window for letters in tests.values()):  # a smaller window
+        for test, letters in tests.items():
+            tests[test] = letters[-window:]
+
+
+def to_json(history: History) -> dict[str, Any]:
+    return {
+        "schema": HISTORY_SCHEMA,
+        "version": HISTORY_VERSION,
+        "window": history.window,
+        "envs": {
+            key: {"platform": env.platform, "runs": env.runs, "tests": env.tests}
+            for key, env in sorted(history.envs.items())
+        },
+    }
+
+
+def parse_history(path: str, data: Any) -> History:
+    """Validate a history file; unknown fields are ignored (a newer minor writer)."""
+    check_header(
+        path,
+        data,
+        schema=HISTORY_SCHEMA,
+        supported=HISTORY_VERSION,
+        what="a pytest-accel flaky history",
+    )
+    window = data.get("window", DEFAULT_WINDOW)
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise InputError(path, f"'window' must be a positive integer, got {window!r}")
+    envs = data.get("envs", {})
+    if not isinstance(envs, dict):
+        raise InputError(path, f"'envs' must be an object, got {type(envs).__name__}")
+    history = History(window)
+    for key, raw in envs.items():
+        history.envs[key] = _parse_env(path, key, raw)
+    return history
+
+
+def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
+    where = f"envs[{key!r}]"
+    if not isinstance(raw, dict):
+        raise InputError(path, f"{where} must be an object, got {type(raw).__name__}")
+    platform = raw.get("platform")
+    if platform is not None and not isinstance(platform, str):
+        raise InputError(path, f"{where}.platform must be a string, got {platform!r}")
+    runs = raw.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise InputError(path, f"{where}.runs must be a list of objects")
+    tests = raw.get("tests", {})
+    if not isinstance(tests, dict):
+        raise InputError(path, f"{where}.tests must be an object, got {type(tests).__name__}")
+    for test, letters in tests.items():
+        if not isinstance(letters, str) or letters.strip(_LETTERS):
+            raise InputError(
+                path,
+                f"{where}.tests[{test!r}] must be a string of P, F and K (oldest first),"
+                f" got {letters!r}",
+            )
+    return EnvHistory(platform, runs, tests)
+
+
+def load_history(path: str | os.PathLike[str]) -> History:
+    return parse_history(os.fspath(path), read_json(path))
+
+
+def update_history_file(
+    path: str | os.PathLike[str],
+    runs: Sequence[tuple[str, str | None, Mapping[str, str], Mapping[str, Any]]],
+    window: int,
+) -> History:
+    """Fold runs ``(key, platform, letters, run info)`` in under ``PATH.lock``.
+
+    Read, fold and atomic replace happen while holding the lock, so parallel jobs
+    updating one history lose no run.  A missing file is created.
+    """
+
+    def fold_runs(history: History) -> None:
+        for key, platform, outcomes, run in runs:
+            add_run(history, key, platform=platform, outcomes=outcomes, run=run, window=window)
+
+    return update_locked(path, load_history, lambda: History(window), fold_runs, to_json)
+
+
+def letters_from_record(path: str, tests: Mapping[str, Any]) -> dict[str, str]:
+    """A record's tests as one run's letters (its ``attempts`` tell a rerun pass)."""
+    letters = {}
+    for test, entry in tests.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
+            raise InputError(path, f"tests[{test!r}].outcome: expected a string")
+        attempts = entry.get("attempts") or []
+        if not isinstance(attempts, list):
+            raise InputError(path, f"tests[{test!r}].attempts: expected a list")
+        earlier = [a.get("outcome", "") for a in attempts[:-1] if isinstance(a, dict)]
+        letter = outcome_letter(entry["outcome"], earlier)
+        if letter is not None:
+            letters[test] = letter
+    return letters
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """One run read from a timing record, as the history would have folded it."""
+
+    started: str
+    source: str
+    key: str
+    platform: str | None
+    letters: Mapping[str, str]
+
+
+def combine(
+    histories: Sequence[History], runs: Sequence[RecordedRun], window: int | None = None
+) -> History:
+    """Histories and recorded runs as one history: histories for the same key are joined
+    in the order given, then the runs are folded in the order they started."""
+    combined = History(window or DEFAULT_WINDOW)
+    for history in histories:
+        combined.window = window or max(combined.window, history.window)
+        for key, env in history.envs.items():
+            target = combined.envs.setdefault(key, EnvHistory(env.platform))
+            target.platform = target.platform or env.platform
+            target.runs = [*target.runs, *env.runs][-combined.window :]
+            for test, letters in env.tests.items():
+                target.tests[test] = (target.tests.get(test, "") + letters)[-combined.window :]
+    for run in sorted(runs, key=lambda r: r.started):
+        add_run(
+            combined,
+            run.key,
+            platform=run.platform,
+            outcomes=run.letters,
+            run={"started": run.started or None, "source": run.source},
+            window=combined.window,
+        )
+    return combined

@@ -1,0 +1,116 @@
+"""What a run's flaky findings look like: the terminal section and the job summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pytest_accel.flaky.findings import Findings
+from pytest_accel.github import Section, escape_cell
+
+
+def summary_line(findings: Findings) -> str:
+    share = findings.share
+    line = (
+        f"flaky: {share.flaky} of {share.tests} test(s) ({share.pct:.2f}%) on {findings.platform}"
+    )
+    if findings.max_pct is not None:
+        verdict = "over the limit: exit status 1" if findings.over_limit else "within"
+        line += f"; --flaky-max-pct {findings.max_pct:g}: {verdict}"
+    if findings.quarantined:
+        line += f"; {len(findings.quarantined)} quarantined failure(s) did not fail the run"
+    return line
+
+
+def terminal_lines(findings: Findings, top: int = 20) -> list[str]:
+    lines = []
+    for test, attempts in findings.flaky:
+        lines.append(f"FLAKY {test} ({len(attempts)} attempts: {', '.join(attempts)})")
+    for q in findings.quarantined:
+        detail = f" - {q.message}" if q.message else ""
+        lines.append(
+            f"QUARANTINED {q.entry.describe() if q.entry.test == q.test else q.test}"
+            f" [{q.outcome}]{detail}"
+        )
+    notes = [
+        f"passed while quarantined, candidate for removal: {q.test}" for q in findings.candidates
+    ]
+    notes += [
+        f"expired quarantine entry (since {e.expires}; its failures count again): {e.test}"
+        for e in findings.expired
+    ]
+    notes += [
+        f"stale quarantine entry (matches no collected test): {e.test}" for e in findings.stale
+    ]
+    lines += notes[:top]
+    if len(notes) > top:
+        lines.append(f"... and {len(notes) - top} more quarantine notes (see --flaky-report)")
+    shown = findings.across_runs[:top]
+    for v in shown:
+        lines.append(
+            f"{v.status} across runs: {v.test}: failed {v.failures} of {v.runs} run(s)"
+            + (f", flaky in {v.flaky_runs}" if v.flaky_runs else "")
+            + f", flip rate {v.flip_rate:.2f}"
+        )
+    if len(findings.across_runs) > len(shown):
+        lines.append(f"... and {len(findings.across_runs) - len(shown)} more (see --flaky-report)")
+    lines.append(summary_line(findings))
+    return lines
+
+
+def summary_section(findings: Findings) -> Section:
+    """The job-summary section: the flaky share, then one row per flaky, quarantined or
+    across-runs finding; node ids are escaped for table cells."""
+    share = findings.share
+    head = [
+        "### pytest-accel flaky tests",
+        "",
+        f"{share.flaky} of {share.tests} test(s) flaky ({share.pct:.2f}%) on"
+        f" `{escape_cell(findings.platform)}`"
+        + (f", limit {findings.max_pct:g}%" if findings.max_pct is not None else ""),
+        "",
+    ]
+    rows = [("flaky", t, f"{len(a)} attempts") for t, a in findings.flaky]
+    rows += [("quarantined", q.test, q.message or q.outcome) for q in findings.quarantined]
+    rows += [(v.status, v.test, f"failed {v.failures}/{v.runs} runs") for v in findings.across_runs]
+    if not rows:
+        return Section(head)
+    head += ["| status | test | detail |", "| --- | --- | --- |"]
+    return Section(head, [f"| {s} | {escape_cell(t)} | {escape_cell(d)} |" for s, t, d in rows])
+
+
+def analysis_text(report: Mapping[str, object], *, markdown: bool) -> str:
+    """``pytest-accel flaky``: per key, the flaky and broken tests; per platform, the share."""
+    envs = report["envs"]
+    assert isinstance(envs, dict)
+    lines = ["### pytest-accel flaky tests", ""] if markdown else []
+    for key, env in envs.items():
+        lines.append(
+            f"{key} ({env['runs']} run(s), {env['tests']} test(s)):"
+            f" {len(env['flaky'])} flaky, {len(env['broken'])} broken"
+        )
+        rows = [("flaky", v) for v in env["flaky"]] + [("broken", v) for v in env["broken"]]
+        if markdown and rows:
+            lines += ["", "| status | test | failed | flip rate |", "| --- | --- | ---: | ---: |"]
+        for status, v in rows:
+            detail = f"{v['failures']} of {v['runs']}"
+            if markdown:
+                lines.append(
+                    f"| {status} | {escape_cell(v['test'])} | {detail} | {v['flip_rate']:.2f} |"
+                )
+            else:
+                lines.append(
+                    f"  {status:<6} {v['test']}  failed {detail} run(s)"
+                    + (f", flaky in {v['flaky_runs']}" if v["flaky_runs"] else "")
+                    + f", flip rate {v['flip_rate']:.2f}"
+                )
+        if markdown:
+            lines.append("")
+    shares = report["flaky_pct"]
+    assert isinstance(shares, dict)
+    limit = report.get("max_pct")
+    for platform, pct in shares.items():
+        verdict = ""
+        if isinstance(limit, (int, float)):
+            verdict = f" (over --max-pct {limit:g})" if pct > limit else f" (within {limit:g})"
+        lines.append(f"flaky_pct {platform}: {pct:.2f}%{verdict}")
+    return "\n".join(lines) + "\n"

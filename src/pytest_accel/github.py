@@ -1,0 +1,160 @@
+"""GitHub Actions: escaping, workflow-command annotations and the job summary.
+
+Test ids are user data: a parametrize id can hold ``::warning::``, ``%0A``, newlines or
+``|``.  Everything that reaches a workflow command is escaped as GitHub's toolkit does,
+and everything in Markdown is escaped for a table cell.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import pytest
+
+MAX_ANNOTATIONS = 10
+MAX_SUMMARY_BYTES = 900 * 1024
+
+
+class Location(NamedTuple):
+    path: str
+    line: int | None
+
+
+def in_github_actions(environ: Mapping[str, str] | None = None) -> bool:
+    environ = os.environ if environ is None else environ
+    return environ.get("GITHUB_ACTIONS") == "true"
+
+
+def escape_data(text: str) -> str:
+    """A workflow command's message: ``%``, CR and LF."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A workflow command's property value: also ``:`` and ``,``."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+_MARKDOWN_PUNCTUATION = "\\`*_[]|#~!"
+
+
+def escape_cell(text: str) -> str:
+    """A Markdown table cell: no line breaks, no column breaks, no markup, no HTML."""
+    text = text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "".join(f"\\{c}" if c in _MARKDOWN_PUNCTUATION else c for c in text)
+
+
+def annotation(level: str, message: str, where: Location | None, title: str) -> str:
+    """A ``::warning``/``::error`` workflow command, every part escaped."""
+    props = []
+    if where is not None:
+        props.append(f"file={escape_property(where.path)}")
+        if where.line is not None:
+            props.append(f"line={where.line}")
+    props.append(f"title={escape_property(title)}")
+    return f"::{level} {','.join(props)}::{escape_data(message)}"
+
+
+@dataclass
+class Section:
+    """One part of the job summary: its head is always written, its rows as far as the
+    budget allows, then a note of how many were left out."""
+
+    head: list[str]
+    rows: list[str] = field(default_factory=list)
+    tail: list[str] = field(default_factory=list)
+
+    def render(self, allowance: int | None = None) -> str:
+        lines = list(self.head)
+        if allowance is None:
+            lines += self.rows
+        else:
+            used = 0
+            for index, row in enumerate(self.rows):
+                used += len(row.encode()) + 1
+                if used > allowance:
+                    omitted = len(self.rows) - index
+                    lines += [
+                        "",
+                        f"*{omitted} more row(s) left out to keep the job summary"
+                        " under GitHub's size limit.*",
+                    ]
+                    break
+                lines.append(row)
+        return "\n".join([*lines, *self.tail]) + "\n\n"
+
+
+def fit(sections: list[Section], budget: int) -> str:
+    """The sections as Markdown within ``budget`` bytes: heads and tails first, then the
+    rows shared out fairly (a section that needs less leaves the rest to the others)."""
+    fixed = sum(len(Section(s.head, [], s.tail).render().encode()) for s in sections)
+    note = 120  # the "rows left out" line
+    left = max(0, budget - fixed - note * len(sections))
+    needs = [sum(len(row.encode()) + 1 for row in s.rows) for s in sections]
+    allowance = [0] * len(sections)
+    for position, index in enumerate(sorted(range(len(sections)), key=needs.__getitem__)):
+        share = left // (len(sections) - position)
+        allowance[index] = min(needs[index], share)
+        left -= allowance[index]
+    return "".join(
+        s.render(None if allowance[i] >= needs[i] else allowance[i]) for i, s in enumerate(sections)
+    )
+
+
+class JobSummary:
+    """Every section the plugin appends to ``$GITHUB_STEP_SUMMARY`` in one run, written
+    once at the end under one budget (what the step already wrote counts too)."""
+
+    def __init__(self, path: str, budget: int = MAX_SUMMARY_BYTES) -> None:
+        self.path = path
+        self.budget = budget
+        self.sections: list[Section] = []
+
+    def add(self, section: Section) -> None:
+        self.sections.append(section)
+
+    def write(self) -> None:
+        if not self.sections:
+            return
+        try:
+            existing = os.path.getsize(self.path)
+        except OSError:
+            existing = 0
+        text = fit(self.sections, self.budget - existing)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+summary_key = pytest.StashKey[JobSummary]()
+
+
+def job_summary(config: pytest.Config) -> JobSummary | None:
+    """The run's job summary under GitHub Actions (None elsewhere); features add sections
+    and ``write_job_summary`` writes them once, after all of them."""
+    if not in_github_actions():
+        return None
+    found = config.stash.get(summary_key, None)
+    if found is None:
+        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if not path:
+            return None
+        found = config.stash[summary_key] = JobSummary(path)
+    return found
+
+
+def write_job_summary(session: pytest.Session) -> None:
+    summary = session.config.stash.get(summary_key, None)
+    if summary is None:
+        return
+    try:
+        summary.write()
+    except OSError as exc:
+        sys.stderr.write(
+            f"pytest-accel: could not append to GITHUB_STEP_SUMMARY {summary.path}:"
+            f" {exc.strerror or exc}\n"
+        )

@@ -1,0 +1,157 @@
+"""The hardware feature's hooks: the built-in detectors, device variables for the test
+processes, the header line, and marker-based skipping and deselection.
+
+Always on: every run detects and selects.  The logic is in ``detection`` and
+``markers``; the policy (what an explicit request demands) in ``pytest_accel.session``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import pytest
+
+from pytest_accel import session
+from pytest_accel.hardware.builtin import detect_builtin
+from pytest_accel.hardware.detection import (
+    Detection,
+    DetectionContext,
+    cpu_detection,
+    framework_versions,
+    platform_matches,
+)
+from pytest_accel.hardware.markers import (
+    MARKERS,
+    RUN,
+    SELECTION_MARKERS,
+    MarkerError,
+    Verdict,
+    evaluate_marks,
+)
+from pytest_accel.settings import early_setting, parse_positive_int
+
+verdict_key = pytest.StashKey[Verdict]()
+_XLA_HOST_COUNT = re.compile(r"--xla_force_host_platform_device_count=\d+")
+
+
+class BuiltinDetector:
+    """The first detectors asked: framework selectors, masks and system probes."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_accel_detect(self, context: DetectionContext) -> Detection | None:
+        return detect_builtin(context)
+
+
+class CpuFallback:
+    """The last detector: no accelerator answered, so the run is on CPU."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_accel_detect(self, context: DetectionContext) -> Detection:
+        return cpu_detection(context)
+
+
+def register_detectors(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Third-party detectors sit between these two (``hookspecs``)."""
+    pluginmanager.register(BuiltinDetector(), "pytest_accel_builtin_detector")
+    pluginmanager.register(CpuFallback(), "pytest_accel_cpu_fallback")
+
+
+def set_cpu_devices(early_config: pytest.Config) -> None:
+    """``--accel-cpu-devices``: before conftests (which may import jax) are loaded."""
+    value = early_setting(early_config, session.option("--accel-cpu-devices"))
+    if not value:
+        return
+    count = parse_positive_int("--accel-cpu-devices", value)
+    flags = _XLA_HOST_COUNT.sub("", os.environ.get("XLA_FLAGS", "")).strip()
+    flag = f"--xla_force_host_platform_device_count={count}"
+    session.set_env(
+        early_config, {"JAX_NUM_CPU_DEVICES": str(count), "XLA_FLAGS": f"{flags} {flag}".strip()}
+    )
+
+
+def header_line(facts: session.Session) -> str:
+    detection, requested = facts.detection, facts.options.requested
+    line = f"accel: {detection.describe()}"
+    if requested and not platform_matches(requested, detection.platform):
+        line += f" (requested {requested}: missing, its tests skip)"
+    versions = framework_versions()
+    for name in ("jax", "torch"):
+        if name in versions:
+            line += f"; {name} {versions[name]}"
+    return line
+
+
+Marks = tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...]
+
+
+def _own_selection_marks(node: pytest.Item | pytest.Collector) -> Marks:
+    return tuple(
+        (m.name, m.args, dict(m.kwargs)) for m in node.own_markers if m.name in SELECTION_MARKERS
+    )
+
+
+def _inherited_marks(node: pytest.Collector | None, cache: dict[int, Marks]) -> Marks:
+    """Selection marks of a collector and its parents, closest first, once per collector.
+
+    Equivalent to ``item.iter_markers()`` without rebuilding each item's parent chain:
+    ten thousand tests share a few hundred classes and modules.
+    """
+    if node is None:
+        return ()
+    marks = cache.get(id(node))
+    if marks is None:
+        marks = _own_selection_marks(node) + _inherited_marks(node.parent, cache)
+        cache[id(node)] = marks
+    return marks
+
+
+class Selection:
+    """Skips (or with ``--accel-only`` deselects) what cannot run on this hardware."""
+
+    def __init__(self, facts: session.Session) -> None:
+        self.facts = facts
+
+    def pytest_report_header(self) -> str:
+        return header_line(self.facts)
+
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        detection, options = self.facts.detection, self.facts.options
+        targets_accelerator = self.facts.targets_accelerator
+        kept: list[pytest.Item] = []
+        deselected: list[pytest.Item] = []
+        cache: dict[int, Marks] = {}
+        for item in items:
+            marks = _own_selection_marks(item) + _inherited_marks(item.parent, cache)
+            try:
+                verdict = (
+                    evaluate_marks(
+                        marks,
+                        detection,
+                        options.known_platforms,
+                        targets_accelerator=targets_accelerator,
+                    )
+                    if marks
+                    else RUN
+                )
+            except MarkerError as exc:
+                raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+            item.stash[verdict_key] = verdict
+            if options.only and not verdict.targets_platform(detection.platform):
+                deselected.append(item)
+                continue
+            if verdict.skip_reason is not None:
+                item.add_marker(pytest.mark.skip(reason=verdict.skip_reason))
+            kept.append(item)
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = kept
+
+
+def register(config: pytest.Config) -> None:
+    for text in MARKERS.values():
+        config.addinivalue_line("markers", text)
+    config.pluginmanager.register(Selection(session.get(config)), "pytest_accel:selection")

@@ -1,0 +1,220 @@
+"""The timing feature's options and the switch that registers it.
+
+Rule options are validated here without importing the rule (or numpy), so every run
+can afford it; the rule itself is built only when there is something to compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_accel import session
+from pytest_accel.settings import (
+    OptionGroup,
+    OptionSpec,
+    choices_error,
+    parse_non_negative_float,
+    parse_positive_float,
+    parse_positive_int,
+    raw_setting,
+    spec_in,
+)
+
+if TYPE_CHECKING:
+    from pytest_accel.perf.regression import Rule
+
+DEFAULT_TOP = 20
+DEFAULT_WINDOW = 20
+
+OPTIONS = OptionGroup(
+    "perf",
+    "Timing records and baselines",
+    "timing records and baselines (pytest-accel)",
+    (
+        OptionSpec(
+            "--perf-record",
+            "Write this run's timing record (JSON) to PATH when the session ends, also after"
+            " failures and Ctrl-C.",
+            metavar="PATH",
+        ),
+        session.ENV_KEY_OPTION,
+        OptionSpec(
+            "--perf-baseline",
+            "Compare this run's timings with PATH: a baseline file, a record, or a"
+            " pytest-split .test_durations map.",
+            metavar="PATH",
+        ),
+        OptionSpec(
+            "--perf-threshold",
+            "A regression is slower than median x RATIO (default 1.2).",
+            metavar="RATIO",
+            default="1.2",
+        ),
+        OptionSpec(
+            "--perf-min-delta",
+            "... and slower than the median by at least SECONDS (default 0.05).",
+            metavar="SECONDS",
+            default="0.05",
+        ),
+        OptionSpec(
+            "--perf-min-duration",
+            "... and takes at least SECONDS now (default 0.1).",
+            metavar="SECONDS",
+            default="0.1",
+        ),
+        OptionSpec(
+            "--perf-min-samples",
+            "Samples needed before the noise (MAD) test applies (default 3).",
+            metavar="N",
+            default="3",
+        ),
+        OptionSpec(
+            "--perf-mad-k",
+            "... which requires a robust z-score of log durations above K (default 4.5; 0.6"
+            " K for a change of 1.5x or more).",
+            metavar="K",
+            default="4.5",
+        ),
+        OptionSpec(
+            "--perf-normalize",
+            "on (default): with 20+ tests compared, divide timings by the runner's overall"
+            " speed before judging tests, classes and modules; off.",
+            metavar="MODE",
+            default="on",
+        ),
+        OptionSpec(
+            "--perf-top", "Rows in the terminal section (default 20).", metavar="N", default="20"
+        ),
+        OptionSpec(
+            "--perf-fail",
+            "Exit with status 1 when anything regressed.",
+            is_flag=True,
+            default="off",
+        ),
+        OptionSpec(
+            "--perf-update-baseline",
+            "Fold this run's passing timings into the --perf-baseline file (created on first"
+            " use), under a file lock.",
+            is_flag=True,
+            default="off",
+        ),
+        OptionSpec(
+            "--perf-window",
+            "Samples kept per test when updating the baseline (default 20).",
+            metavar="N",
+            default="20",
+        ),
+    ),
+)
+RULE_FLAGS = (
+    "--perf-threshold",
+    "--perf-min-delta",
+    "--perf-min-duration",
+    "--perf-min-samples",
+    "--perf-mad-k",
+    "--perf-normalize",
+)
+
+
+def option(flag: str) -> OptionSpec:
+    return spec_in(OPTIONS.specs, flag)
+
+
+@dataclass(frozen=True)
+class PerfOptions:
+    record: str | None
+    baseline: str | None
+    rule_settings: Mapping[str, float | int | bool]
+    top: int
+    fail: bool
+    update_baseline: bool
+    window: int
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.record or self.baseline)
+
+    @property
+    def rule(self) -> Rule:
+        return build_rule(self.rule_settings)
+
+
+def rule_settings(values: Mapping[str, object]) -> dict[str, float | int | bool]:
+    """Validated rule options keyed by ``Rule`` field, from values keyed by flag; only
+    those that were given."""
+
+    def text(flag: str) -> str | None:
+        value = values.get(flag)
+        return None if value is None else str(value)
+
+    settings: dict[str, float | int | bool] = {}
+    threshold = text("--perf-threshold")
+    if threshold is not None:
+        settings["threshold"] = parse_positive_float("--perf-threshold", threshold)
+        if settings["threshold"] < 1:
+            raise pytest.UsageError(
+                f"--perf-threshold: {threshold!r} is below 1; a regression is a ratio above 1"
+            )
+    for flag, field in (
+        ("--perf-min-delta", "min_delta"),
+        ("--perf-min-duration", "min_duration"),
+        ("--perf-mad-k", "mad_k"),
+    ):
+        given = text(flag)
+        if given is not None:
+            settings[field] = parse_non_negative_float(flag, given)
+    samples = text("--perf-min-samples")
+    if samples is not None:
+        settings["min_samples"] = parse_positive_int("--perf-min-samples", samples)
+    normalize = text("--perf-normalize")
+    if normalize is not None:
+        mode = normalize.strip().lower()
+        if mode not in ("on", "off"):
+            raise choices_error("--perf-normalize", mode, ("on", "off"))
+        settings["normalize"] = mode == "on"
+    return settings
+
+
+def build_rule(settings: Mapping[str, float | int | bool]) -> Rule:
+    from pytest_accel.perf.regression import Rule
+
+    return Rule(**settings)  # type: ignore[arg-type]
+
+
+def rule_from(values: Mapping[str, object]) -> Rule:
+    """The regression rule from option values keyed by flag (None = default)."""
+    return build_rule(rule_settings(values))
+
+
+options_key = pytest.StashKey[PerfOptions]()
+
+
+def resolve(config: pytest.Config) -> PerfOptions:
+    """The options, validated once per session."""
+    found = config.stash.get(options_key, None)
+    if found is not None:
+        return found
+
+    def get(flag: str) -> str | bool | None:
+        return raw_setting(config, option(flag))
+
+    record, baseline = get("--perf-record"), get("--perf-baseline")
+    settings = rule_settings({flag: get(flag) for flag in RULE_FLAGS})
+    top, window = get("--perf-top"), get("--perf-window")
+    update = bool(get("--perf-update-baseline"))
+    if update and not baseline:
+        raise pytest.UsageError("--perf-update-baseline needs --perf-baseline PATH to update")
+    resolved = config.stash[options_key] = PerfOptions(
+        record=str(record) if record else None,
+        baseline=str(baseline) if baseline else None,
+        rule_settings=settings,
+        top=parse_positive_int("--perf-top", str(top)) if top else DEFAULT_TOP,
+        fail=bool(get("--perf-fail")),
+        update_baseline=update,
+        window=parse_positive_int("--perf-window", str(window)) if window else DEFAULT_WINDOW,
+    )
+    return resolved

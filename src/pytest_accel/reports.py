@@ -1,0 +1,158 @@
+"""The report contract the features share: what an outcome is, which attributes our
+features attach to pytest's reports, and where a session's reports are read from.
+
+The features never read each other's state: the flaky feature marks a quarantined
+failure or a rerun's teardown on the report itself, and the timing feature reads those
+marks from the report.  Report attributes are plain values, so pytest-xdist carries
+them from a worker to the controller unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import Any
+
+import pytest
+
+# Set on a report by the flaky feature, read by the timing feature:
+# the real outcome of a quarantined failure (reported as an expected failure),
+QUARANTINED_ATTR = "pytest_accel_quarantined"
+# and the teardown time of an attempt that was rerun (its teardown report is not logged).
+RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
+# pytest-rerunfailures' field, which our reruns set too: the attempt number (0 = first).
+RERUN_ATTR = "rerun"
+
+PHASES = ("setup", "call", "teardown")
+# A test's final outcome that counts as a failure of the run.
+FAILING = frozenset({"failed", "error", "crashed"})
+# Outcomes ranked by how bad they are: the worst phase decides an attempt's outcome.
+# A failed call outranks the teardown error that may follow it.
+OUTCOME_RANK = {
+    "passed": 0,
+    "skipped": 1,
+    "xfailed": 1,
+    "xpassed": 1,
+    "error": 2,
+    "failed": 3,
+    "crashed": 4,
+}
+
+
+def phase_outcome(when: str, outcome: str, wasxfail: bool) -> str:
+    """A report's contribution to its test's outcome, as pytest's summary counts it."""
+    if when == "???":  # pytest-xdist's report for a test that took its worker down
+        return "crashed"
+    if outcome in ("failed", "rerun"):  # "rerun": a failed attempt that is tried again
+        return "failed" if when == "call" else "error"
+    if outcome == "skipped":
+        return "xfailed" if wasxfail else "skipped"
+    return "xpassed" if wasxfail and when == "call" else "passed"
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def xdist_worker_id() -> str | None:
+    return os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def reports_are_relayed(config: pytest.Config) -> bool:
+    """Whether reports may come from xdist workers (this is the controller's session)."""
+    return config.pluginmanager.has_plugin("dsession") or bool(
+        getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)
+    )
+
+
+_STATS_LISTENER = "pytest_accel:stats"
+
+
+def report_stats(config: pytest.Config) -> dict[str, list[Any]]:
+    """The session's reports by status category: the terminal reporter keeps them all
+    (pytest-xdist's relayed ones included), so reading them at the end costs nothing per
+    test; without it (``-p no:terminal``) a listener keeps them the same way."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        stats: dict[str, list[Any]] = terminal.stats
+        return stats
+    listener = config.pluginmanager.get_plugin(_STATS_LISTENER)
+    if listener is None:
+        listener = StatsListener(config)
+        config.pluginmanager.register(listener, _STATS_LISTENER)
+    return listener.stats
+
+
+class StatsListener:
+    """Keeps reports by status category, as the terminal reporter does."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.stats: dict[str, list[Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        status = self.config.hook.pytest_report_teststatus(report=report, config=self.config)
+        if status:
+            category = status[0]
+        else:  # the terminal plugin's own fallback is gone with it
+            failed_phase = report.failed and report.when != "call"
+            category = "error" if failed_phase else report.outcome
+        self.stats.setdefault(category, []).append(report)
+
+
+Parents = tuple[str | None, str | None]  # class node id, module node id
+
+
+def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
+    """Each test's class and module node ids (unittest classes included), with one
+    collection-tree lookup per parent node: ten thousand tests share a few hundred."""
+    by_parent: dict[int, Parents] = {}
+    parents: dict[str, Parents] = {}
+    for item in items:
+        found = by_parent.get(id(item.parent))
+        if found is None:
+            cls = item.getparent(pytest.Class)
+            module = item.getparent(pytest.Module)
+            found = by_parent[id(item.parent)] = (
+                cls.nodeid if cls is not None else None,
+                module.nodeid if module is not None else None,
+            )
+        parents[item.nodeid] = found
+    return parents
+
+
+def warn(warning: Warning, path: str, line: int | None) -> bool:
+    """Issue ``warning`` at ``path:line`` through Python's warnings machinery, so that
+    ``-W``, ``filterwarnings`` and ``-p no:warnings`` apply to it as to any warning
+    (pytest captures warnings issued while ``pytest_sessionfinish`` runs).
+
+    False when a filter turned it into an error: the caller fails the session.
+    """
+    try:
+        warnings.warn_explicit(warning, type(warning), path, line or 0)
+    except type(warning):
+        return False
+    return True
+
+
+exit_reasons_key = pytest.StashKey[list[str]]()
+
+
+def fail_session(session: pytest.Session, reason: str) -> None:
+    """A plugin option fails a session whose tests passed; the last line says why."""
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    session.config.stash.setdefault(exit_reasons_key, []).append(reason)
+
+
+def write_exit_reasons(config: pytest.Config) -> None:
+    """After pytest's own last line: why a plugin option set the exit status."""
+    reasons = config.stash.get(exit_reasons_key, [])
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    for reason in reasons:
+        line = f"pytest-accel: exit status 1: {reason}"
+        if terminal is not None:
+            terminal.write_line(line, red=True)
+        else:
+            sys.stderr.write(line + "\n")

@@ -1,0 +1,155 @@
+"""The scale-out feature's hooks: a worker's own devices (``--accel-pin``), ``-n auto``
+as the device count, and ``--accel-shard`` as its own ``trylast`` selection hook.
+
+The pure parts are in ``pinning`` and ``sharding``.  Expected durations come from the
+session (``session.durations_key``), filled by the timing feature from its baseline.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import pytest
+
+from pytest_accel import session
+from pytest_accel.hardware.builtin import detect_builtin
+from pytest_accel.hardware.detection import (
+    Detection,
+    DetectionContext,
+    sysroot_from_env,
+)
+from pytest_accel.reports import node_parents
+from pytest_accel.scaleout.options import ScaleoutOptions, option, resolve
+from pytest_accel.scaleout.pinning import PINNED_PLATFORMS, Pin, PinError, plan_pin, shareable
+from pytest_accel.scaleout.sharding import Plan, make_units, plan, weights_for
+from pytest_accel.settings import early_setting
+
+
+def pin_worker(early_config: pytest.Config) -> None:
+    """In an xdist worker, take this worker's slice of the devices (--accel-pin=auto).
+
+    xdist names the worker and the worker count in the environment before the worker's
+    configuration is built; ``workerinput`` arrives only after conftests are imported,
+    so this detects (cheaply, no probe) in the worker itself.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not worker or not workers.isdigit():
+        return
+    if (early_setting(early_config, option("--accel-pin")) or "auto").lower() != "auto":
+        return
+    accel = (early_setting(early_config, session.option("--accel")) or "auto").lower()
+    if accel == "cpu" or early_setting(early_config, session.option("--accel-emulate")):
+        return
+    context = DetectionContext(
+        sysroot_from_env(os.environ), dict(os.environ), None if accel == "auto" else accel
+    )
+    found = detect_builtin(context)
+    if found is None or found.platform not in PINNED_PLATFORMS:
+        return
+    try:
+        pin = plan_pin(found, os.environ, worker, int(workers))
+    except PinError as exc:
+        raise pytest.UsageError(f"--accel-pin: {exc}") from None
+    session.set_env(early_config, pin.env)
+    early_config.stash[session.worker_view_key] = lambda detection: pinned_detection(detection, pin)
+
+
+def pinned_detection(detection: Detection, pin: Pin) -> Detection:
+    """What a pinned worker sees: its own share of the controller's detection."""
+    return Detection(
+        detection.platform,
+        pin.device_count,
+        detection.device_kind,
+        f"{detection.source}; {pin.describe()}",
+        detection.evidence,
+        pinned=True,
+    )
+
+
+def _pinnable(options: ScaleoutOptions, facts: session.Session) -> bool:
+    return (
+        options.pin == "auto"
+        and facts.options.emulate is None
+        and facts.detection.platform in PINNED_PLATFORMS
+        and not facts.detection.pinned
+    )
+
+
+def check_worker_count(config: pytest.Config, workers: int) -> None:
+    """Refuse more xdist workers than devices before any worker starts."""
+    facts = session.get(config)
+    if not _pinnable(resolve(config), facts):
+        return
+    devices = shareable(facts.detection, os.environ)
+    if workers > len(devices):
+        raise pytest.UsageError(
+            f"--accel-pin: -n {workers} workers cannot each hold one of {len(devices)}"
+            f" {facts.detection.platform} device(s); use -n {len(devices)} (or -n auto),"
+            " or --accel-pin=off to share them"
+        )
+
+
+def auto_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on an accelerator runner: one worker per device (TPU: per chip)."""
+    facts = session.setup(config)
+    if not _pinnable(resolve(config), facts):
+        return None
+    return len(shareable(facts.detection, os.environ)) or None
+
+
+def _skipped(item: pytest.Item) -> bool:
+    """A test that will not run here (selection or the user skipped it unconditionally)."""
+    return any(mark.name == "skip" for mark in item.iter_markers())
+
+
+class Sharding:
+    """``--accel-shard K/N``: after selection, keep this shard's tests."""
+
+    def __init__(self, options: ScaleoutOptions) -> None:
+        assert options.shard is not None
+        self.options = options
+        self.plan: Plan | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        known = config.stash.get(session.durations_key, dict)()
+        kept, elsewhere, self.plan = shard_items(items, self.options, known)
+        if elsewhere:
+            config.hook.pytest_deselected(items=elsewhere)
+            items[:] = kept
+
+    def pytest_report_collectionfinish(self) -> str | None:
+        return None if self.plan is None else shard_line(self.options, self.plan)
+
+
+def shard_items(
+    items: list[pytest.Item], options: ScaleoutOptions, known: Mapping[str, float]
+) -> tuple[list[pytest.Item], list[pytest.Item], Plan]:
+    """This shard's items, the others, and the plan; identical on every shard."""
+    assert options.shard is not None
+    index, count = options.shard
+    nodeids = [item.nodeid for item in items]
+    parents = node_parents(items)
+    column = 0 if options.shard_by == "class" else 1
+    groups = {nodeid: parents[nodeid][column] for nodeid in nodeids}
+    weights = weights_for(nodeids, known, zero={i.nodeid for i in items if _skipped(i)})
+    shard_plan = plan(make_units(nodeids, groups, weights, options.shard_by), count)
+    mine = set(shard_plan.tests(index - 1))
+    kept = [i for i in items if i.nodeid in mine]
+    return kept, [i for i in items if i.nodeid not in mine], shard_plan
+
+
+def shard_line(options: ScaleoutOptions, shard_plan: Plan) -> str:
+    assert options.shard is not None
+    loads = shard_plan.loads()
+    index = options.shard[0] - 1
+    return (
+        f"accel-shard {options.shard_label} by {options.shard_by}:"
+        f" {len(shard_plan.tests(index))} test(s), estimated {loads[index]:.1f}s; all shards:"
+        f" {', '.join(f'{load:.1f}s' for load in loads)} (largest {shard_plan.imbalance():.3f}x"
+        " the ideal)"
+    )

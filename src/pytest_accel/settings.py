@@ -1,0 +1,131 @@
+"""How options are declared, read and validated; each feature declares its own.
+
+Every option has an ini key of the same name (dashes as underscores, without the
+leading ``--``).  Precedence: command line, then environment variable (where one is
+documented), then ini, then the default.  A feature resolves its options once per
+session into a frozen dataclass; a bad value is a ``pytest.UsageError`` that quotes it
+and lists the valid choices.  Parsers take the flag to name, so that the command line
+tool can report a flag as its user typed it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    flag: str
+    help: str
+    metavar: str | None = None
+    is_flag: bool = False
+    env: str | None = None
+    default: str = "unset"  # as the README's option table shows it
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class OptionGroup:
+    name: str  # pytest's option group
+    title: str  # the README's heading for it
+    description: str
+    specs: tuple[OptionSpec, ...]
+
+
+def add_group(parser: pytest.Parser, group: OptionGroup) -> None:
+    section = parser.getgroup(group.name, group.description)
+    for spec in group.specs:
+        if spec.is_flag:
+            section.addoption(spec.flag, action="store_true", default=None, help=spec.help)
+            parser.addini(spec.dest, spec.help, type="bool", default=False)
+        else:
+            section.addoption(spec.flag, default=None, metavar=spec.metavar, help=spec.help)
+            parser.addini(spec.dest, spec.help, default=None)
+
+
+def spec_in(specs: Sequence[OptionSpec], flag: str) -> OptionSpec:
+    return next(s for s in specs if s.flag == flag)
+
+
+def raw_setting(
+    config: pytest.Config, spec: OptionSpec, environ: Mapping[str, str] | None = None
+) -> str | bool | None:
+    """The option's value by precedence: command line, env, ini."""
+    value = config.getoption(spec.dest)
+    if value is not None:
+        return value  # type: ignore[no-any-return]
+    environ = os.environ if environ is None else environ
+    if spec.env and environ.get(spec.env):
+        return environ[spec.env]
+    ini = config.getini(spec.dest)
+    if spec.is_flag:
+        return bool(ini)
+    return str(ini) if ini not in (None, "") else None
+
+
+def text_setting(config: pytest.Config, spec: OptionSpec) -> str | None:
+    """A valued option's text by precedence, None when unset or empty."""
+    value = raw_setting(config, spec)
+    return None if value in (None, "") else str(value)
+
+
+def early_setting(early_config: pytest.Config, spec: OptionSpec) -> str | None:
+    """An option's value before options are parsed into ``config.option``."""
+    value = getattr(early_config.known_args_namespace, spec.dest, None)
+    if value is None and spec.env:
+        value = os.environ.get(spec.env) or None
+    if value is None:
+        value = early_config.getini(spec.dest) or None
+    return None if value is None else str(value)
+
+
+def choices_error(flag: str, value: str, choices: Collection[str]) -> pytest.UsageError:
+    return pytest.UsageError(f"{flag}: invalid choice {value!r} (choose from {', '.join(choices)})")
+
+
+def parse_choice(flag: str, value: str | None, choices: Sequence[str], default: str) -> str:
+    choice = (value or default).strip().lower()
+    if choice not in choices:
+        raise choices_error(flag, choice, choices)
+    return choice
+
+
+def parse_positive_int(flag: str, value: str) -> int:
+    text = value.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise pytest.UsageError(f"{flag}: {value!r} is not a positive integer (e.g. {flag}=8)")
+    return int(text)
+
+
+def parse_non_negative_int(flag: str, value: str) -> int:
+    text = value.strip()
+    if not text.isdigit():
+        raise pytest.UsageError(f"{flag}: {value!r} is not a non-negative integer (e.g. {flag}=2)")
+    return int(text)
+
+
+def parse_non_negative_float(flag: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0 or number == float("inf"):
+        raise pytest.UsageError(f"{flag}: {value!r} is not a non-negative number")
+    return number
+
+
+def parse_positive_float(flag: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise pytest.UsageError(f"{flag}: {value!r} is not a positive number")
+    return seconds
