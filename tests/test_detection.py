@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +9,7 @@ from pytest_accel.hardware.builtin import detect_builtin
 from pytest_accel.hardware.detection import (
     Detection,
     DetectionContext,
+    DetectionError,
     EmulationSpecError,
     cpu_detection,
     cpu_device_count,
@@ -202,9 +204,11 @@ def test_emulation_specs_parse_platform_count_and_kind() -> None:
         parse_emulation("tpux", ["tpu"])
 
 
-def test_sysroot_defaults_to_the_real_root() -> None:
+def test_sysroot_defaults_to_the_real_root_and_must_be_a_directory(tmp_path: Path) -> None:
     assert str(sysroot_from_env({})) == os.sep
-    assert str(sysroot_from_env({"PYTEST_ACCEL_SYSROOT": "/host"})) == "/host"
+    assert sysroot_from_env({"PYTEST_ACCEL_SYSROOT": str(tmp_path)}) == tmp_path
+    with pytest.raises(DetectionError, match=r"PYTEST_ACCEL_SYSROOT='.*/missing' is not a directory"):
+        sysroot_from_env({"PYTEST_ACCEL_SYSROOT": str(tmp_path / "missing")})
 
 
 @pytest.mark.parametrize(

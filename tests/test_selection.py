@@ -239,7 +239,7 @@ def test_a_marker_with_bad_arguments_is_a_usage_error_naming_the_test(
         ),
         (
             ["--accel-cpu-devices=-1"],
-            "ERROR: --accel-cpu-devices: '-1' is not a positive integer (e.g. *)",
+            "ERROR: --accel-cpu-devices: '-1' is not a positive integer up to 1000000 (e.g. *)",
         ),
         (
             ["--accel-probe=maybe"],

@@ -33,6 +33,7 @@ from pytest_accel.hardware.builtin import detect_builtin
 from pytest_accel.hardware.detection import (
     PROBE_TIMEOUT,
     DetectionContext,
+    DetectionError,
     cpu_detection,
     sysroot_from_env,
 )
@@ -41,7 +42,7 @@ from pytest_accel.perf import output
 from pytest_accel.perf.merge import MergeError, merge_records
 from pytest_accel.perf.offline import compare_files, durations_file, fold_records
 from pytest_accel.perf.options import DEFAULT_WINDOW, RULE_FLAGS, rule_from
-from pytest_accel.perf.record import RECORD_SCHEMA, check_record, record_key
+from pytest_accel.perf.record import RECORD_SCHEMA, check_record
 from pytest_accel.scaleout.options import SHARD_BY
 from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
 from pytest_accel.settings import parse_positive_int
@@ -180,7 +181,8 @@ def _history_inputs(paths: Sequence[str], window: int | None) -> History:
         data = read_json(path)
         schema = data.get("schema") if isinstance(data, dict) else None
         if schema == RECORD_SCHEMA:
-            key, record = record_key(path, data)
+            record = check_record(path, data)
+            key = record["env"]["key"]
             run, env = record.get("run"), record.get("env")
             started = run.get("started") if isinstance(run, dict) else None
             platform = env.get("platform") if isinstance(env, dict) else None
@@ -329,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.handler(args)
-    except (CliError, InputError, pytest.UsageError) as exc:
+    except (CliError, InputError, DetectionError, pytest.UsageError) as exc:
         sys.stderr.write(f"pytest-accel: error: {exc}\n")
         return EXIT_USAGE
     return code

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import math
 import os
+import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,24 +36,42 @@ class InputError(Exception):
         self.problem = problem
 
 
-def dumps(data: Any) -> bytes:
-    """Compact JSON: these files are machine-read and can be large (``jq`` shows them)."""
+def dumps(data: Any, *, indent: bool = False) -> bytes:
+    """JSON: compact for the machine-read files, which can be large (``jq`` shows them);
+    indented, one field a line, for files people review in pull requests."""
     import orjson
 
-    return orjson.dumps(data, option=orjson.OPT_APPEND_NEWLINE)
+    option = orjson.OPT_APPEND_NEWLINE | (orjson.OPT_INDENT_2 if indent else 0)
+    return orjson.dumps(data, option=option)
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+def write_json_atomic(path: str | os.PathLike[str], data: Any, *, indent: bool = False) -> None:
     """Serialise first, then replace ``path`` in one step."""
-    write_atomic(path, [dumps(data)])
+    write_atomic(path, [dumps(data, indent=indent)])
+
+
+TEMP_SUFFIX = ".pytest-accel.tmp"
+STALE_TEMP_SECONDS = 3600  # a temp file of ours this old belongs to a killed writer
+
+
+def resolved(path: str | os.PathLike[str]) -> Path:
+    """Where ``path`` really is: a symlinked file is written through its link, which
+    stays a link."""
+    return Path(os.path.realpath(os.fspath(path)))
 
 
 def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
-    """Write ``chunks`` to a temp file beside ``path``, fsync, then ``os.replace``."""
-    target = Path(path)
+    """Write ``chunks`` to a temp file beside ``path``, fsync, then ``os.replace``.
+
+    On failure the old file is as it was and the temp file is gone.
+    """
+    target = resolved(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(target)
     mode = _file_mode(target)
-    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, temp_name = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX
+    )
     try:
         os.fchmod(fd, mode)  # mkstemp makes 0600; the result should read like any other file
         with os.fdopen(fd, "wb") as handle:
@@ -64,6 +85,19 @@ def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
             os.unlink(temp_name)
         raise
     _fsync_directory(target.parent)
+
+
+def remove_stale_temp_files(target: Path, now: float | None = None) -> None:
+    """Temp files of ours for ``target`` left by a writer that was killed (kill -9 leaves
+    no chance to clean up) and older than an hour: no live writer takes that long."""
+    now = time.time() if now is None else now
+    with contextlib.suppress(OSError):
+        for name in os.listdir(target.parent):
+            if name.startswith(f".{target.name}.") and name.endswith(TEMP_SUFFIX):
+                stale = target.parent / name
+                with contextlib.suppress(OSError):
+                    if now - stale.lstat().st_mtime > STALE_TEMP_SECONDS:
+                        stale.unlink()
 
 
 def _file_mode(target: Path) -> int:
@@ -104,23 +138,56 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """A file's bytes, or InputError saying why it cannot be read."""
+MAX_INPUT_BYTES = 1 << 30  # 1 GiB: a 100,000-test, 20-run baseline is under 50 MB
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> bytes:
+    """A regular file's bytes, or InputError saying why it cannot be read.
+
+    Opened without blocking and checked before reading: a FIFO, a device or a directory
+    is an error at once, never a hang; a file over ``limit`` bytes is refused.
+    """
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
     except IsADirectoryError:
         raise InputError(path, "is a directory, not a file") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(path, "is a directory, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
+            raise InputError(path, f"is {kind}, not a regular file")
+        if info.st_size > limit:
+            raise InputError(path, f"is {info.st_size} bytes, over the {limit}-byte limit")
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise InputError(path, f"grew over the {limit}-byte limit while being read")
+    return data
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON file, or raise InputError saying why it cannot be read."""
+    return parse_json(path, read_bytes(path))
+
+
+def parse_json(path: str | os.PathLike[str], raw: bytes) -> Any:
+    """Strict JSON (no NaN, no integers beyond 64 bits, nesting within orjson's limit)."""
     import orjson
 
-    raw = read_bytes(path)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]  # a UTF-8 BOM from an editor is untidy, not invalid
     if not raw.strip():
@@ -132,6 +199,30 @@ def read_json(path: str | os.PathLike[str]) -> Any:
             raise InputError(path, f"is not valid JSON ({exc})") from None
 
 
+def lock_path(target: Path) -> Path:
+    """The lock for ``target``: in our cache directory (never beside the user's files),
+    named after the resolved path, so a link and its target share one lock."""
+    digest = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
+    for base in _cache_dirs():
+        directory = base / "locks"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(directory, os.W_OK):
+            return directory / f"{digest}.lock"
+    raise InputError(target, "cannot be locked: no writable cache directory for the lock")
+
+
+def _cache_dirs() -> Iterator[Path]:
+    explicit = os.environ.get("PYTEST_ACCEL_CACHE_DIR")
+    if explicit:
+        yield Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    yield (Path(xdg) if xdg else Path.home() / ".cache") / "pytest-accel"
+    yield Path(tempfile.gettempdir()) / f"pytest-accel-{os.getuid()}"
+
+
 def update_locked(
     path: str | os.PathLike[str],
     load: Callable[[str], T],
@@ -139,13 +230,13 @@ def update_locked(
     change: Callable[[T], object],
     dump: Callable[[T], Any],
 ) -> T:
-    """Read ``path`` (or create), change and atomically replace it, all under ``PATH.lock``:
+    """Read ``path`` (or create), change and atomically replace it, all under one lock:
     parallel jobs updating one file lose nothing."""
     from filelock import FileLock
 
-    target = os.fspath(path)
-    with FileLock(f"{target}.lock"):
-        document = load(target) if os.path.exists(target) else create()
+    target = resolved(path)
+    with FileLock(lock_path(target)):
+        document = load(os.fspath(target)) if target.exists() else create()
         change(document)
         write_json_atomic(target, dump(document))
     return document
@@ -153,18 +244,26 @@ def update_locked(
 
 def check_writable(path: str | os.PathLike[str]) -> Path:
     """Create the parent directory and prove we can write there, before the run starts."""
-    target = Path(path)
+    target = resolved(path)
     if target.is_dir():
         raise InputError(path, "is a directory; give a file path such as record.json")
-    for ancestor in target.parents:
+    if target.exists() and not target.is_file():
+        raise InputError(path, "is not a regular file; give a file path such as record.json")
+    for ancestor in Path(path).parents:  # as the user wrote it, for the message
         if ancestor.exists():
             if not ancestor.is_dir():
                 raise InputError(path, f"cannot be written: {ancestor} is not a directory")
             break
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}."):
+        with tempfile.NamedTemporaryFile(
+            dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX
+        ):
             pass
+        if target.exists() and not os.access(target, os.W_OK):
+            # The directory is writable, so os.replace would succeed; but a read-only
+            # file says its owner does not want it changed.
+            raise PermissionError(13, "Permission denied")
     except OSError as exc:
         raise InputError(path, f"cannot be written: {exc.strerror or exc}") from None
     return target
@@ -198,7 +297,7 @@ def expect_object(path: str, where: str, value: Any) -> dict[str, Any]:
 def expect_seconds(path: str, where: str, value: Any) -> float:
     """A duration: a finite, non-negative, plausible number of seconds."""
     if not finite_number(value):  # bools included: True is no duration
-        raise InputError(path, f"{where}: expected a number of seconds, got {value!r}")
+        raise InputError(path, f"{where}: expected a number of seconds, got {_shown(value)}")
     if value < 0:
         raise InputError(path, f"{where}: {value!r} is negative")
     if value > MAX_SECONDS:
@@ -206,11 +305,35 @@ def expect_seconds(path: str, where: str, value: Any) -> float:
     return float(value)
 
 
+def expect_text(path: str, where: str, value: Any, *, optional: bool = False) -> str | None:
+    """A string (or, with ``optional``, null)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        kind = "a string or null" if optional else "a string"
+        raise InputError(path, f"{where}: expected {kind}, got {_shown(value)}")
+    return value
+
+
+def expect_int(path: str, where: str, value: Any, minimum: int | None = None) -> int:
+    """An integer (not a bool), at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(path, f"{where}: expected an integer, got {_shown(value)}")
+    if minimum is not None and value < minimum:
+        raise InputError(path, f"{where}: {value} is below {minimum}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
 def check_version(path: str, data: Mapping[str, Any], supported: int, default: Any = None) -> int:
     """The document's ``version``: an integer from 1 to ``supported``."""
     version = data.get("version", default)
     if isinstance(version, bool) or not isinstance(version, int):
-        raise InputError(path, f"version: expected an integer, got {version!r}")
+        raise InputError(path, f"version: expected an integer, got {_shown(version)}")
     if version > supported:
         raise InputError(
             path, f"version {version} is newer than this pytest-accel reads ({supported}); upgrade"

@@ -8,12 +8,14 @@ and everything in Markdown is escaped for a table cell.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import pytest
+
+from pytest_accel.files import InputError, check_writable
+from pytest_accel.reports import isolated
 
 MAX_ANNOTATIONS = 10
 MAX_SUMMARY_BYTES = 900 * 1024
@@ -143,18 +145,16 @@ def job_summary(config: pytest.Config) -> JobSummary | None:
         path = os.environ.get("GITHUB_STEP_SUMMARY")
         if not path:
             return None
+        try:
+            check_writable(path)
+        except InputError as exc:
+            raise pytest.UsageError(f"GITHUB_STEP_SUMMARY: {exc}") from None
         found = config.stash[summary_key] = JobSummary(path)
     return found
 
 
 def write_job_summary(session: pytest.Session) -> None:
     summary = session.config.stash.get(summary_key, None)
-    if summary is None:
-        return
-    try:
-        summary.write()
-    except OSError as exc:
-        sys.stderr.write(
-            f"pytest-accel: could not append to GITHUB_STEP_SUMMARY {summary.path}:"
-            f" {exc.strerror or exc}\n"
-        )
+    if summary is not None:
+        with isolated(session, f"append to GITHUB_STEP_SUMMARY {summary.path}"):
+            summary.write()

@@ -66,11 +66,12 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None]:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Features go with their session (registered as ``pytest_accel:*``, as junitxml's
-    plugin is unregistered at unconfigure); device variables get their old values."""
+    plugin is unregistered at unconfigure); the process gets its variables and its
+    SIGTERM handler back."""
     for name, registered in config.pluginmanager.list_name_plugin():
         if name.startswith(FEATURE_PLUGIN_PREFIX) and registered is not None:
             config.pluginmanager.unregister(registered)
-    session.restore_env(config)
+    session.restore(config)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -9,9 +9,11 @@ them from a worker to the controller unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -101,12 +103,29 @@ class StatsListener:
         self.stats.setdefault(category, []).append(report)
 
 
+def test_id(nodeid: str) -> str:
+    """A node id as our files and output carry it.
+
+    A file name that is not valid UTF-8 reaches Python with lone surrogates, which no
+    JSON, XML or terminal encoder takes; its bytes are written escaped, ``test_\\xff.py``,
+    as Python shows them.  Every other id is returned as it is.
+    """
+    if nodeid.isascii():
+        return nodeid
+    try:
+        nodeid.encode()
+    except UnicodeEncodeError:
+        return nodeid.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return nodeid
+
+
 Parents = tuple[str | None, str | None]  # class node id, module node id
 
 
 def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
     """Each test's class and module node ids (unittest classes included), with one
-    collection-tree lookup per parent node: ten thousand tests share a few hundred."""
+    collection-tree lookup per parent node: ten thousand tests share a few hundred.
+    Keys and values are ``test_id``\\ s."""
     by_parent: dict[int, Parents] = {}
     parents: dict[str, Parents] = {}
     for item in items:
@@ -115,10 +134,10 @@ def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
             cls = item.getparent(pytest.Class)
             module = item.getparent(pytest.Module)
             found = by_parent[id(item.parent)] = (
-                cls.nodeid if cls is not None else None,
-                module.nodeid if module is not None else None,
+                test_id(cls.nodeid) if cls is not None else None,
+                test_id(module.nodeid) if module is not None else None,
             )
-        parents[item.nodeid] = found
+        parents[test_id(item.nodeid)] = found
     return parents
 
 
@@ -144,6 +163,27 @@ def fail_session(session: pytest.Session, reason: str) -> None:
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     session.config.stash.setdefault(exit_reasons_key, []).append(reason)
+
+
+@contextlib.contextmanager
+def isolated(session: pytest.Session, what: str) -> Iterator[None]:
+    """One piece of a feature's session-end work: if it fails, the rest still runs
+    (every other file is still written), the failure is one line naming what and why
+    (never a traceback), and the exit status says the run did not go through."""
+    try:
+        yield
+    except Exception as exc:  # the last line of defence at session end
+        fail_session(session, f"could not {what}: {problem(exc)}")
+
+
+def problem(exc: BaseException) -> str:
+    """An exception as one line: the file and the OS's words, or our own message."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    if isinstance(exc, ValueError | LookupError | TypeError):
+        return f"{type(exc).__name__}: {exc}"  # a bug of ours: say so, in one line
+    return str(exc) or type(exc).__name__
 
 
 def write_exit_reasons(config: pytest.Config) -> None:

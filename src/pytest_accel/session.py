@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
+import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,7 @@ from pytest_accel.hardware.detection import (
     PROBE_TIMEOUT,
     Detection,
     DetectionContext,
+    DetectionError,
     EmulationSpecError,
     cpu_detection,
     describe_evidence,
@@ -223,7 +226,10 @@ def setup(config: pytest.Config) -> Session:
     if found is not None:
         return found
     options = resolve_options(config, known_platforms(config))
-    detection = _resolve_detection(config, options)
+    try:
+        detection = _resolve_detection(config, options)
+    except DetectionError as exc:
+        raise pytest.UsageError(str(exc)) from None
     session = config.stash[session_key] = Session(
         options, detection, hardware_key(detection, _key_override(config))
     )
@@ -305,9 +311,33 @@ def set_env(early_config: pytest.Config, values: Mapping[str, str]) -> None:
         os.environ[name] = value
 
 
-def restore_env(config: pytest.Config) -> None:
+_saved_sigterm_key = pytest.StashKey[Any]()
+
+
+def interrupt_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM (a CI runner cancelling the job) ends the run as Ctrl-C does: what ran is
+    recorded, nothing is added to the baseline or the history.  Only where nobody else
+    handles SIGTERM, and only in the main thread (where Python runs signal handlers)."""
+    if _saved_sigterm_key in config.stash:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    config.stash[_saved_sigterm_key] = signal.signal(signal.SIGTERM, interrupt)
+
+
+def restore(config: pytest.Config) -> None:
+    """The process as it was before the session: environment variables and SIGTERM."""
     for name, value in config.stash.get(_saved_env_key, {}).items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    if _saved_sigterm_key in config.stash:
+        signal.signal(signal.SIGTERM, config.stash[_saved_sigterm_key])
+        del config.stash[_saved_sigterm_key]

@@ -11,6 +11,7 @@ tool can report a flag as its user typed it.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -97,35 +98,60 @@ def parse_choice(flag: str, value: str | None, choices: Sequence[str], default: 
     return choice
 
 
+MAX_COUNT = 1_000_000  # more devices, workers, shards or rows than any run has
+_COUNT = re.compile(r"[0-9]{1,7}")  # ASCII digits only: int() also takes "²" and "١٢"
+_NUMBER = re.compile(r"[0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9}")
+
+
+def shown(value: str, most: int = 40) -> str:
+    """A value quoted for a message, cut short: a 5000-digit value is not repeated."""
+    return repr(value if len(value) <= most else value[:most] + "...")
+
+
+def count_value(text: str, minimum: int = 0, maximum: int = MAX_COUNT) -> int | None:
+    """``text`` as a count: ASCII digits, within ``minimum..maximum``; else None."""
+    stripped = text.strip()
+    if not _COUNT.fullmatch(stripped):
+        return None
+    value = int(stripped)
+    return value if minimum <= value <= maximum else None
+
+
+def number_value(text: str) -> float | None:
+    """``text`` as a plain decimal number (no sign, exponent, inf or nan); else None."""
+    stripped = text.strip()
+    return float(stripped) if _NUMBER.fullmatch(stripped) else None
+
+
+def parse_count(flag: str, value: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    count = count_value(value, minimum, maximum)
+    if count is None:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            minimum, f"an integer from {minimum}"
+        )
+        raise pytest.UsageError(
+            f"{flag}: {shown(value)} is not {kind} up to {maximum} (e.g. {flag}=2)"
+        )
+    return count
+
+
 def parse_positive_int(flag: str, value: str) -> int:
-    text = value.strip()
-    if not text.isdigit() or int(text) < 1:
-        raise pytest.UsageError(f"{flag}: {value!r} is not a positive integer (e.g. {flag}=8)")
-    return int(text)
+    return parse_count(flag, value, 1)
 
 
 def parse_non_negative_int(flag: str, value: str) -> int:
-    text = value.strip()
-    if not text.isdigit():
-        raise pytest.UsageError(f"{flag}: {value!r} is not a non-negative integer (e.g. {flag}=2)")
-    return int(text)
+    return parse_count(flag, value, 0)
 
 
 def parse_non_negative_float(flag: str, value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not number >= 0 or number == float("inf"):
-        raise pytest.UsageError(f"{flag}: {value!r} is not a non-negative number")
+    number = number_value(value)
+    if number is None:
+        raise pytest.UsageError(f"{flag}: {shown(value)} is not a non-negative number")
     return number
 
 
 def parse_positive_float(flag: str, value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise pytest.UsageError(f"{flag}: {value!r} is not a positive number")
-    return seconds
+    number = number_value(value)
+    if number is None or number <= 0:
+        raise pytest.UsageError(f"{flag}: {shown(value)} is not a positive number")
+    return number

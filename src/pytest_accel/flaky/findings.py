@@ -10,7 +10,7 @@ from typing import Any
 from pytest_accel.flaky.classify import Classification, Share, classify
 from pytest_accel.flaky.history import FLAKY, History
 from pytest_accel.flaky.quarantine import Entry
-from pytest_accel.reports import phase_outcome
+from pytest_accel.reports import phase_outcome, test_id
 
 
 @dataclass(frozen=True)
@@ -73,21 +73,23 @@ def outcomes_from_stats(stats: Mapping[str, Sequence[Any]]) -> RunOutcomes:
     run = RunOutcomes()
     letters = run.letters
     for report in stats.get("passed", ()):
-        letters[report.nodeid] = "P"
+        letters[test_id(report.nodeid)] = "P"
     reruns: dict[str, list[Any]] = {}
     for report in stats.get("rerun", ()):
-        reruns.setdefault(report.nodeid, []).append(report)
+        reruns.setdefault(test_id(report.nodeid), []).append(report)
     for report in stats.get("flaky", ()):
-        letters[report.nodeid] = FLAKY
-        run.attempts[report.nodeid] = ["passed"]
+        nodeid = test_id(report.nodeid)
+        letters[nodeid] = FLAKY
+        run.attempts[nodeid] = ["passed"]
     for category in ("failed", "error", "quarantined"):
         for report in stats.get(category, ()):
             if getattr(report, "when", "collect") == "collect":
                 continue  # a collection error, not a test
-            if letters.get(report.nodeid) == "F":
+            nodeid = test_id(report.nodeid)
+            if letters.get(nodeid) == "F":
                 continue  # a second failing phase (a call failure outranks its teardown's)
-            letters[report.nodeid] = "F"
-            run.attempts[report.nodeid] = [phase_outcome(report.when, "failed", False)]
+            letters[nodeid] = "F"
+            run.attempts[nodeid] = [phase_outcome(report.when, "failed", False)]
     for test, earlier in reruns.items():
         earlier.sort(key=lambda r: getattr(r, "start", 0.0) or 0.0)
         failed = [phase_outcome(r.when, "failed", False) for r in earlier]

@@ -12,7 +12,6 @@ The reruns themselves are in ``reruns``.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -46,8 +45,10 @@ from pytest_accel.reports import (
     QUARANTINED_ATTR,
     fail_session,
     is_xdist_worker,
+    isolated,
     report_stats,
     reports_are_relayed,
+    test_id,
     warn,
 )
 from pytest_accel.session import session_key
@@ -118,12 +119,12 @@ class QuarantineRunner:
         for item in items:
             named = by_parent.get(id(item.parent))
             if named is None:
-                path = item.nodeid.partition("::")[0]
+                path = test_id(item.nodeid).partition("::")[0]
                 files.add(path)
                 named = by_parent[id(item.parent)] = path in entry_files
             if not named:
                 continue  # most tests: no entry names their file
-            nodeid = item.nodeid
+            nodeid = test_id(item.nodeid)
             entry = None  # the most specific entry that applies here
             for key in candidate_keys(nodeid):
                 indices = all_entries.get(key)
@@ -140,7 +141,8 @@ class QuarantineRunner:
             if self.relayed and getattr(report, QUARANTINED_ATTR, None):  # from a worker
                 self._note_message(report)
             return
-        entry = self.quarantined.get(report.nodeid) or self.matcher.match(report.nodeid)
+        nodeid = test_id(report.nodeid)
+        entry = self.quarantined.get(nodeid) or self.matcher.match(nodeid)
         if entry is None:
             return
         # Reported like an expected failure, so nothing counts it as one: the session,
@@ -152,8 +154,9 @@ class QuarantineRunner:
 
     def _note_message(self, report: pytest.TestReport) -> None:
         message = _short_message(report)
-        if message and report.nodeid not in self.messages:  # the first failure tells most
-            self.messages[report.nodeid] = message
+        nodeid = test_id(report.nodeid)
+        if message and nodeid not in self.messages:  # the first failure tells most
+            self.messages[nodeid] = message
 
     def pytest_sessionfinish(self) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
@@ -185,7 +188,7 @@ class FlakyPlugin:
         self.rerunner = rerunner
         self.stats: dict[str, list[Any]] = {}
         self.findings: Findings | None = None
-        self.history_error: str | None = None
+        self.history_written = False
         self.started = datetime.now(timezone.utc).timestamp()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -227,10 +230,13 @@ class FlakyPlugin:
         return known
 
     def _history(self, letters: Mapping[str, str], session: pytest.Session) -> History | None:
+        """This run added to the history (not an interrupted one), or the history as it
+        was; None without a history, or when it could not be updated."""
         path = self.options.history
         if path is None:
             return None
-        try:
+        history = None
+        with isolated(session, f"update the flaky history {path}"):
             if session.exitstatus == pytest.ExitCode.INTERRUPTED:
                 return load_history(path) if os.path.exists(path) else None
             run = {
@@ -238,18 +244,16 @@ class FlakyPlugin:
                 "exitstatus": int(session.exitstatus),
                 "tests": len(letters),
             }
-            return update_history_file(
+            history = update_history_file(
                 path, [(self.key, self.platform, letters, run)], self.options.window
             )
-        except (OSError, InputError) as exc:
-            self.history_error = str(exc)
-            sys.stderr.write(f"pytest-accel: could not update the flaky history: {exc}\n")
-            return None
+            self.history_written = True
+        return history
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         # Also after failures, -x and Ctrl-C. What is built here has no reference cycles.
-        with gc_paused():
+        with gc_paused(), isolated(session, "finish the flaky report"):
             self._finish(session)
 
     def _finish(self, session: pytest.Session) -> None:
@@ -269,13 +273,8 @@ class FlakyPlugin:
         )
         self._warn(session, findings)
         if self.options.report:
-            try:
+            with isolated(session, f"write the flaky report {self.options.report}"):
                 write_json_atomic(self.options.report, report_json(findings))
-            except OSError as exc:
-                sys.stderr.write(
-                    f"pytest-accel: could not write the flaky report {self.options.report}:"
-                    f" {exc.strerror or exc}\n"
-                )
         summary = github.job_summary(self.config)
         if summary is not None:
             summary.add(summary_section(findings))
@@ -316,7 +315,7 @@ class FlakyPlugin:
                 red=line.startswith("flaky:") and findings.over_limit,
                 green=line.startswith("flaky:") and not findings.over_limit,
             )
-        if self.options.history and self.history_error is None:
+        if self.history_written:
             terminalreporter.write_line(
                 f"pytest-accel: flaky history for {self.key!r} updated in {self.options.history}"
             )

@@ -9,9 +9,11 @@ from pytest_accel.hardware.detection import (
     Detection,
     DetectionContext,
     cpu_detection,
+    plain,
     platform_matches,
 )
 from pytest_accel.hardware.sysfs import PROBES
+from pytest_accel.settings import shown
 
 _SELECTOR_PLATFORMS = {
     "cpu": "cpu",
@@ -31,13 +33,16 @@ def framework_selection(ctx: DetectionContext) -> tuple[list[str] | None, str | 
         value = ctx.environ.get(variable, "").strip()
         if not value:
             continue
-        allowed = [
-            _SELECTOR_PLATFORMS[p]
-            for p in (part.strip().lower() for part in value.split(","))
-            if p in _SELECTOR_PLATFORMS
-        ]
-        setting = f"{variable}={value}"
+        names = [part.strip().lower() for part in value.split(",")]
+        allowed = [_SELECTOR_PLATFORMS[p] for p in names if p in _SELECTOR_PLATFORMS]
+        setting = f"{variable}={plain(value)}"
         ctx.note(f"env {setting}")
+        unknown = [p for p in names if p not in _SELECTOR_PLATFORMS]
+        if unknown:
+            ctx.ignore(
+                f"{variable} names {', '.join(map(shown, unknown))}, not a platform the built-in"
+                f" detectors know ({', '.join(_SELECTOR_PLATFORMS)})"
+            )
         return allowed, setting
     return None, None
 

@@ -12,10 +12,12 @@ import importlib.metadata
 import importlib.util
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_accel.settings import shown
 
 BUILTIN_PLATFORMS: tuple[str, ...] = ("cpu", "cuda", "rocm", "tpu")
 # `gpu` is a family, not a platform: it matches whatever GPU platform was detected.
@@ -40,6 +42,11 @@ class Detection:
     @property
     def is_accelerator(self) -> bool:
         return self.platform != "cpu"
+
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """Settings detection could not use (a malformed count or mask entry)."""
+        return tuple(e.removeprefix(IGNORED) for e in self.evidence if e.startswith(IGNORED))
 
     def describe(self) -> str:
         """``tpu x8 (TPU v6 lite) via pci``."""
@@ -81,9 +88,47 @@ class DetectionContext:
     def note(self, line: str) -> None:
         self.evidence.append(line)
 
+    def ignore(self, what: str) -> None:
+        """A setting that could not be used: in the evidence, and in the header."""
+        self.evidence.append(IGNORED + what)
+
+
+IGNORED = "ignored: "
+
+
+class DetectionError(ValueError):
+    """A setting of ours that detection cannot work with (a usage error)."""
+
 
 def sysroot_from_env(environ: Mapping[str, str]) -> Path:
-    return Path(environ.get("PYTEST_ACCEL_SYSROOT") or "/")
+    """The filesystem root the probes read: ``/``, or ``PYTEST_ACCEL_SYSROOT``."""
+    value = environ.get("PYTEST_ACCEL_SYSROOT")
+    if not value:
+        return Path("/")
+    root = Path(value)
+    if not root.is_dir():
+        raise DetectionError(
+            f"PYTEST_ACCEL_SYSROOT={shown(value, 300)} is not a directory (it names the"
+            " filesystem root that device detection reads instead of /)"
+        )
+    return root
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.,:/=+-]{1,60}")
+
+
+def plain(value: str) -> str:
+    """A setting's value as it is when plain, else quoted (escapes and all) and cut
+    short, so that no value can break a line or run on for pages."""
+    return value if _PLAIN.fullmatch(value) else shown(value)
+
+
+_COUNT = re.compile(r"[0-9]{1,7}")  # ASCII digits only (int() also takes "²" and "١٢")
+
+
+def count_of(text: str) -> int | None:
+    stripped = text.strip()
+    return int(stripped) if _COUNT.fullmatch(stripped) else None
 
 
 def platform_matches(wanted: str, platform: str) -> bool:
@@ -93,22 +138,31 @@ def platform_matches(wanted: str, platform: str) -> bool:
 
 # --- CPU ----------------------------------------------------------------------------
 
-_XLA_HOST_COUNT = re.compile(r"--xla_force_host_platform_device_count=(\d+)")
+_XLA_HOST_COUNT = re.compile(r"--xla_force_host_platform_device_count=(\S*)")
 
 
-def cpu_device_count(environ: Mapping[str, str]) -> tuple[int, str | None]:
-    """JAX host device count and the variable that set it (None: the default of 1)."""
+def cpu_device_count(
+    environ: Mapping[str, str], ignore: Callable[[str], None] = lambda _: None
+) -> tuple[int, str | None]:
+    """JAX host device count and the variable that set it (None: the default of 1);
+    a value that is not a positive count is passed to ``ignore`` and skipped."""
     value = environ.get("JAX_NUM_CPU_DEVICES", "").strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value), f"JAX_NUM_CPU_DEVICES={value}"
+    if value:
+        count = count_of(value)
+        if count:
+            return count, f"JAX_NUM_CPU_DEVICES={value}"
+        ignore(f"JAX_NUM_CPU_DEVICES={shown(value)} (not a positive count)")
     match = _XLA_HOST_COUNT.search(environ.get("XLA_FLAGS", ""))
-    if match and int(match.group(1)) > 0:
-        return int(match.group(1)), f"XLA_FLAGS={match.group(0)}"
+    if match:
+        count = count_of(match.group(1))
+        if count:
+            return count, f"XLA_FLAGS={match.group(0)}"
+        ignore(f"XLA_FLAGS {shown(match.group(0))} (not a positive count)")
     return 1, None
 
 
 def cpu_detection(ctx: DetectionContext, source: str = "default") -> Detection:
-    count, origin = cpu_device_count(ctx.environ)
+    count, origin = cpu_device_count(ctx.environ, ctx.ignore)
     if origin:
         ctx.note(f"cpu devices: {count} from {origin}")
     return Detection("cpu", count, "cpu", source, tuple(ctx.evidence))
@@ -116,18 +170,45 @@ def cpu_detection(ctx: DetectionContext, source: str = "default") -> Detection:
 
 # --- visibility masks -----------------------------------------------------------------
 
-_HIDDEN = {"", "-1", "none", "nodevfiles", "void"}
+_INDEX = re.compile(r"[0-9]{1,4}")
+# CUDA and ROCm also take device UUIDs (nvidia-smi -L, rocm-smi --showuniqueid).
+_UUID = re.compile(r"(?:GPU|MIG)-[0-9A-Za-z-]{1,64}")
+UUID_MASKS = frozenset({"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"})
+_HIDE = frozenset({"", "-1", "none", "void", "nodevfiles"})
 
 
-def mask_entries(value: str) -> list[str]:
-    """Entries of a ``*_VISIBLE_*`` mask up to the first invalid one (as CUDA reads it)."""
+@dataclass(frozen=True)
+class Mask:
+    """A ``*_VISIBLE_*`` variable as the runtime reads it."""
+
+    entries: tuple[str, ...]  # the devices it leaves visible, in order
+    stop: str | None = None  # why reading stopped early, for the evidence
+
+
+def read_mask(value: str, physical: int | None = None, *, uuids: bool = True) -> Mask:
+    """Comma-separated device indexes (and with ``uuids`` GPU-/MIG- UUIDs), read as the
+    CUDA runtime, ROCm and libtpu do: the list ends at the first entry that is not one,
+    repeats an earlier one or is past the last device (``-1``, ``NoDevFiles`` or an empty
+    value hide every device)."""
     entries: list[str] = []
     for raw in value.split(","):
         entry = raw.strip()
-        if entry.lower() in _HIDDEN or entry.startswith("-"):
-            break
+        if _INDEX.fullmatch(entry):
+            if physical is not None and int(entry) >= physical:
+                return Mask(tuple(entries), f"{shown(entry)} is past the last device")
+        elif not (uuids and _UUID.fullmatch(entry)):
+            if entry.lower() in _HIDE:  # the documented ways to hide devices: no note
+                return Mask(tuple(entries))
+            return Mask(tuple(entries), f"{shown(entry)} is not a device index")
+        if entry in entries:
+            return Mask(tuple(entries), f"{shown(entry)} is repeated")
         entries.append(entry)
-    return entries
+    return Mask(tuple(entries))
+
+
+def mask_entries(value: str, *, uuids: bool = True) -> list[str]:
+    """The entries a mask leaves visible (see ``read_mask``)."""
+    return list(read_mask(value, uuids=uuids).entries)
 
 
 def apply_mask(ctx: DetectionContext, variable: str, physical: int) -> int:
@@ -135,14 +216,13 @@ def apply_mask(ctx: DetectionContext, variable: str, physical: int) -> int:
     value = ctx.environ.get(variable)
     if value is None:
         return physical
-    entries = mask_entries(value)
-    visible = 0
-    for entry in entries:
-        if entry.isdigit() and int(entry) >= physical:
-            break  # an index past the end stops the mask, as in the CUDA runtime
-        visible += 1
-    visible = min(visible, physical)
-    ctx.note(f"{variable}={value!r} leaves {visible} of {physical} visible")
+    mask = read_mask(value, physical, uuids=variable in UUID_MASKS)
+    visible = min(len(mask.entries), physical)
+    line = f"{variable}={shown(value)} leaves {visible} of {physical} visible"
+    if mask.stop:
+        ctx.ignore(f"{line}: the list ends where {mask.stop}, as the runtime reads it")
+    else:
+        ctx.note(line)
     return visible
 
 
@@ -163,9 +243,10 @@ def parse_emulation(spec: str, known_platforms: Iterable[str]) -> Detection:
     count = 1
     if len(parts) > 1:
         text = parts[1].strip()
-        if not text.isdigit() or int(text) < 1:
-            raise EmulationSpecError(f"device count {text!r} is not a positive integer")
-        count = int(text)
+        found = count_of(text)
+        if not found:
+            raise EmulationSpecError(f"device count {shown(text)} is not a positive integer")
+        count = found
     kind = parts[2].strip() if len(parts) > 2 and parts[2].strip() else None
     if platform == "cpu":
         kind = "cpu"

@@ -80,6 +80,8 @@ def header_line(facts: session.Session) -> str:
     for name in ("jax", "torch"):
         if name in versions:
             line += f"; {name} {versions[name]}"
+    for what in detection.ignored:
+        line += f"; ignored {what}"
     return line
 
 

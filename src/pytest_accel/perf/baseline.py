@@ -31,8 +31,8 @@ from pytest_accel.files import (
 from pytest_accel.perf.record import (
     RECORD_SCHEMA,
     Timings,
+    check_record,
     current_from_record,
-    record_key,
 )
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
@@ -118,7 +118,7 @@ def _parse_baseline(path: str, data: dict[str, Any]) -> Baseline:
 
 
 def _parse_record(path: str, data: dict[str, Any]) -> Baseline:
-    key, _ = record_key(path, data)
+    key = check_record(path, data)["env"]["key"]
     return Baseline({key: samples_from_record(path, data)}, DEFAULT_WINDOW, "record")
 
 
@@ -139,7 +139,7 @@ def samples_from_record(
     path: str, data: Mapping[str, Any], test_metric: str = "call"
 ) -> EnvSamples:
     """A record as one sample per test, class and module (see ``current_from_record``)."""
-    return samples_of(current_from_record(path, data, test_metric), test_metric)
+    return samples_of(current_from_record(data, test_metric), test_metric)
 
 
 def _parse_durations(path: str, data: dict[str, Any]) -> Baseline:

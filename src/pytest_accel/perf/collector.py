@@ -21,6 +21,7 @@ from pytest_accel.reports import (
     node_parents,
     report_stats,
     reports_are_relayed,
+    test_id,
     xdist_worker_id,
 )
 
@@ -85,7 +86,7 @@ def collect_nodes(items: list[pytest.Item]) -> CollectedNodes:
         own = next((m for m in item.own_markers if m.name == "perf"), None)
         found = perf_mark(item, own) if own is not None else inherited[key]
         if found is not None:
-            nodes.marks[item.nodeid] = found
+            nodes.marks[test_id(item.nodeid)] = found
     return nodes
 
 
@@ -103,7 +104,8 @@ class NodeInfoSender:
     @pytest.hookimpl(tryfirst=True)  # before xdist serialises the report for the controller
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "setup":
-            setattr(report, NODE_INFO_ATTR, self.nodes.info(report.nodeid, self.worker))
+            info = self.nodes.info(test_id(report.nodeid), self.worker)
+            setattr(report, NODE_INFO_ATTR, info)
 
 
 _PHASES = {"setup": 0, "call": 1, "teardown": 2}
@@ -149,11 +151,12 @@ class ResultsCollector:
 
     def add_report(self, report: pytest.TestReport) -> None:
         """Add one report (one phase of one attempt of one test) to the table."""
-        nodeid = report.nodeid
+        nodeid = test_id(report.nodeid)
         table = self.table
         row, new = table.row(nodeid)
         if new:
             path, line, _ = report.location
+            path = test_id(path)
             table.paths[row], table.lines[row] = path, None if line is None else line + 1
             parents = self.nodes.parents.get(nodeid)  # collected in this process
             if parents is not None:

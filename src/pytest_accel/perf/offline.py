@@ -15,7 +15,7 @@ from pytest_accel.perf.baseline import (
     samples_from_record,
     update_baseline_file,
 )
-from pytest_accel.perf.record import RECORD_SCHEMA, current_from_record, load_record, record_key
+from pytest_accel.perf.record import RECORD_SCHEMA, check_record, current_from_record, load_record
 from pytest_accel.perf.regression import Comparison, Rule, compare
 
 
@@ -29,7 +29,7 @@ def compare_files(
     env = baseline.for_key(key)
     if env is None:
         return Comparison(key, available_envs=sorted(baseline.envs))
-    now = current_from_record(record_path, data, env.test_metric)
+    now = current_from_record(data, env.test_metric)
     return compare(key, now, {g: env.group(g) for g in GROUPS}, rule)
 
 
@@ -50,8 +50,8 @@ def durations_file(path: str, env_key: str | None) -> tuple[dict[str, float], Gr
     tests' classes and modules where the file knows them (a record does)."""
     data = read_json(path)
     if isinstance(data, dict) and data.get("schema") == RECORD_SCHEMA:
-        _, data = record_key(path, data)
-        known = current_from_record(path, data, "total")["tests"]
+        data = check_record(path, data)
+        known = current_from_record(data, "total")["tests"]
         groups = {t: (data["tests"][t].get("class"), data["tests"][t].get("module")) for t in known}
         return known, groups
     baseline = parse_baseline(path, data)

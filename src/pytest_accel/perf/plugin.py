@@ -8,7 +8,6 @@ warns and writes files from what the ``ResultsCollector`` gathered.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,8 @@ from pytest_accel.perf.record import (
 )
 from pytest_accel.perf.regression import Comparison, Override, PerfRegressionWarning, compare
 from pytest_accel.perf.table import TimingTable, aggregate
-from pytest_accel.reports import fail_session, is_xdist_worker, warn
-from pytest_accel.session import durations_key, session_key, shard_key
+from pytest_accel.reports import fail_session, is_xdist_worker, isolated, warn
+from pytest_accel.session import durations_key, interrupt_on_sigterm, session_key, shard_key
 
 
 class PerfPlugin:
@@ -69,7 +68,7 @@ class PerfPlugin:
         self.commit: str | None = None
         self.branch: str | None = None
         self.comparison: Comparison | None = None
-        self.write_error: str | None = None
+        self.record_written = False
 
     @property
     def table(self) -> TimingTable:
@@ -154,43 +153,38 @@ class PerfPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # Also after failures, -x and Ctrl-C. What is built here has no reference cycles.
-        with gc_paused():
+        with gc_paused(), isolated(session, "finish the timing record and comparison"):
             self._finish(session)
 
     def _finish(self, session: pytest.Session) -> None:
+        """Compare, write the record, update the baseline: each isolated from the others."""
         self.results.session_table()
-        self.comparison = self._compare()
-        if self.comparison is not None:
-            self._emit_warnings(session, self.comparison)
-            summary = github.job_summary(self.config)
-            if summary is not None:
-                summary.add(output.summary_section(self.comparison, self.failing))
-            if self.failing:
-                fail_session(
-                    session, f"{len(self.comparison.regressions)} regression(s) with --perf-fail"
-                )
+        with isolated(session, "compare the timings with the baseline"):
+            self.comparison = self._compare()
+            if self.comparison is not None:
+                self._report(session, self.comparison)
         if self.options.record:
-            try:
-                write_atomic(
-                    self.options.record,
-                    encode_record(self.table, self.record_head(session.exitstatus)),
+            with isolated(session, f"write the timing record {self.options.record}"):
+                head = self.record_head(session.exitstatus)
+                write_atomic(self.options.record, encode_record(self.table, head))
+                self.record_written = True
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        # A cut-short run's timings are not a sample of the suite.
+        if self.options.update_baseline and self.options.baseline and not interrupted:
+            with isolated(session, f"update the baseline {self.options.baseline}"):
+                update_baseline_file(
+                    self.options.baseline,
+                    [(self.key, samples_of(self.current_timings()))],
+                    self.options.window,
                 )
-            except OSError as exc:
-                self.write_error = f"{self.options.record}: {exc.strerror or exc}"
-                sys.stderr.write(
-                    f"pytest-accel: could not write the timing record {self.write_error}\n"
-                )
-        if self.options.update_baseline and self.options.baseline:
-            interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
-            if not interrupted:  # a cut-short run's timings are not a sample of the suite
-                try:
-                    update_baseline_file(
-                        self.options.baseline,
-                        [(self.key, samples_of(self.current_timings()))],
-                        self.options.window,
-                    )
-                except (OSError, InputError) as exc:
-                    sys.stderr.write(f"pytest-accel: could not update the baseline: {exc}\n")
+
+    def _report(self, session: pytest.Session, comparison: Comparison) -> None:
+        self._emit_warnings(session, comparison)
+        summary = github.job_summary(self.config)
+        if summary is not None:
+            summary.add(output.summary_section(comparison, self.failing))
+        if self.failing:
+            fail_session(session, f"{len(comparison.regressions)} regression(s) with --perf-fail")
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         comparison = self.comparison
@@ -222,7 +216,7 @@ class PerfPlugin:
                 # terminal writer goes.
                 for line in output.workflow_commands(comparison, self.location):
                     terminalreporter.write_line(line)
-        if self.options.record and self.write_error is None:
+        if self.record_written:
             terminalreporter.write_line(
                 f"pytest-accel: timing record of {len(self.table)} test(s) written to"
                 f" {self.options.record}"
@@ -249,11 +243,17 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(), "pytest_accel:node_info")
         return
-    if options.record:
-        try:
-            check_writable(options.record)
-        except InputError as exc:
-            raise pytest.UsageError(f"--perf-record: {exc}") from None
+    outputs = [("--perf-record", options.record)]
+    if options.update_baseline:
+        outputs.append(("--perf-baseline", options.baseline))
+    for flag, path in outputs:
+        if path:
+            try:
+                check_writable(path)
+            except InputError as exc:
+                raise pytest.UsageError(f"{flag}: {exc}") from None
+    github.job_summary(config)  # checked before any test runs
+    interrupt_on_sigterm(config)
     baseline = config.stash[baseline_key] = load_for_session(options)
     results = ResultsCollector(config)
     config.pluginmanager.register(results, "pytest_accel:results")

@@ -12,22 +12,24 @@ import platform as python_platform
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from pytest_accel.files import (
     InputError,
     all_plausible,
     check_header,
+    expect_int,
     expect_object,
     expect_seconds,
-    finite_number,
+    expect_text,
     parse_utc_timestamp,
     read_json,
     utc_timestamp,
 )
 from pytest_accel.hardware.detection import Detection
 from pytest_accel.perf.table import TimingTable, aggregate
-from pytest_accel.reports import FAILING
+from pytest_accel.reports import FAILING, OUTCOME_RANK
 
 RECORD_SCHEMA = "pytest-accel/record"
 RECORD_VERSION = 1
@@ -160,94 +162,135 @@ def passing_timings(
     return timings
 
 
-def current_from_record(path: str, data: Mapping[str, Any], test_metric: str = "call") -> Timings:
-    """A record's timings (see ``passing_timings``), validated as they are read."""
-    rows: list[Any] = []
-    for ident, test in expect_object(path, "tests", data.get("tests")).items():
-        if type(test) is not dict:
-            expect_object(path, f"tests[{ident!r}]", test)  # raises, naming the test
-        rows.append(
-            (
-                ident,
-                test.get("outcome"),
-                test.get("class"),
-                test.get("module"),
-                test.get(test_metric),
-            )
-        )
-    values = [row[4] for row in rows if row[1] == "passed"]
-    if not (set(map(type, values)) <= {float, int} and all_plausible(values)):
-        for ident, outcome, _, _, value in rows:  # find and name the bad one
-            if outcome == "passed":
-                expect_seconds(path, f"tests[{ident!r}].{test_metric}", value)
-    group_totals: dict[str, dict[str, float]] = {}
-    for group in ("classes", "modules"):
-        group_totals[group] = {
-            ident: expect_seconds(
-                path,
-                f"{group}[{ident!r}].total",
-                expect_object(path, f"{group}[{ident!r}]", entry).get("total"),
-            )
-            for ident, entry in expect_object(path, group, data.get(group, {})).items()
-        }
+def current_from_record(data: Mapping[str, Any], test_metric: str = "call") -> Timings:
+    """A checked record's timings (see ``passing_timings`` and ``check_record``)."""
+    tests: dict[str, dict[str, Any]] = data["tests"]
+    rows = [
+        (ident, test["outcome"], test.get("class"), test.get("module"), test[test_metric])
+        for ident, test in tests.items()
+    ]
+    group_totals = {
+        group: {ident: float(entry["total"]) for ident, entry in data.get(group, {}).items()}
+        for group in ("classes", "modules")
+    }
     return passing_timings(rows, group_totals)
 
 
 def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
-    """A record file's ``env.key`` and data, validated enough to compare or fold."""
+    """A record file's ``env.key`` and its data, every field checked."""
     target = os.fspath(path)
-    return record_key(target, read_json(target))
+    data = check_record(target, read_json(target))
+    return data["env"]["key"], data
 
 
-def record_key(target: str, data: Any) -> tuple[str, dict[str, Any]]:
-    """Already-parsed record data's ``env.key``, checked as ``load_record`` does."""
-    check_header(
-        target, data, schema=RECORD_SCHEMA, supported=RECORD_VERSION, what="a pytest-accel record"
-    )
-    env = expect_object(target, "env", data.get("env"))
-    key = env.get("key")
-    if not isinstance(key, str) or not key:
-        raise InputError(target, f"env.key: expected a non-empty string, got {key!r}")
-    expect_object(target, "tests", data.get("tests"))
-    return key, data  # the tests are validated as they are read (samples_from_record)
+OUTCOMES = frozenset(OUTCOME_RANK)
+_TEST_SECONDS = ("setup", "call", "teardown", "total")
+_ATTEMPT_SECONDS = ("setup", "call", "teardown")
+_TEST_TEXTS = ("class", "module", "worker")
+_NUMBER = {float, int}
+_TEXT_OR_NULL = {str, type(None)}
 
 
 def check_record(path: str, data: Any) -> dict[str, Any]:
-    """Enough validation to merge: the header as ``record_key`` checks it, then run and
-    every test, class and module."""
-    _, record = record_key(path, data)
-    if not isinstance(record.get("run"), dict):
-        raise InputError(path, "run: expected an object")
-    tests = record["tests"]
-    if not all(type(test) is dict for test in tests.values()):
-        nodeid = next(n for n, t in tests.items() if type(t) is not dict)
-        raise InputError(path, f"tests[{nodeid!r}]: expected an object")
-    fields = ("setup", "call", "teardown", "total")
-    values = [test.get(name) for test in tests.values() for name in fields]
-    if not (set(map(type, values)) <= {float, int} and all_plausible(values)):
-        for nodeid, test in tests.items():  # find and name the bad one
-            for name in fields:
-                value = test.get(name)
-                if not finite_number(value) or value < 0:
-                    raise InputError(
-                        path, f"tests[{nodeid!r}].{name}: expected seconds, got {value!r}"
-                    )
+    """A record read back, every field of docs/format.md type-checked.
+
+    Unknown fields are ignored (a newer writer may add some); ``class``, ``module``,
+    ``worker`` and ``attempts`` may be missing.  A problem is an InputError naming the
+    file and the field.  The tests are checked in bulk: a record can hold 100,000.
+    """
+    what = "a pytest-accel record"
+    record = check_header(path, data, schema=RECORD_SCHEMA, supported=RECORD_VERSION, what=what)
+    _check_run(path, expect_object(path, "run", record.get("run")))
+    _check_env(path, expect_object(path, "env", record.get("env")))
+    if record.get("comparison") is not None:
+        expect_object(path, "comparison", record["comparison"])
+    tests = expect_object(path, "tests", record.get("tests"))
+    if not _tests_look_right(tests):
+        for ident, entry in tests.items():  # find and name the first bad field
+            _check_test(path, f"tests[{ident!r}]", entry)
     for section in ("classes", "modules"):
         for group, value in expect_object(path, section, record.get(section, {})).items():
-            entry = expect_object(path, f"{section}[{group!r}]", value)
-            for name in ("tests", "total", "span"):
-                if not finite_number(entry.get(name)) or entry[name] < 0:
-                    raise InputError(
-                        path,
-                        f"{section}[{group!r}].{name}: expected a number, got {entry.get(name)!r}",
-                    )
-    started(path, record)
+            where = f"{section}[{group!r}]"
+            entry = expect_object(path, where, value)
+            expect_int(path, f"{where}.tests", entry.get("tests"), minimum=0)
+            expect_seconds(path, f"{where}.total", entry.get("total"))
+            expect_seconds(path, f"{where}.span", entry.get("span"))
     return record
 
 
+def _check_run(path: str, run: Mapping[str, Any]) -> None:
+    parse_utc_timestamp(path, "run.started", run.get("started"))
+    expect_seconds(path, "run.duration", run.get("duration"))
+    for name in ("commit", "branch", "shard"):
+        expect_text(path, f"run.{name}", run.get(name), optional=True)
+    expect_int(path, "run.workers", run.get("workers", 0), minimum=0)
+    expect_int(path, "run.exitstatus", run.get("exitstatus", 0))
+
+
+def _check_env(path: str, env: Mapping[str, Any]) -> None:
+    if not expect_text(path, "env.key", env.get("key")):
+        raise InputError(path, "env.key: expected a non-empty string, got ''")
+    expect_text(path, "env.platform", env.get("platform"))
+    expect_text(path, "env.device_kind", env.get("device_kind"), optional=True)
+    expect_int(path, "env.device_count", env.get("device_count"), minimum=0)
+    for name in ("python", "pytest"):
+        expect_text(path, f"env.{name}", env.get(name), optional=True)
+    frameworks = expect_object(path, "env.frameworks", env.get("frameworks", {}))
+    for name, version in frameworks.items():
+        expect_text(path, f"env.frameworks[{name!r}]", version)
+
+
+def _tests_look_right(tests: Mapping[str, Any]) -> bool:
+    """Every test well formed, checked a field at a time over all tests at once."""
+    entries = list(tests.values())
+    if any(type(entry) is not dict for entry in entries):
+        return False
+    outcomes = [entry.get("outcome") for entry in entries]
+    if not (set(map(type, outcomes)) <= {str} and set(outcomes) <= OUTCOMES):
+        return False
+    seconds = [entry.get(name) for entry in entries for name in _TEST_SECONDS]
+    texts = [entry.get(name) for entry in entries for name in _TEST_TEXTS]
+    if not (set(map(type, texts)) <= _TEXT_OR_NULL and set(map(type, seconds)) <= _NUMBER):
+        return False
+    histories = [entry.get("attempts") for entry in entries]
+    if not set(map(type, histories)) <= {list, type(None)}:
+        return False
+    attempts = list(chain.from_iterable(h for h in histories if h))
+    if any(type(attempt) is not dict for attempt in attempts):
+        return False
+    outcomes = [attempt.get("outcome") for attempt in attempts]
+    if not (set(map(type, outcomes)) <= {str} and set(outcomes) <= OUTCOMES):
+        return False
+    seconds += [attempt.get(name) for attempt in attempts for name in _ATTEMPT_SECONDS]
+    return set(map(type, seconds)) <= _NUMBER and all_plausible(seconds)
+
+
+def _check_test(path: str, where: str, value: Any) -> None:
+    entry = expect_object(path, where, value)
+    _check_outcome(path, f"{where}.outcome", entry.get("outcome"))
+    for name in _TEST_SECONDS:
+        expect_seconds(path, f"{where}.{name}", entry.get(name))
+    for name in _TEST_TEXTS:
+        expect_text(path, f"{where}.{name}", entry.get(name), optional=True)
+    attempts = entry.get("attempts")
+    if attempts is None:
+        return
+    if not isinstance(attempts, list):
+        raise InputError(path, f"{where}.attempts: expected a list, got {type(attempts).__name__}")
+    for index, raw in enumerate(attempts):
+        attempt = expect_object(path, f"{where}.attempts[{index}]", raw)
+        _check_outcome(path, f"{where}.attempts[{index}].outcome", attempt.get("outcome"))
+        for name in _ATTEMPT_SECONDS:
+            expect_seconds(path, f"{where}.attempts[{index}].{name}", attempt.get(name))
+
+
+def _check_outcome(path: str, where: str, value: Any) -> None:
+    if not isinstance(value, str) or value not in OUTCOMES:
+        raise InputError(
+            path, f"{where}: expected one of {', '.join(sorted(OUTCOMES))}, got {value!r:.60}"
+        )
+
+
 def started(path: str, data: Mapping[str, Any]) -> float:
-    """A validated record's ``run.started`` as a POSIX time."""
-    run = data.get("run")
-    return parse_utc_timestamp(
-        path, "run.started", run.get("started") if isinstance(run, dict) else None
-    )
+    """A checked record's ``run.started`` as a POSIX time."""
+    return parse_utc_timestamp(path, "run.started", data["run"]["started"])

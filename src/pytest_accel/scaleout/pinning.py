@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_accel.hardware.detection import Detection, mask_entries
+from pytest_accel.hardware.detection import UUID_MASKS, Detection, count_of, mask_entries
 
 PINNED_PLATFORMS = ("cuda", "rocm", "tpu")
 TPU_PORT_BASE = 8476  # libtpu's default process port; one per worker from here
@@ -37,7 +37,9 @@ class Pin:
 
 def _visible(environ: Mapping[str, str], variable: str, count: int) -> list[str]:
     value = environ.get(variable)
-    return mask_entries(value)[:count] if value is not None else [str(i) for i in range(count)]
+    if value is None:
+        return [str(i) for i in range(count)]
+    return mask_entries(value, uuids=variable in UUID_MASKS)[:count]
 
 
 def _devices_per_chip(detection: Detection) -> int:
@@ -59,10 +61,10 @@ def shareable(detection: Detection, environ: Mapping[str, str]) -> list[str]:
 
 
 def worker_index(worker: str) -> int:
-    digits = worker.removeprefix("gw")
-    if not digits.isdigit():
+    index = count_of(worker.removeprefix("gw"))
+    if index is None:
         raise PinError(f"unexpected xdist worker id {worker!r}")
-    return int(digits)
+    return index
 
 
 def plan_pin(detection: Detection, environ: Mapping[str, str], worker: str, workers: int) -> Pin:

@@ -17,9 +17,11 @@ from pytest_accel.hardware.builtin import detect_builtin
 from pytest_accel.hardware.detection import (
     Detection,
     DetectionContext,
+    DetectionError,
+    count_of,
     sysroot_from_env,
 )
-from pytest_accel.reports import node_parents
+from pytest_accel.reports import node_parents, test_id
 from pytest_accel.scaleout.options import ScaleoutOptions, option, resolve
 from pytest_accel.scaleout.pinning import PINNED_PLATFORMS, Pin, PinError, plan_pin, shareable
 from pytest_accel.scaleout.sharding import Plan, make_units, plan, weights_for
@@ -34,22 +36,25 @@ def pin_worker(early_config: pytest.Config) -> None:
     so this detects (cheaply, no probe) in the worker itself.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if not worker or not workers.isdigit():
+    workers = count_of(os.environ.get("PYTEST_XDIST_WORKER_COUNT", ""))
+    if not worker or not workers:
         return
     if (early_setting(early_config, option("--accel-pin")) or "auto").lower() != "auto":
         return
     accel = (early_setting(early_config, session.option("--accel")) or "auto").lower()
     if accel == "cpu" or early_setting(early_config, session.option("--accel-emulate")):
         return
-    context = DetectionContext(
-        sysroot_from_env(os.environ), dict(os.environ), None if accel == "auto" else accel
+    try:
+        root = sysroot_from_env(os.environ)
+    except DetectionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    found = detect_builtin(
+        DetectionContext(root, dict(os.environ), None if accel == "auto" else accel)
     )
-    found = detect_builtin(context)
     if found is None or found.platform not in PINNED_PLATFORMS:
         return
     try:
-        pin = plan_pin(found, os.environ, worker, int(workers))
+        pin = plan_pin(found, os.environ, worker, workers)
     except PinError as exc:
         raise pytest.UsageError(f"--accel-pin: {exc}") from None
     session.set_env(early_config, pin.env)
@@ -132,15 +137,17 @@ def shard_items(
     """This shard's items, the others, and the plan; identical on every shard."""
     assert options.shard is not None
     index, count = options.shard
-    nodeids = [item.nodeid for item in items]
+    nodeids = [test_id(item.nodeid) for item in items]
     parents = node_parents(items)
     column = 0 if options.shard_by == "class" else 1
     groups = {nodeid: parents[nodeid][column] for nodeid in nodeids}
-    weights = weights_for(nodeids, known, zero={i.nodeid for i in items if _skipped(i)})
+    skipped = {n for n, item in zip(nodeids, items, strict=True) if _skipped(item)}
+    weights = weights_for(nodeids, known, zero=skipped)
     shard_plan = plan(make_units(nodeids, groups, weights, options.shard_by), count)
     mine = set(shard_plan.tests(index - 1))
-    kept = [i for i in items if i.nodeid in mine]
-    return kept, [i for i in items if i.nodeid not in mine], shard_plan
+    kept = [item for n, item in zip(nodeids, items, strict=True) if n in mine]
+    elsewhere = [item for n, item in zip(nodeids, items, strict=True) if n not in mine]
+    return kept, elsewhere, shard_plan
 
 
 def shard_line(options: ScaleoutOptions, shard_plan: Plan) -> str:
