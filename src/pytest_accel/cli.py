@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 from pytest_accel import __version__
-from pytest_accel.files import InputError, read_json, write_json_atomic
+from pytest_accel.files import InputError, check_writable, read_json, write_json_atomic
 from pytest_accel.flaky.classify import analysis
 from pytest_accel.flaky.history import (
     HISTORY_SCHEMA,
@@ -43,9 +43,11 @@ from pytest_accel.perf.merge import MergeError, merge_records
 from pytest_accel.perf.offline import compare_files, durations_file, fold_records
 from pytest_accel.perf.options import DEFAULT_WINDOW, RULE_FLAGS, rule_from
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record
+from pytest_accel.reports import problem
 from pytest_accel.scaleout.options import SHARD_BY
 from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
 from pytest_accel.settings import parse_positive_int
+from pytest_accel.text import line_start, one_line
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -71,11 +73,11 @@ def _detect(args: argparse.Namespace) -> int:
         payload = {**detection.to_json(), "probe": probe}
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        sys.stdout.write(f"accel: {detection.describe()}\n")
+        sys.stdout.write(f"accel: {detection.describe()}\n")  # one line, whatever was read
         for line in detection.evidence:
-            sys.stdout.write(f"  checked: {line}\n")
+            sys.stdout.write(one_line(f"  checked: {line}") + "\n")
         if probe is not None and not probe["ok"]:
-            sys.stdout.write(f"  probe failed: {probe['error']}\n")
+            sys.stdout.write(one_line(f"  probe failed: {probe['error']}") + "\n")
     return EXIT_FINDINGS if probe is not None and not probe["ok"] else EXIT_OK
 
 
@@ -104,16 +106,21 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> int:
+    check_writable(args.into)
     baseline, runs = fold_records(args.records, args.into, args.window)
     tests = sum(len(env.tests) for env in baseline.envs.values())
     sys.stdout.write(
-        f"{args.into}: folded {runs} record(s); {tests} test(s) under"
-        f" {', '.join(sorted(baseline.envs))}\n"
+        line_start(
+            f"{args.into}: folded {runs} record(s); {tests} test(s) under"
+            f" {', '.join(sorted(baseline.envs))}"
+        )
+        + "\n"
     )
     return EXIT_OK
 
 
 def _merge(args: argparse.Namespace) -> int:
+    check_writable(args.output)
     records = [(path, check_record(path, read_json(path))) for path in args.records]
     try:
         results = merge_records(records, by_env=args.by_env)
@@ -123,12 +130,15 @@ def _merge(args: argparse.Namespace) -> int:
         out = args.output if len(results) == 1 else _per_key_path(args.output, result.key)
         write_json_atomic(out, result.record)
         for note in result.notes:
-            sys.stderr.write(f"pytest-accel: note: {note}\n")
+            sys.stderr.write(one_line(f"pytest-accel: note: {note}") + "\n")
         sys.stdout.write(
-            f"{out}: merged {len(result.record['run']['merged_from'])} record(s) under"
-            f" {result.key}: {len(result.record['tests'])} test(s),"
-            f" {len(result.record['classes'])} class(es),"
-            f" {len(result.record['modules'])} module(s)\n"
+            line_start(
+                f"{out}: merged {len(result.record['run']['merged_from'])} record(s) under"
+                f" {result.key}: {len(result.record['tests'])} test(s),"
+                f" {len(result.record['classes'])} class(es),"
+                f" {len(result.record['modules'])} module(s)"
+            )
+            + "\n"
         )
     return EXIT_OK
 
@@ -212,6 +222,7 @@ def _flaky(args: argparse.Namespace) -> int:
     report["max_pct"] = args.max_pct
     report["over_limit"] = sorted(over)
     if args.write_quarantine:
+        check_writable(args.write_quarantine)
         expires = utc_today() + timedelta(days=args.expires_in)
         entries = propose(report, expires)
         write_json_atomic(args.write_quarantine, quarantine_json(entries))
@@ -332,6 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except (CliError, InputError, DetectionError, pytest.UsageError) as exc:
-        sys.stderr.write(f"pytest-accel: error: {exc}\n")
+        sys.stderr.write(one_line(f"pytest-accel: error: {exc}") + "\n")
+        return EXIT_USAGE
+    except OSError as exc:  # a write that failed after the checks (a full disk)
+        sys.stderr.write(one_line(f"pytest-accel: error: {problem(exc)}") + "\n")
         return EXIT_USAGE
     return code

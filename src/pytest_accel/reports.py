@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from pytest_accel.text import line_start, one_line
+
 # Set on a report by the flaky feature, read by the timing feature:
 # the real outcome of a quarantined failure (reported as an expected failure),
 QUARANTINED_ATTR = "pytest_accel_quarantined"
@@ -149,7 +151,7 @@ def warn(warning: Warning, path: str, line: int | None) -> bool:
     False when a filter turned it into an error: the caller fails the session.
     """
     try:
-        warnings.warn_explicit(warning, type(warning), path, line or 0)
+        warnings.warn_explicit(warning, type(warning), line_start(path), line or 0)
     except type(warning):
         return False
     return True
@@ -191,7 +193,7 @@ def write_exit_reasons(config: pytest.Config) -> None:
     reasons = config.stash.get(exit_reasons_key, [])
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     for reason in reasons:
-        line = f"pytest-accel: exit status 1: {reason}"
+        line = one_line(f"pytest-accel: exit status 1: {reason}")
         if terminal is not None:
             terminal.write_line(line, red=True)
         else:

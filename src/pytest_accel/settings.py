@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from pytest_accel.text import shown
+
 
 @dataclass(frozen=True)
 class OptionSpec:
@@ -101,11 +103,6 @@ def parse_choice(flag: str, value: str | None, choices: Sequence[str], default: 
 MAX_COUNT = 1_000_000  # more devices, workers, shards or rows than any run has
 _COUNT = re.compile(r"[0-9]{1,7}")  # ASCII digits only: int() also takes "²" and "١٢"
 _NUMBER = re.compile(r"[0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9}")
-
-
-def shown(value: str, most: int = 40) -> str:
-    """A value quoted for a message, cut short: a 5000-digit value is not repeated."""
-    return repr(value if len(value) <= most else value[:most] + "...")
 
 
 def count_value(text: str, minimum: int = 0, maximum: int = MAX_COUNT) -> int | None:

@@ -110,6 +110,8 @@ def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
     runs = raw.get("runs", [])
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         raise InputError(path, f"{where}.runs must be a list of objects")
+    for index, run in enumerate(runs):
+        _check_run(path, f"{where}.runs[{index}]", run)
     tests = raw.get("tests", {})
     if not isinstance(tests, dict):
         raise InputError(path, f"{where}.tests must be an object, got {type(tests).__name__}")
@@ -121,6 +123,26 @@ def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
                 f" got {letters!r}",
             )
     return EnvHistory(platform, runs, tests)
+
+
+_RUN_FIELDS: dict[str, tuple[type, ...]] = {
+    "started": (str, type(None)),
+    "exitstatus": (int,),
+    "tests": (int,),
+    "source": (str, type(None)),
+    "mass_failure": (bool,),
+}
+
+
+def _check_run(path: str, where: str, run: Mapping[str, Any]) -> None:
+    """A run's known fields have their types (unknown ones are a newer writer's)."""
+    for name, types in _RUN_FIELDS.items():
+        value = run.get(name)
+        if name in run and not (
+            isinstance(value, types) and (bool in types or not isinstance(value, bool))
+        ):
+            expected = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise InputError(path, f"{where}.{name}: expected {expected}, got {value!r:.60}")
 
 
 def load_history(path: str | os.PathLike[str]) -> History:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from pytest_accel.flaky.findings import Findings
 from pytest_accel.github import Section, escape_cell
+from pytest_accel.text import line_start, one_line
 
 
 def summary_line(findings: Findings) -> str:
@@ -54,7 +55,7 @@ def terminal_lines(findings: Findings, top: int = 20) -> list[str]:
     if len(findings.across_runs) > len(shown):
         lines.append(f"... and {len(findings.across_runs) - len(shown)} more (see --flaky-report)")
     lines.append(summary_line(findings))
-    return lines
+    return [one_line(line) for line in lines]
 
 
 def summary_section(findings: Findings) -> Section:
@@ -84,8 +85,9 @@ def analysis_text(report: Mapping[str, object], *, markdown: bool) -> str:
     assert isinstance(envs, dict)
     lines = ["### pytest-accel flaky tests", ""] if markdown else []
     for key, env in envs.items():
+        name = escape_cell(key) if markdown else line_start(key)
         lines.append(
-            f"{key} ({env['runs']} run(s), {env['tests']} test(s)):"
+            f"{name} ({env['runs']} run(s), {env['tests']} test(s)):"
             f" {len(env['flaky'])} flaky, {len(env['broken'])} broken"
         )
         rows = [("flaky", v) for v in env["flaky"]] + [("broken", v) for v in env["broken"]]
@@ -112,5 +114,6 @@ def analysis_text(report: Mapping[str, object], *, markdown: bool) -> str:
         verdict = ""
         if isinstance(limit, (int, float)):
             verdict = f" (over --max-pct {limit:g})" if pct > limit else f" (within {limit:g})"
-        lines.append(f"flaky_pct {platform}: {pct:.2f}%{verdict}")
-    return "\n".join(lines) + "\n"
+        name = escape_cell(platform) if markdown else platform
+        lines.append(f"flaky_pct {name}: {pct:.2f}%{verdict}")
+    return "\n".join(map(one_line, lines)) + "\n"

@@ -52,6 +52,7 @@ from pytest_accel.reports import (
     warn,
 )
 from pytest_accel.session import session_key
+from pytest_accel.text import one_line
 
 QUARANTINE_PROPERTY = "quarantined"
 # What a worker tells the controller about its collection (xdist ``workeroutput``).
@@ -299,7 +300,9 @@ class FlakyPlugin:
         if len(notes) > most:
             rest = len(notes) - most
             notes = [*notes[:most], (None, f"{rest} more expired or stale quarantine entries")]
-        escalated = sum(not warn(FlakyQuarantineWarning(text), path, line) for line, text in notes)
+        escalated = sum(
+            not warn(FlakyQuarantineWarning(one_line(text)), path, line) for line, text in notes
+        )
         if escalated:
             fail_session(session, f"{escalated} FlakyQuarantineWarning(s) turned into errors by -W")
 
@@ -354,5 +357,7 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
                     load_history(path)  # malformed: stop before any test runs
             except InputError as exc:
                 raise pytest.UsageError(f"{flag}: {exc}") from None
+    github.job_summary(config)  # checked before any test runs
+    interrupt_on_sigterm(config)
     plugin = FlakyPlugin(config, options, facts.detection, runner, key=facts.key, rerunner=rerunner)
     config.pluginmanager.register(plugin, "pytest_accel:flaky")

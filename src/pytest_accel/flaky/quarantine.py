@@ -21,7 +21,8 @@ QUARANTINE_SCHEMA = "pytest-accel/quarantine"
 QUARANTINE_VERSION = 1
 ENTRY_FIELDS = ("test", "platforms", "reason", "issue", "expires")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# C0 and C1 controls (tab and line breaks included) and Unicode's line separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # A trailing comment needs whitespace before its '#': "test_x[#1]" keeps its '#'.
 _TRAILING_COMMENT = re.compile(r"\s+#")
 
@@ -145,9 +146,19 @@ def parse_text(path: str, text: str) -> Quarantine:
     return Quarantine(path, tuple(entries))
 
 
+MAX_NAME_BYTES = 255  # a file name longer than this cannot exist (NAME_MAX)
+MAX_ID_CHARS = 4096
+
+
 def _nodeid_problem(test: str) -> str | None:
     if _CONTROL.search(test):
-        return f"{test!r} contains a control character"
+        return f"{test[:80]!r} contains a control character (a tab or a line break?)"
+    if len(test) > MAX_ID_CHARS:
+        return f"{test[:40]!r}... is {len(test)} characters long; no node id is"
+    file_part = test.split("::", 1)[0]
+    for part in file_part.split("/"):
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            return f"{part[:40]!r}... is longer than any file name can be ({MAX_NAME_BYTES} bytes)"
     if test.startswith("-"):
         return f"{test!r} looks like a command-line option, not a node id"
     if test.startswith("::") or test.endswith("::") or "::::" in test:
@@ -168,12 +179,19 @@ def _line_of(text: str, test: str) -> int | None:
 def parse_json(path: str, text: str, known_platforms: Collection[str] | None = None) -> Quarantine:
     import json
 
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON value")
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=no_constant)
     except json.JSONDecodeError as exc:
         raise InputError(
             path, f"line {exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise InputError(path, "is not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # NaN, Infinity, or an integer of thousands of digits
+        raise InputError(path, f"is not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, dict):
         raise InputError(path, f"expected a JSON object, got {type(data).__name__}")
     unknown = sorted(k for k in data if k not in ("schema", "version", "entries"))

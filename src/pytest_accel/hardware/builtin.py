@@ -9,11 +9,10 @@ from pytest_accel.hardware.detection import (
     Detection,
     DetectionContext,
     cpu_detection,
-    plain,
     platform_matches,
 )
 from pytest_accel.hardware.sysfs import PROBES
-from pytest_accel.settings import shown
+from pytest_accel.text import plain, shown
 
 _SELECTOR_PLATFORMS = {
     "cpu": "cpu",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_accel.settings import shown
+from pytest_accel.text import one_line, shown
 
 BUILTIN_PLATFORMS: tuple[str, ...] = ("cpu", "cuda", "rocm", "tpu")
 # `gpu` is a family, not a platform: it matches whatever GPU platform was detected.
@@ -49,9 +49,9 @@ class Detection:
         return tuple(e.removeprefix(IGNORED) for e in self.evidence if e.startswith(IGNORED))
 
     def describe(self) -> str:
-        """``tpu x8 (TPU v6 lite) via pci``."""
+        """``tpu x8 (TPU v6 lite) via pci``, on one line whatever a detector reported."""
         kind = f" ({self.device_kind})" if self.device_kind and self.is_accelerator else ""
-        return f"{self.platform} x{self.device_count}{kind} via {self.source}"
+        return one_line(f"{self.platform} x{self.device_count}{kind} via {self.source}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,15 +112,6 @@ def sysroot_from_env(environ: Mapping[str, str]) -> Path:
             " filesystem root that device detection reads instead of /)"
         )
     return root
-
-
-_PLAIN = re.compile(r"[A-Za-z0-9_.,:/=+-]{1,60}")
-
-
-def plain(value: str) -> str:
-    """A setting's value as it is when plain, else quoted (escapes and all) and cut
-    short, so that no value can break a line or run on for pages."""
-    return value if _PLAIN.fullmatch(value) else shown(value)
 
 
 _COUNT = re.compile(r"[0-9]{1,7}")  # ASCII digits only (int() also takes "²" and "١٢")
@@ -255,7 +246,7 @@ def parse_emulation(spec: str, known_platforms: Iterable[str]) -> Detection:
 
 
 def describe_evidence(evidence: Sequence[str]) -> str:
-    return "; ".join(evidence) if evidence else "nothing checked"
+    return one_line("; ".join(evidence)) if evidence else "nothing checked"
 
 
 def framework_versions() -> dict[str, str]:

@@ -31,6 +31,7 @@ from pytest_accel.hardware.markers import (
     evaluate_marks,
 )
 from pytest_accel.settings import early_setting, parse_positive_int
+from pytest_accel.text import one_line
 
 verdict_key = pytest.StashKey[Verdict]()
 _XLA_HOST_COUNT = re.compile(r"--xla_force_host_platform_device_count=\d+")
@@ -82,7 +83,7 @@ def header_line(facts: session.Session) -> str:
             line += f"; {name} {versions[name]}"
     for what in detection.ignored:
         line += f"; ignored {what}"
-    return line
+    return one_line(line)
 
 
 Marks = tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...]

@@ -15,6 +15,7 @@ from pytest_accel.github import (
     fit,
 )
 from pytest_accel.perf.regression import Comparison, Finding
+from pytest_accel.text import one_line
 
 
 def describe(finding: Finding) -> str:
@@ -23,7 +24,7 @@ def describe(finding: Finding) -> str:
         if finding.kind == "session"
         else f"{finding.samples} sample(s)"
     )
-    return (
+    return one_line(
         f"{finding.kind} {finding.id}: {finding.current:.3f}s vs baseline"
         f" {finding.baseline:.3f}s ({finding.ratio:.2f}x, {basis})"
     )
@@ -42,12 +43,12 @@ def summary_line(comparison: Comparison, failing: bool) -> str:
         line += f"; this run was {comparison.speed:.2f}x the baseline overall"
     if failing:
         line += " -- failing the run (--perf-fail)"
-    return line
+    return one_line(line)
 
 
 def missing_env_line(comparison: Comparison, source: str) -> str:
     keys = ", ".join(comparison.available_envs) or "none"
-    return (
+    return one_line(
         f"perf: {source} has no timings for {comparison.env!r}; nothing compared"
         f" (it has: {keys}). Use --perf-env-key to pick one."
     )

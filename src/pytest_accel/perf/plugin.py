@@ -40,6 +40,7 @@ from pytest_accel.perf.regression import Comparison, Override, PerfRegressionWar
 from pytest_accel.perf.table import TimingTable, aggregate
 from pytest_accel.reports import fail_session, is_xdist_worker, isolated, warn
 from pytest_accel.session import durations_key, interrupt_on_sigterm, session_key, shard_key
+from pytest_accel.text import one_line
 
 
 class PerfPlugin:
@@ -196,8 +197,10 @@ class PerfPlugin:
                 and self.options.update_baseline
             ):
                 terminalreporter.write_line(
-                    f"perf: no baseline yet; this run starts {self.options.baseline}"
-                    f" with timings for {self.key!r}"
+                    one_line(
+                        f"perf: no baseline yet; this run starts {self.options.baseline}"
+                        f" with timings for {self.key!r}"
+                    )
                 )
             elif self.baseline is not None and self.baseline.for_key(self.key) is None:
                 terminalreporter.write_line(
@@ -218,8 +221,10 @@ class PerfPlugin:
                     terminalreporter.write_line(line)
         if self.record_written:
             terminalreporter.write_line(
-                f"pytest-accel: timing record of {len(self.table)} test(s) written to"
-                f" {self.options.record}"
+                one_line(
+                    f"pytest-accel: timing record of {len(self.table)} test(s) written to"
+                    f" {self.options.record}"
+                )
             )
 
 

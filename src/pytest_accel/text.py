@@ -1,0 +1,38 @@
+"""User data inside the lines we print: test ids, file names, hardware keys, messages.
+
+A CI log reads every line that starts with ``::`` as a workflow command, so no value
+may break a line: control characters (line breaks above all) are shown escaped, as
+Python writes them.  Values quoted in messages are cut short.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls (tab and line breaks included) and Unicode's line separators.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_PLAIN = re.compile(r"[A-Za-z0-9_.,:/=+-]{1,60}")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``, ...)."""
+    if text.isprintable():
+        return text
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def line_start(text: str) -> str:
+    """``text`` made safe to begin a line: one line, and never starting with ``::``."""
+    text = one_line(text)
+    return f"./{text}" if text.startswith("::") else text
+
+
+def shown(value: str, most: int = 40) -> str:
+    """A value quoted for a message, cut short: a 5000-digit value is not repeated."""
+    return repr(value if len(value) <= most else value[:most] + "...")
+
+
+def plain(value: str) -> str:
+    """A setting's value as it is when plain, else quoted (escapes and all) and cut
+    short, so that no value can break a line or run on for pages."""
+    return value if _PLAIN.fullmatch(value) else shown(value, 60)
