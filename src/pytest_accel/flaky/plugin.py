@@ -51,7 +51,7 @@ from pytest_accel.reports import (
     test_id,
     warn,
 )
-from pytest_accel.session import session_key
+from pytest_accel.session import interrupt_on_sigterm, session_key
 from pytest_accel.text import one_line
 
 QUARANTINE_PROPERTY = "quarantined"
