@@ -207,7 +207,9 @@ def test_emulation_specs_parse_platform_count_and_kind() -> None:
 def test_sysroot_defaults_to_the_real_root_and_must_be_a_directory(tmp_path: Path) -> None:
     assert str(sysroot_from_env({})) == os.sep
     assert sysroot_from_env({"PYTEST_ACCEL_SYSROOT": str(tmp_path)}) == tmp_path
-    with pytest.raises(DetectionError, match=r"PYTEST_ACCEL_SYSROOT='.*/missing' is not a directory"):
+    with pytest.raises(
+        DetectionError, match=r"PYTEST_ACCEL_SYSROOT='.*/missing' is not a directory"
+    ):
         sysroot_from_env({"PYTEST_ACCEL_SYSROOT": str(tmp_path / "missing")})
 
 
