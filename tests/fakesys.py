@@ -91,12 +91,16 @@ class FakeSys:
 
 
 @pytest.fixture(autouse=True)
-def _hermetic_accel_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _hermetic_accel_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     """The developer's or runner's accelerator variables must not leak into tests, and
     in-process runs see the plugin's warnings as a fresh process does: this suite's own
     ``-W error`` would otherwise turn them into errors inside every inner run."""
     for name in ACCEL_ENV:
         monkeypatch.delenv(name, raising=False)
+    # Locks go to a cache directory: this one, not the developer's ~/.cache.
+    monkeypatch.setenv("PYTEST_ACCEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     with warnings.catch_warnings():
         for category in (pytest_accel.PerfRegressionWarning, pytest_accel.FlakyQuarantineWarning):
             warnings.filterwarnings("default", category=category)

@@ -12,6 +12,7 @@ imported lazily, only when a file is read or written.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import hashlib
 import math
@@ -56,8 +57,13 @@ STALE_TEMP_SECONDS = 3600  # a temp file of ours this old belongs to a killed wr
 
 def resolved(path: str | os.PathLike[str]) -> Path:
     """Where ``path`` really is: a symlinked file is written through its link, which
-    stays a link."""
-    return Path(os.path.realpath(os.fspath(path)))
+    stays a link (a dangling link creates its target).  A symlink loop is an error."""
+    try:
+        return Path(os.path.realpath(os.fspath(path), strict=True))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(path, f"cannot be resolved: {exc.strerror}") from None
+    return Path(os.path.realpath(os.fspath(path)))  # not there yet: written on first use
 
 
 def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
@@ -161,7 +167,7 @@ def read_bytes(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> by
         raise InputError(path, "is a directory, not a file") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise InputError(path, "is a directory, not a file")
@@ -170,6 +176,10 @@ def read_bytes(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> by
             raise InputError(path, f"is {kind}, not a regular file")
         if info.st_size > limit:
             raise InputError(path, f"is {info.st_size} bytes, over the {limit}-byte limit")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
         try:
             data = handle.read(limit + 1)
         except OSError as exc:

@@ -102,7 +102,8 @@ def parse_choice(flag: str, value: str | None, choices: Sequence[str], default: 
 
 MAX_COUNT = 1_000_000  # more devices, workers, shards or rows than any run has
 _COUNT = re.compile(r"[0-9]{1,7}")  # ASCII digits only: int() also takes "²" and "١٢"
-_NUMBER = re.compile(r"[0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9}")
+_NUMBER = re.compile(r"([0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9})([eE][+-]?[0-9]{1,2})?")
+MAX_NUMBER = 1e9
 
 
 def count_value(text: str, minimum: int = 0, maximum: int = MAX_COUNT) -> int | None:
@@ -115,9 +116,13 @@ def count_value(text: str, minimum: int = 0, maximum: int = MAX_COUNT) -> int | 
 
 
 def number_value(text: str) -> float | None:
-    """``text`` as a plain decimal number (no sign, exponent, inf or nan); else None."""
+    """``text`` as a non-negative decimal number of ASCII digits (``0.05``, ``5e-2``)
+    up to ``MAX_NUMBER``; no sign, inf or nan.  Else None."""
     stripped = text.strip()
-    return float(stripped) if _NUMBER.fullmatch(stripped) else None
+    if not _NUMBER.fullmatch(stripped):
+        return None
+    value = float(stripped)
+    return value if value <= MAX_NUMBER else None
 
 
 def parse_count(flag: str, value: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int:

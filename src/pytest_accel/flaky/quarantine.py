@@ -161,6 +161,11 @@ def _nodeid_problem(test: str) -> str | None:
             return f"{part[:40]!r}... is longer than any file name can be ({MAX_NAME_BYTES} bytes)"
     if test.startswith("-"):
         return f"{test!r} looks like a command-line option, not a node id"
+    if test.startswith(("[", '"', "{")):
+        return (
+            f"{test[:40]!r} looks like JSON, not a node id (a JSON quarantine list is an"
+            ' object: {"version": 1, "entries": [...]})'
+        )
     if test.startswith("::") or test.endswith("::") or "::::" in test:
         return f"{test!r} is not a node id (an empty part between '::')"
     return None

@@ -13,7 +13,9 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-_SHARD_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+from pytest_accel.text import shown
+
+_SHARD_SPEC = re.compile(r"^\s*([0-9]{1,7})\s*/\s*([0-9]{1,7})\s*$")
 
 
 class ShardSpecError(ValueError):
@@ -24,7 +26,7 @@ def parse_shard(spec: str) -> tuple[int, int]:
     """``K/N`` (1-based) -> ``(K, N)``."""
     match = _SHARD_SPEC.match(spec)
     if not match:
-        raise ShardSpecError(f"{spec!r} is not K/N (e.g. 2/4)")
+        raise ShardSpecError(f"{shown(spec)} is not K/N (e.g. 2/4)")
     index, count = int(match.group(1)), int(match.group(2))
     if count < 1 or not 1 <= index <= count:
         raise ShardSpecError(f"{spec!r}: K must be between 1 and N, and N at least 1")
