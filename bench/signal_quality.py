@@ -26,7 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-from pytest_accel.perf.regression import MAD_SCALE, Rule, compare, judge
+from pytest_accel.perf.comparison import compare
+from pytest_accel.perf.rule import MAD_SCALE, Rule, judge
 
 Array = npt.NDArray[np.float64]
 UNCHANGED, PER_GROUP, WINDOW, OUTLIER_RATE = 10_000, 300, 20, 0.03
@@ -47,7 +48,10 @@ def history(rng: np.random.Generator, medians: Array, sigma: Array) -> Array:
 def speedguard_flags(current: Array, samples: Array) -> npt.NDArray[np.bool_]:
     median = np.median(samples, axis=1)
     mad = np.median(np.abs(samples - median[:, None]), axis=1)
-    return (current > 1.5 * median) & (current > median + 3 * MAD_SCALE * mad) & (current >= 0.05)
+    flags: npt.NDArray[np.bool_] = (
+        (current > 1.5 * median) & (current > median + 3 * MAD_SCALE * mad) & (current >= 0.05)
+    )
+    return flags
 
 
 def scenario_rates(seed: int, rule: Rule) -> dict[str, tuple[float, float]]:

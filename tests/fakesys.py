@@ -8,6 +8,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,3 +142,26 @@ def run_concurrently(pytester: pytest.Pytester, args: list[str], processes: int)
     ]
     errors = [p.communicate(timeout=300)[1].decode() for p in running]
     assert [p.returncode for p in running] == [0] * processes, errors
+
+
+def per_test(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A version 2 record's test columns seen as one object per test (node id)."""
+    columns = record["tests"]
+    names = [n for n in columns if isinstance(columns[n], list) and n not in ("id", "warmup")]
+    view = {
+        nodeid: {name: columns[name][row] for name in names}
+        for row, nodeid in enumerate(columns["id"])
+    }
+    for nodeid, attempts in columns.get("attempts", {}).items():
+        view[nodeid]["attempts"] = attempts
+    return view
+
+
+def per_group(record: dict[str, Any], section: str) -> dict[str, dict[str, Any]]:
+    """A version 2 record's classes or modules seen as one object per group."""
+    columns = record[section]
+    names = [n for n in columns if n != "id"]
+    return {
+        group: {name: columns[name][row] for name in names}
+        for row, group in enumerate(columns["id"])
+    }

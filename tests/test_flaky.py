@@ -12,7 +12,7 @@ from pytest_accel.files import InputError
 from pytest_accel.flaky.classify import classify
 from pytest_accel.flaky.history import load_history
 from pytest_accel.flaky.quarantine import load_quarantine
-from tests.fakesys import run_concurrently
+from tests.fakesys import per_test, run_concurrently
 
 # test_flaky fails on its first attempt and passes on its second: the state is a file,
 # so it holds across attempts, processes and xdist workers.
@@ -79,7 +79,7 @@ def test_a_test_that_passes_on_its_second_attempt_is_flaky_and_does_not_fail_the
     assert run_summary(load(pytester.path / "report.json"))["flaky"] == {
         "test_flaky": ["failed", "passed"]
     }
-    record = load(pytester.path / "record.json")["tests"]["test_one.py::test_flaky"]
+    record = per_test(load(pytester.path / "record.json"))["test_one.py::test_flaky"]
     assert record["outcome"] == "passed"
     assert [a["outcome"] for a in record["attempts"]] == ["failed", "passed"]
 
@@ -98,7 +98,7 @@ def test_a_test_that_always_fails_gets_three_attempts_and_fails_the_session(
     result = pytester.runpytest("--flaky-reruns=2", "--perf-record=record.json")
     assert outcomes(result) == {"failed": 1, "rerun": 3, "flaky": 1}
     assert result.ret == 1
-    test = load(pytester.path / "record.json")["tests"]["test_two.py::test_always_fails"]
+    test = per_test(load(pytester.path / "record.json"))["test_two.py::test_always_fails"]
     assert [a["outcome"] for a in test["attempts"]] == ["failed"] * 3
 
 
@@ -254,7 +254,7 @@ def test_pytest_rerunfailures_does_the_reruns_when_it_is_active(
         ]
     )
     assert (pytester.path / "attempts.txt").read_text() == "2"  # not rerun a second time
-    test = load(pytester.path / "record.json")["tests"]["test_one.py::test_flaky"]
+    test = per_test(load(pytester.path / "record.json"))["test_one.py::test_flaky"]
     assert [a["outcome"] for a in test["attempts"]] == ["failed", "passed"]
 
 

@@ -56,8 +56,8 @@ def test_a_test_file_whose_name_is_not_utf8_is_written_as_python_shows_it(
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert b"2 passed" in completed.stdout
-    escaped = "test_\\xff.py::test_a"
-    assert escaped in load(pytester.path / "record.json")["tests"]
+    escaped = "test_\\xff.py::test_b"
+    assert escaped in load(pytester.path / "record.json")["tests"]["id"]
     assert escaped in load(pytester.path / "baseline.json")["envs"]["cpu/x1"]["tests"]
     assert escaped in load(pytester.path / "history.json")["envs"]["cpu/x1"]["tests"]
     assert load(pytester.path / "report.json")["run"]["tests"] == 2
@@ -175,8 +175,8 @@ def test_a_symlinked_baseline_and_history_update_their_targets_and_stay_links(
         ).assert_outcomes(passed=2)
     assert (pytester.path / "link.json").is_symlink()
     assert (pytester.path / "hist-link.json").is_symlink()
-    tests = load(shared / "base.json")["envs"]["cpu/x1"]["tests"]
-    assert [len(t["samples"]) for t in tests.values()] == [2, 2]
+    runs = load(shared / "base.json")["envs"]["cpu/x1"]["runs"]
+    assert [(len(r["tests"]), len(r["warmup"])) for r in runs] == [(1, 1), (1, 1)]
     assert len(load(shared / "hist.json")["envs"]["cpu/x1"]["runs"]) == 2
     # No lock or temp file beside the user's files, under either name.
     assert files_beside(shared) == {"base.json", "hist.json"}
@@ -282,6 +282,9 @@ def test_sigterm_ends_the_run_like_ctrl_c_records_what_ran_and_adds_nothing_to_h
     assert "KeyboardInterrupt" in out
     record = load(pytester.path / "record.json")
     assert record["run"]["exitstatus"] == pytest.ExitCode.INTERRUPTED
-    outcomes = {nodeid.rsplit("::", 1)[1]: t["outcome"] for nodeid, t in record["tests"].items()}
+    outcomes = {
+        nodeid.rsplit("::", 1)[1]: outcome
+        for nodeid, outcome in zip(record["tests"]["id"], record["tests"]["outcome"], strict=True)
+    }
     assert outcomes["test_quick"] == "passed"
     assert not (pytester.path / "history.json").exists()  # an interrupted run adds nothing

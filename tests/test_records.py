@@ -13,8 +13,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_accel.perf.record import vcs_info
-from pytest_accel.perf.table import TimingTable, aggregate
+from pytest_accel.perf.table import TimingTable
+from pytest_accel.perf.timings import vcs_info
+from tests.fakesys import per_group, per_test
 
 CLASS_SUITE = """
 import time
@@ -68,14 +69,14 @@ def test_a_class_span_covers_its_class_fixture_and_its_total_is_the_sum_of_its_t
     result.stdout.fnmatch_lines(["pytest-accel: timing record of 6 test(s) written to record.json"])
     record = load(pytester.path / "record.json")
     validate(record)
-    model = record["classes"]["test_model.py::TestModel"]
+    model = per_group(record, "classes")["test_model.py::TestModel"]
     assert model["tests"] == 3
     assert model["span"] >= 0.6
-    members = [t for t in record["tests"].values() if t["class"] == "test_model.py::TestModel"]
+    members = [t for t in per_test(record).values() if t["class"] == "test_model.py::TestModel"]
     assert model["total"] == pytest.approx(sum(t["total"] for t in members), abs=1e-5)
-    assert record["classes"]["test_model.py::TestLegacy"]["tests"] == 2  # unittest counts
-    assert record["modules"]["test_model.py"]["tests"] == 6
-    free = record["tests"]["test_model.py::test_free"]
+    assert per_group(record, "classes")["test_model.py::TestLegacy"]["tests"] == 2  # unittest
+    assert per_group(record, "modules")["test_model.py"]["tests"] == 6
+    free = per_test(record)["test_model.py::test_free"]
     assert (free["class"], free["module"], free["outcome"]) == (None, "test_model.py", "passed")
     assert record["env"]["key"] == "cpu/x1"
     assert record["run"]["exitstatus"] == 0
@@ -97,7 +98,7 @@ def test_awkward_parametrize_ids_survive_the_round_trip(pytester: pytest.Pyteste
     reprec = pytester.inline_run("--perf-record=record.json")
     reported = {r.nodeid for r in reprec.getreports("pytest_runtest_logreport")}
     record = load(pytester.path / "record.json")
-    assert set(record["tests"]) == reported
+    assert set(record["tests"]["id"]) == reported
     assert len(reported) == 6
     validate(record)
 
@@ -123,15 +124,18 @@ def test_xdist_records_each_test_once_with_its_worker_and_matches_a_serial_run(
         passed=200
     )
     parallel, serial = load(pytester.path / "parallel.json"), load(pytester.path / "serial.json")
-    assert len(parallel["tests"]) == 200
-    assert {t["worker"] for t in parallel["tests"].values()} == {"gw0", "gw1"}
+    assert len(parallel["tests"]["id"]) == 200
+    assert set(parallel["tests"]["worker"]) == {"gw0", "gw1"}
     assert parallel["run"]["workers"] == 2
-    assert set(parallel["tests"]) == set(serial["tests"])
-    assert set(parallel["classes"]) == set(serial["classes"])
-    assert {k: v["tests"] for k, v in parallel["modules"].items()} == {
-        k: v["tests"] for k, v in serial["modules"].items()
+    assert set(parallel["tests"]["id"]) == set(serial["tests"]["id"])
+    assert set(parallel["classes"]["id"]) == set(serial["classes"]["id"])
+    assert {k: v["tests"] for k, v in per_group(parallel, "modules").items()} == {
+        k: v["tests"] for k, v in per_group(serial, "modules").items()
     }
-    assert {t["worker"] for t in serial["tests"].values()} == {None}
+    assert set(serial["tests"]["worker"]) == {None}
+    # Each worker's first test paid that process's warm-up.
+    assert len(parallel["tests"]["warmup"]) == 2
+    assert len(serial["tests"]["warmup"]) == 1
     validate(parallel)
 
 
@@ -159,7 +163,7 @@ def test_failures_errors_skips_and_xfails_are_recorded_with_their_outcomes(
     result = pytester.runpytest("--perf-record=record.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     record = load(pytester.path / "record.json")
-    outcomes = {k.rsplit("::", 1)[1]: v["outcome"] for k, v in record["tests"].items()}
+    outcomes = {k.rsplit("::", 1)[1]: v["outcome"] for k, v in per_test(record).items()}
     assert outcomes == {
         "test_pass": "passed",
         "test_fail": "failed",
@@ -176,7 +180,7 @@ def test_exitfirst_leaves_a_partial_but_valid_record(pytester: pytest.Pytester) 
     pytester.makepyfile(test_mixed=FAILING_SUITE)
     pytester.runpytest("-x", "--perf-record=record.json")
     record = load(pytester.path / "record.json")
-    assert sorted(k.rsplit("::", 1)[1] for k in record["tests"]) == ["test_fail", "test_pass"]
+    assert sorted(k.rsplit("::", 1)[1] for k in record["tests"]["id"]) == ["test_fail", "test_pass"]
     validate(record)
 
 
@@ -196,7 +200,7 @@ def test_ctrl_c_leaves_a_partial_but_valid_record_with_the_interrupted_status(
     assert record["run"]["exitstatus"] == int(pytest.ExitCode.INTERRUPTED)
     assert (
         "test_ctrl_c_leaves_a_partial_but_valid_record_with_the_interrupted_status.py::test_before"
-        in record["tests"]
+        in record["tests"]["id"]
     )
     validate(record)
 
@@ -216,9 +220,10 @@ def test_a_test_that_kills_its_xdist_worker_is_recorded_as_crashed_and_the_rest_
     )
     pytester.runpytest_subprocess("-n", "2", "--perf-record=record.json")
     record = load(pytester.path / "record.json")
-    assert record["tests"]["test_crash.py::test_crash"]["outcome"] == "crashed"
-    assert record["tests"]["test_crash.py::test_crash"]["worker"] in ("gw0", "gw1")
-    passed = [k for k, v in record["tests"].items() if v["outcome"] == "passed"]
+    crashed = per_test(record)["test_crash.py::test_crash"]
+    assert crashed["outcome"] == "crashed"
+    assert crashed["worker"] in ("gw0", "gw1")
+    passed = [k for k, v in per_test(record).items() if v["outcome"] == "passed"]
     assert sorted(passed) == [
         "test_crash.py::test_ok_1",
         "test_crash.py::test_ok_2",
@@ -319,9 +324,16 @@ def test_reruns_of_one_node_id_become_attempts() -> None:
     ]:
         table.add(row, when, outcome, duration, start=1.0, stop=1.5)
     assert [a[0] for a in table.attempts(row)] == ["failed", "error"]
-    assert table.to_json(row)["call"] == 0.3
+    assert table.calls[row] == 0.3  # the last attempt's
+    assert table.attempts_json()["t.py::test_x"][0] == {
+        "outcome": "failed",
+        "setup": 0.1,
+        "call": 0.2,
+        "teardown": 0.0,
+    }
     assert table.row("t.py::test_x") == (row, False)
-    assert aggregate(table, table.module_ids) == {}  # no module known: not grouped
+    groups, columns = table.groups(table.module_ids, table.warmup(), {})
+    assert (groups.ids, columns["id"]) == ([], [])  # no module known: not grouped
 
 
 def test_concurrent_writers_never_expose_a_half_written_file(pytester: pytest.Pytester) -> None:
@@ -363,7 +375,7 @@ def test_concurrent_writers_never_expose_a_half_written_file(pytester: pytest.Py
     assert bad == []
     for path in [shared, *(pytester.path / f"own{i}.json" for i in range(10))]:
         record = load(path)
-        assert len(record["tests"]) == 300
+        assert len(record["tests"]["id"]) == 300
     assert not list(pytester.path.glob(".*.tmp"))  # no temp file left behind
 
 
@@ -372,6 +384,6 @@ def test_the_record_is_complete_without_the_terminal_reporter(pytester: pytest.P
     result = pytester.runpytest("-p", "no:terminal", "--perf-record=record.json")
     assert result.ret == pytest.ExitCode.OK
     record = load(pytester.path / "record.json")
-    assert len(record["tests"]) == 6
-    assert record["classes"]["test_model.py::TestModel"]["span"] >= 0.6
+    assert len(record["tests"]["id"]) == 6
+    assert per_group(record, "classes")["test_model.py::TestModel"]["span"] >= 0.6
     validate(record)

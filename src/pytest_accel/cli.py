@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,8 @@ from pytest_accel.flaky.history import (
     History,
     RecordedRun,
     combine,
-    letters_from_record,
     parse_history,
+    run_letters,
 )
 from pytest_accel.flaky.output import analysis_text
 from pytest_accel.flaky.quarantine import propose, utc_today
@@ -40,9 +41,15 @@ from pytest_accel.hardware.detection import (
 from pytest_accel.hardware.probe import ProbeError, probe_and_confirm
 from pytest_accel.perf import output
 from pytest_accel.perf.merge import MergeError, merge_records
-from pytest_accel.perf.offline import compare_files, durations_file, fold_records
+from pytest_accel.perf.offline import (
+    accept_changes,
+    compare_files,
+    durations_file,
+    fold_records,
+    upgrade_file,
+)
 from pytest_accel.perf.options import DEFAULT_WINDOW, RULE_FLAGS, rule_from
-from pytest_accel.perf.record import RECORD_SCHEMA, check_record
+from pytest_accel.perf.record import RECORD_SCHEMA, attempts_of, check_record
 from pytest_accel.reports import problem
 from pytest_accel.scaleout.options import SHARD_BY
 from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
@@ -89,14 +96,18 @@ def _rule_values(args: argparse.Namespace) -> dict[str, object]:
 
 def _compare(args: argparse.Namespace) -> int:
     comparison = compare_files(
-        args.record, args.baseline, rule_from(_rule_values(args)), args.env_key
+        args.record,
+        args.baseline,
+        rule_from(_rule_values(args)),
+        args.env_key,
+        new_slow=args.new_slow,
     )
-    failing = bool(args.fail and comparison.regressions)
+    failing = bool(args.fail and comparison.alarms)
     if args.format == "json":
         sys.stdout.write(json.dumps(comparison.to_json(), indent=2) + "\n")
     elif args.format == "markdown":
         sys.stdout.write(output.markdown(comparison, failing))
-    elif comparison.available_envs:
+    elif not comparison.found:
         sys.stdout.write(output.missing_env_line(comparison, args.baseline) + "\n")
     else:
         for row in output.terminal_rows(comparison, args.top):
@@ -107,15 +118,28 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _baseline(args: argparse.Namespace) -> int:
     check_writable(args.into)
-    baseline, runs = fold_records(args.records, args.into, args.window)
-    tests = sum(len(env.tests) for env in baseline.envs.values())
-    sys.stdout.write(
-        line_start(
-            f"{args.into}: folded {runs} record(s); {tests} test(s) under"
-            f" {', '.join(sorted(baseline.envs))}"
+    if args.records:
+        baseline, runs = fold_records(args.records, args.into, args.window)
+        tests = sum(len(env.ids["tests"]) for env in baseline.envs.values())
+        sys.stdout.write(
+            line_start(
+                f"{args.into}: added {runs} run(s); {tests} test(s) under"
+                f" {', '.join(sorted(baseline.envs))}"
+            )
+            + "\n"
         )
-        + "\n"
-    )
+    if args.accept:
+        rule = rule_from(_rule_values(args))
+        for change in accept_changes(args.into, args.accept, rule, args.env_key):
+            sys.stdout.write(one_line(f"accepted {output.describe_change(change)}") + "\n")
+    return EXIT_OK
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    """Version 1 baselines and records, rewritten in place as version 2 (atomically)."""
+    for path in args.files:
+        kind, version = upgrade_file(path)
+        sys.stdout.write(line_start(f"{path}: {kind} version {version} -> 2") + "\n")
     return EXIT_OK
 
 
@@ -192,17 +216,16 @@ def _history_inputs(paths: Sequence[str], window: int | None) -> History:
         schema = data.get("schema") if isinstance(data, dict) else None
         if schema == RECORD_SCHEMA:
             record = check_record(path, data)
-            key = record["env"]["key"]
-            run, env = record.get("run"), record.get("env")
-            started = run.get("started") if isinstance(run, dict) else None
-            platform = env.get("platform") if isinstance(env, dict) else None
+            tests = record["tests"]
             runs.append(
                 RecordedRun(
-                    str(started or ""),
+                    record["run"]["started"],
                     path,
-                    key,
-                    platform if isinstance(platform, str) else None,
-                    letters_from_record(path, record["tests"]),
+                    record["env"]["key"],
+                    record["env"]["platform"],
+                    run_letters(
+                        dict(zip(tests["id"], tests["outcome"], strict=True)), attempts_of(record)
+                    ),
                 )
             )
         elif schema == HISTORY_SCHEMA:
@@ -260,6 +283,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pytest-accel {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _add_detect,
+        _add_compare,
+        _add_baseline,
+        _add_upgrade,
+        _add_merge,
+        _add_flaky,
+        _add_shard,
+    ):
+        add(commands)
+    return parser
+
+
+def _add_detect(commands: Any) -> None:
     detect = commands.add_parser("detect", help="print what the plugin detects and why")
     detect.add_argument("--json", action="store_true", help="print JSON")
     detect.add_argument(
@@ -268,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("--probe-timeout", type=float, default=PROBE_TIMEOUT, metavar="SECONDS")
     detect.set_defaults(handler=_detect)
 
+
+def _add_compare(commands: Any) -> None:
     comp = commands.add_parser("compare", help="compare a record with a baseline")
     comp.add_argument("record", metavar="RECORD", help="a record written by --perf-record")
     comp.add_argument("--baseline", required=True, help="baseline, record or .test_durations")
@@ -278,14 +317,32 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in RULE_FLAGS:
         name = flag.removeprefix("--perf-")
         comp.add_argument(f"--{name}", default=None, help=f"as {flag} of the plugin")
+    comp.add_argument(
+        "--new-slow", type=float, default=1.0, metavar="SECONDS", help="as --perf-new-slow"
+    )
     comp.set_defaults(handler=_compare)
 
-    base = commands.add_parser("baseline", help="fold records into a baseline file")
-    base.add_argument("records", nargs="+", metavar="RECORD")
+
+def _add_baseline(commands: Any) -> None:
+    base = commands.add_parser("baseline", help="add records to a baseline file")
+    base.add_argument("records", nargs="*", metavar="RECORD")
     base.add_argument("--into", required=True, metavar="BASELINE")
     base.add_argument("--window", type=_positive_int, default=DEFAULT_WINDOW)
+    base.add_argument("--accept", action="append", default=[], metavar="ID")
+    base.add_argument("--env-key")
+    for flag in RULE_FLAGS:
+        name = flag.removeprefix("--perf-")
+        base.add_argument(f"--{name}", default=None, help=f"as {flag} of the plugin")
     base.set_defaults(handler=_baseline)
 
+
+def _add_upgrade(commands: Any) -> None:
+    upgrade = commands.add_parser("upgrade", help="rewrite version 1 files as version 2")
+    upgrade.add_argument("files", nargs="+", metavar="FILE")
+    upgrade.set_defaults(handler=_upgrade)
+
+
+def _add_merge(commands: Any) -> None:
     merge = commands.add_parser("merge", help="merge the records of shards into one")
     merge.add_argument("records", nargs="+", metavar="RECORD")
     merge.add_argument("-o", "--output", required=True, metavar="OUT")
@@ -296,6 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     merge.set_defaults(handler=_merge)
 
+
+def _add_flaky(commands: Any) -> None:
     flaky = commands.add_parser("flaky", help="flaky and broken tests from histories or records")
     flaky.add_argument("files", nargs="+", metavar="HISTORY_OR_RECORD")
     flaky.add_argument("--format", choices=("text", "json", "markdown"), default="text")
@@ -327,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flaky.set_defaults(handler=_flaky)
 
+
+def _add_shard(commands: Any) -> None:
     shard = commands.add_parser("shard", help="print a duration-balanced plan")
     shard.add_argument("--durations", required=True, help="baseline, record or .test_durations")
     shard.add_argument("--splits", type=_positive_int, required=True)
@@ -334,7 +395,6 @@ def build_parser() -> argparse.ArgumentParser:
     shard.add_argument("--env-key", help="the hardware key to read from a baseline")
     shard.add_argument("--format", choices=("text", "json"), default="text")
     shard.set_defaults(handler=_shard)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

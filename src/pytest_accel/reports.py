@@ -42,6 +42,7 @@ OUTCOME_RANK = {
     "failed": 3,
     "crashed": 4,
 }
+OUTCOMES = frozenset(OUTCOME_RANK)  # what a record may say of a test
 
 
 def phase_outcome(when: str, outcome: str, wasxfail: bool) -> str:

@@ -167,17 +167,14 @@ def update_history_file(
     return update_locked(path, load_history, lambda: History(window), fold_runs, to_json)
 
 
-def letters_from_record(path: str, tests: Mapping[str, Any]) -> dict[str, str]:
-    """A record's tests as one run's letters (its ``attempts`` tell a rerun pass)."""
+def run_letters(
+    outcomes: Mapping[str, str], attempts: Mapping[str, Sequence[str]]
+) -> dict[str, str]:
+    """One run's letters from each test's final outcome and, for the tests that had more
+    than one attempt, the outcomes of every attempt (a rerun pass is ``K``)."""
     letters = {}
-    for test, entry in tests.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
-            raise InputError(path, f"tests[{test!r}].outcome: expected a string")
-        attempts = entry.get("attempts") or []
-        if not isinstance(attempts, list):
-            raise InputError(path, f"tests[{test!r}].attempts: expected a list")
-        earlier = [a.get("outcome", "") for a in attempts[:-1] if isinstance(a, dict)]
-        letter = outcome_letter(entry["outcome"], earlier)
+    for test, outcome in outcomes.items():
+        letter = outcome_letter(outcome, attempts.get(test, ())[:-1])
         if letter is not None:
             letters[test] = letter
     return letters

@@ -1,152 +1,114 @@
-"""Baselines: past timings per hardware key, read from three formats, updated safely.
+"""Baselines: the last runs' timings per hardware key, read, validated, updated and
+written only here.
 
-Accepted inputs for ``--perf-baseline``:
-
-- a baseline file (``schema: pytest-accel/baseline``): rolling windows of samples;
-- a record (``schema: pytest-accel/record``): one sample per passing test, under the
-  record's ``env.key``;
-- a pytest-split ``.test_durations`` map ``{nodeid: seconds}``: one sample per test,
-  valid for any hardware key (it has none), compared with test totals since that is
-  what pytest-split stores.
+Version 2 (docs/regressions.md, "The baseline file") keeps, per hardware key, the runs
+its samples came from, oldest first (commit, branch, start time), and per run one list
+of seconds for each kind (tests, classes, modules), aligned with that kind's ids
+(``null``: no sample in that run).  Lists of numbers parse several times faster than an
+object per test.  ``--perf-baseline`` also accepts a version 1 baseline, a record (one
+run) and a pytest-split ``.test_durations`` map (one run, test totals, any key).
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_accel.files import (
     InputError,
-    all_plausible,
     check_version,
+    expect_int,
     expect_object,
     expect_seconds,
+    expect_text,
+    parse_utc_timestamp,
     read_json,
     update_locked,
 )
-from pytest_accel.perf.record import (
-    RECORD_SCHEMA,
-    Timings,
-    check_record,
-    current_from_record,
-)
+from pytest_accel.perf.record import RECORD_SCHEMA, check_record, timings
+from pytest_accel.perf.timings import RunIdentity, RunTimings
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
-BASELINE_VERSION = 1
+BASELINE_VERSION = 2
 DEFAULT_WINDOW = 20
 ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware runs
-GROUPS = ("tests", "classes", "modules")
+# Per run: tests; the tests that ran first in their process (``warmup``: judged apart);
+# classes and modules.
+KINDS = ("tests", "warmup", "classes", "modules")
+METRICS = ("call", "total")
+
+Values = list[float | None]
 
 
 @dataclass
-class EnvSamples:
-    """Samples of one hardware key: ``{group: {id: [seconds, ...]}}``."""
+class Run:
+    identity: RunIdentity
+    values: dict[str, Values]  # per kind, aligned with the ids (a shorter list: no more)
 
-    tests: dict[str, list[float]] = field(default_factory=dict)
-    classes: dict[str, list[float]] = field(default_factory=dict)
-    modules: dict[str, list[float]] = field(default_factory=dict)
-    test_metric: str = "call"  # what a test sample measures: "call" or "total"
 
-    def group(self, name: str) -> dict[str, list[float]]:
-        samples: dict[str, list[float]] = getattr(self, name)
-        return samples
+@dataclass
+class EnvHistory:
+    """One hardware key: its ids per kind and its runs, oldest first."""
+
+    test_metric: str = "call"  # what a test's sample measures: "call" or "total"
+    ids: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    runs: list[Run] = field(default_factory=list)
+    accepted: list[dict[str, Any]] = field(default_factory=list)  # changes accepted, for review
+
+    def matrix(self, kind: str) -> tuple[list[str], npt.NDArray[np.float64]]:
+        """The ids of ``kind`` and their samples: one row per id, one column per run."""
+        import numpy as np
+
+        ids = self.ids[kind]
+        width = len(ids)
+        rows = [run.values[kind] + [None] * (width - len(run.values[kind])) for run in self.runs]
+        if not rows or not width:
+            return ids, np.zeros((width, len(rows)))
+        return ids, np.array(rows, dtype=np.float64).T
+
+    def samples(self, kind: str) -> dict[str, list[float]]:
+        """Each id's samples, oldest first (for sharding, reports and tests)."""
+        result: dict[str, list[float]] = {ident: [] for ident in self.ids[kind]}
+        ids = self.ids[kind]
+        for run in self.runs:
+            for ident, value in zip(ids, run.values[kind], strict=False):
+                if value is not None:
+                    result[ident].append(value)
+        return {ident: values for ident, values in result.items() if values}
 
 
 @dataclass
 class Baseline:
-    envs: dict[str, EnvSamples]
+    envs: dict[str, EnvHistory]
     window: int = DEFAULT_WINDOW
     source: str = "baseline"  # "baseline", "record" or "durations"
 
-    def for_key(self, key: str) -> EnvSamples | None:
+    def for_key(self, key: str) -> EnvHistory | None:
         return self.envs.get(key) or self.envs.get(ANY_ENV)
 
 
-def _samples(path: str, where: str, value: Any) -> list[float]:
-    if not isinstance(value, list):
-        raise InputError(path, f"{where}: expected a list of seconds, got {type(value).__name__}")
-    for index, sample in enumerate(value):
-        expect_seconds(path, f"{where}[{index}]", sample)
-    return [float(s) for s in value]
-
-
-def _bulk_samples(path: str, where: str, entries: dict[str, Any]) -> dict[str, list[float]]:
-    """``{id: {"samples": [...]}}`` validated in bulk: a baseline holds millions of numbers.
-
-    The common case (all valid) costs a few vectorised passes; only a bad value is
-    located one by one, to name it.
-    """
-    lists: list[list[Any]] = []
-    for ident, entry in entries.items():
-        if type(entry) is not dict:
-            raise InputError(
-                path, f"{where}[{ident!r}]: expected an object, got {type(entry).__name__}"
-            )
-        samples = entry.get("samples")
-        # _samples raises for anything but a list, naming it
-        lists.append(
-            samples
-            if isinstance(samples, list)
-            else _samples(path, f"{where}[{ident!r}].samples", samples)
-        )
-    flat = list(chain.from_iterable(lists))
-    if not (set(map(type, flat)) <= {float, int} and all_plausible(flat)):
-        for ident, samples in zip(entries, lists, strict=True):  # find and name the bad one
-            _samples(path, f"{where}[{ident!r}].samples", samples)
-    return dict(zip(entries, lists, strict=True))
-
-
-def _parse_baseline(path: str, data: dict[str, Any]) -> Baseline:
-    check_version(path, data, BASELINE_VERSION)
-    window = data.get("window", DEFAULT_WINDOW)
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise InputError(path, f"window: expected a positive integer, got {window!r}")
-    envs: dict[str, EnvSamples] = {}
-    for key, raw_env in expect_object(path, "envs", data.get("envs")).items():
-        env = expect_object(path, f"envs[{key!r}]", raw_env)
-        parsed = EnvSamples()
-        for group in GROUPS:
-            where = f"envs[{key!r}].{group}"
-            entries = expect_object(path, where, env.get(group, {}))
-            parsed.group(group).update(_bulk_samples(path, where, entries))
-        envs[str(key)] = parsed
-    return Baseline(envs, window, "baseline")
-
-
-def _parse_record(path: str, data: dict[str, Any]) -> Baseline:
-    key = check_record(path, data)["env"]["key"]
-    return Baseline({key: samples_from_record(path, data)}, DEFAULT_WINDOW, "record")
-
-
-def median_durations(env: EnvSamples) -> dict[str, float]:
+def expected_durations(env: EnvHistory) -> dict[str, float]:
     """Each test's median sample: its expected duration, for planning shards."""
-    return {test: statistics.median(samples) for test, samples in env.tests.items() if samples}
+    import numpy as np
+
+    from pytest_accel.perf.rule import row_median
+
+    ids, matrix = env.matrix("tests")
+    if not ids or not matrix.size:
+        return {}
+    medians = row_median(matrix)
+    return {i: float(m) for i, m in zip(ids, medians.tolist(), strict=True) if not np.isnan(m)}
 
 
-def samples_of(timings: Timings, test_metric: str = "call") -> EnvSamples:
-    """Timings as one sample per test, class and module, ready to fold into a baseline."""
-    parsed = EnvSamples(test_metric=test_metric)
-    for group in GROUPS:
-        parsed.group(group).update({i: [v] for i, v in timings.get(group, {}).items()})
-    return parsed
+# --- reading -------------------------------------------------------------------------
 
-
-def samples_from_record(
-    path: str, data: Mapping[str, Any], test_metric: str = "call"
-) -> EnvSamples:
-    """A record as one sample per test, class and module (see ``current_from_record``)."""
-    return samples_of(current_from_record(data, test_metric), test_metric)
-
-
-def _parse_durations(path: str, data: dict[str, Any]) -> Baseline:
-    parsed = EnvSamples(test_metric="total")
-    for ident, seconds in data.items():
-        parsed.tests[ident] = [expect_seconds(path, f"[{ident!r}]", seconds)]
-    return Baseline({ANY_ENV: parsed}, DEFAULT_WINDOW, "durations")
+_SAMPLE_TYPES = {float, int, type(None)}
 
 
 def parse_baseline(path: str, data: Any) -> Baseline:
@@ -154,9 +116,16 @@ def parse_baseline(path: str, data: Any) -> Baseline:
         raise InputError(path, f"expected a JSON object, got {type(data).__name__}")
     schema = data.get("schema")
     if schema == BASELINE_SCHEMA:
-        return _parse_baseline(path, data)
+        version = check_version(path, data, BASELINE_VERSION)
+        window = expect_int(path, "window", data.get("window", DEFAULT_WINDOW), minimum=1)
+        envs = expect_object(path, "envs", data.get("envs"))
+        parse = _parse_env if version == 2 else _parse_env_version_1
+        return Baseline({key: parse(path, f"envs[{key!r}]", e) for key, e in envs.items()}, window)
     if schema == RECORD_SCHEMA:
-        return _parse_record(path, data)
+        record = timings(check_record(path, data))
+        env = EnvHistory()
+        add_run(env, record, DEFAULT_WINDOW)
+        return Baseline({record.key: env}, DEFAULT_WINDOW, "record")
     if schema is not None:
         raise InputError(
             path,
@@ -166,8 +135,153 @@ def parse_baseline(path: str, data: Any) -> Baseline:
     return _parse_durations(path, data)
 
 
+def _parse_env(path: str, where: str, value: Any) -> EnvHistory:
+    raw = expect_object(path, where, value)
+    metric = raw.get("test_metric", "call")
+    if metric not in METRICS:
+        raise InputError(path, f"{where}.test_metric: expected call or total, got {metric!r:.60}")
+    env = EnvHistory(metric)
+    for kind in KINDS:
+        ids = raw.get(kind, [])
+        if not isinstance(ids, list) or not set(map(type, ids)) <= {str}:
+            raise InputError(path, f"{where}.{kind}: expected a list of ids (strings)")
+        env.ids[kind] = ids
+    runs = raw.get("runs", [])
+    if not isinstance(runs, list):
+        raise InputError(path, f"{where}.runs: expected a list, got {type(runs).__name__}")
+    for index, entry in enumerate(runs):
+        env.runs.append(_parse_run(path, f"{where}.runs[{index}]", entry, env.ids))
+    accepted = raw.get("accepted", [])
+    if not isinstance(accepted, list) or not all(isinstance(a, dict) for a in accepted):
+        raise InputError(path, f"{where}.accepted: expected a list of objects")
+    env.accepted = accepted
+    return env
+
+
+def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) -> Run:
+    entry = expect_object(path, where, value)
+    for name in ("commit", "branch"):
+        expect_text(path, f"{where}.{name}", entry.get(name), optional=True)
+    started = expect_text(path, f"{where}.started", entry.get("started"), optional=True)
+    if started is not None:
+        parse_utc_timestamp(path, f"{where}.started", started)
+    identity = RunIdentity(entry.get("commit"), entry.get("branch"), started)
+    values: dict[str, Values] = {}
+    for kind in KINDS:
+        column = entry.get(kind, [])
+        if not isinstance(column, list):
+            raise InputError(path, f"{where}.{kind}: expected a list, got {type(column).__name__}")
+        if len(column) > len(ids[kind]):
+            raise InputError(
+                path, f"{where}.{kind}: {len(column)} values for {len(ids[kind])} {kind}"
+            )
+        if not _samples_look_right(column):
+            for ident, sample in zip(ids[kind], column, strict=False):  # name the bad one
+                if sample is not None:
+                    expect_seconds(path, f"{where}.{kind}[{ident!r}]", sample)
+        values[kind] = column
+    return Run(identity, values)
+
+
+def _samples_look_right(column: list[Any]) -> bool:
+    if not set(map(type, column)) <= _SAMPLE_TYPES:
+        return False
+    present = [v for v in column if v is not None] if None in column else column
+    return not present or (min(present) >= 0 and max(present) <= 1e6)
+
+
+def _parse_env_version_1(path: str, where: str, value: Any) -> EnvHistory:
+    """Samples without runs: a test's last sample is taken to be from the newest run."""
+    raw = expect_object(path, where, value)
+    env = EnvHistory()
+    series: dict[str, dict[str, list[float]]] = {}
+    for kind in KINDS:
+        entries = expect_object(path, f"{where}.{kind}", raw.get(kind, {}))
+        series[kind] = {}
+        for ident, entry in entries.items():
+            samples = expect_object(path, f"{where}.{kind}[{ident!r}]", entry).get("samples")
+            if not isinstance(samples, list):
+                raise InputError(path, f"{where}.{kind}[{ident!r}].samples: expected a list")
+            for index, sample in enumerate(samples):
+                expect_seconds(path, f"{where}.{kind}[{ident!r}].samples[{index}]", sample)
+            series[kind][ident] = [float(s) for s in samples]
+    depth = max((len(s) for kinds in series.values() for s in kinds.values()), default=0)
+    env.runs = [Run(RunIdentity(), {k: [] for k in KINDS}) for _ in range(depth)]
+    for kind, entries in series.items():
+        env.ids[kind] = list(entries)
+        for run_index, run in enumerate(env.runs):
+            back = depth - run_index  # 1 = the newest run
+            run.values[kind] = [s[-back] if back <= len(s) else None for s in entries.values()]
+    return env
+
+
+def _parse_durations(path: str, data: dict[str, Any]) -> Baseline:
+    env = EnvHistory(test_metric="total")
+    env.ids["tests"] = list(data)
+    values = [expect_seconds(path, f"[{ident!r}]", seconds) for ident, seconds in data.items()]
+    env.runs = [Run(RunIdentity(), {k: [] for k in KINDS} | {"tests": list(values)})]
+    return Baseline({ANY_ENV: env}, DEFAULT_WINDOW, "durations")
+
+
 def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     return parse_baseline(os.fspath(path), read_json(path))
+
+
+# --- changing and writing ----------------------------------------------------------------
+
+
+def add_run(env: EnvHistory, run: RunTimings, window: int) -> None:
+    """Append one run's comparable timings (see ``RunTimings``), keep the last ``window``
+    runs, and drop ids that no kept run has a sample of."""
+    current = {
+        "tests": run.comparable(env.test_metric),
+        "warmup": run.comparable(env.test_metric, warmup=True),
+        "classes": run.classes.comparable(),
+        "modules": run.modules.comparable(),
+    }
+    values: dict[str, Values] = {}
+    for kind, timings_of_kind in current.items():
+        ids = env.ids[kind]
+        index = {ident: i for i, ident in enumerate(ids)}
+        for ident in timings_of_kind:
+            if ident not in index:
+                index[ident] = len(ids)
+                ids.append(ident)
+        column: Values = [None] * len(ids)
+        for ident, seconds in timings_of_kind.items():
+            column[index[ident]] = round(seconds, 6)
+        values[kind] = column
+    env.runs.append(Run(run.identity, values))
+    del env.runs[:-window]
+    _compact(env)
+
+
+def _compact(env: EnvHistory) -> None:
+    """Ids without a sample in any kept run go; trailing empty entries are not written."""
+    for kind in KINDS:
+        ids = env.ids[kind]
+        alive = [False] * len(ids)
+        for run in env.runs:
+            for i, value in enumerate(run.values[kind]):
+                if value is not None:
+                    alive[i] = True
+        if all(alive):
+            continue
+        keep = [i for i, live in enumerate(alive) if live]
+        env.ids[kind] = [ids[i] for i in keep]
+        for run in env.runs:
+            column = run.values[kind]
+            run.values[kind] = [column[i] if i < len(column) else None for i in keep]
+
+
+def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, Any]) -> None:
+    """Accept a change: the samples of ``ident`` before its last ``runs`` runs go, so the
+    new level is the baseline and the alarm stops.  ``note`` is kept for review."""
+    at = env.ids[kind].index(ident)
+    for run in env.runs[: max(len(env.runs) - runs, 0)]:
+        if at < len(run.values[kind]):
+            run.values[kind][at] = None
+    env.accepted.append(note)
 
 
 def to_json(baseline: Baseline) -> dict[str, Any]:
@@ -175,38 +289,33 @@ def to_json(baseline: Baseline) -> dict[str, Any]:
         "schema": BASELINE_SCHEMA,
         "version": BASELINE_VERSION,
         "window": baseline.window,
-        "envs": {
-            key: {
-                group: {ident: {"samples": s} for ident, s in env.group(group).items()}
-                for group in GROUPS
-            }
-            for key, env in sorted(baseline.envs.items())
-        },
+        "envs": {key: _env_json(env) for key, env in sorted(baseline.envs.items())},
     }
 
 
-def add_run(baseline: Baseline, key: str, run: EnvSamples, window: int) -> None:
-    """Append one run's samples under ``key``, keeping the last ``window`` of each."""
-    baseline.window = window
-    env = baseline.envs.setdefault(key, EnvSamples())
-    for group in GROUPS:
-        target = env.group(group)
-        for ident, samples in run.group(group).items():
-            kept = target.get(ident, []) + samples
-            target[ident] = kept[-window:]
-    for group in GROUPS:  # a smaller window trims the history too
-        for ident, samples in env.group(group).items():
-            env.group(group)[ident] = samples[-window:]
+def _env_json(env: EnvHistory) -> dict[str, Any]:
+    data: dict[str, Any] = {"test_metric": env.test_metric, **env.ids}
+    data["runs"] = [
+        {**run.identity.to_json(), **{kind: _trimmed(run.values[kind]) for kind in KINDS}}
+        for run in env.runs
+    ]
+    if env.accepted:
+        data["accepted"] = env.accepted
+    return data
+
+
+def _trimmed(values: Values) -> Values:
+    end = len(values)
+    while end and values[end - 1] is None:
+        end -= 1
+    return values[:end]
 
 
 def update_baseline_file(
-    path: str | os.PathLike[str], runs: Iterable[tuple[str, EnvSamples]], window: int
+    path: str | os.PathLike[str], runs: Iterable[RunTimings], window: int
 ) -> Baseline:
-    """Fold runs into the baseline at ``path`` under a file lock; create it if missing.
-
-    Read, add and atomic replace all happen while holding ``PATH.lock``, so parallel
-    jobs updating one baseline lose no sample.
-    """
+    """Add runs to the baseline at ``path`` (created if missing) under a file lock:
+    read, add and atomic replace happen while holding it, so parallel jobs lose nothing."""
 
     def load_own(target: str) -> Baseline:
         baseline = load_baseline(target)
@@ -218,8 +327,12 @@ def update_baseline_file(
             )
         return baseline
 
-    def fold_runs(baseline: Baseline) -> None:
-        for key, samples in runs:
-            add_run(baseline, key, samples, window)
+    def add_runs(baseline: Baseline) -> None:
+        baseline.window = window
+        for run in runs:
+            add_run(baseline.envs.setdefault(run.key, EnvHistory()), run, window)
+        for env in baseline.envs.values():  # a smaller window trims every key
+            del env.runs[:-window]
+            _compact(env)
 
-    return update_locked(path, load_own, lambda: Baseline({}, window), fold_runs, to_json)
+    return update_locked(path, load_own, lambda: Baseline({}, window), add_runs, to_json)

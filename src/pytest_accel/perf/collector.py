@@ -90,16 +90,41 @@ def collect_nodes(items: list[pytest.Item]) -> CollectedNodes:
     return nodes
 
 
-class NodeInfoSender:
-    """In an xdist worker: attach each test's node info to its setup report."""
+Deselected = dict[str, dict[str, int]]  # {"classes"|"modules": {id: tests deselected}}
+WORKEROUTPUT_DESELECTED = "pytest_accel_deselected"
 
-    def __init__(self) -> None:
+
+def count_deselected(items: list[pytest.Item], into: Deselected) -> None:
+    """Add the deselected ``items`` to their class's and module's counts: those groups
+    did not run whole here (``-k``, ``-m``, ``--accel-only``, another shard)."""
+    for cls, module in node_parents(items).values():
+        for section, group in (("classes", cls), ("modules", module)):
+            if group is not None:
+                counts = into.setdefault(section, {})
+                counts[group] = counts.get(group, 0) + 1
+
+
+class NodeInfoSender:
+    """In an xdist worker: attach each test's node info to its setup report, and tell
+    the controller what this worker's collection deselected."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.nodes = CollectedNodes()
         self.worker = xdist_worker_id()
+        self.deselected: Deselected = {}
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.nodes = collect_nodes(items)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        count_deselected(items, self.deselected)
+
+    def pytest_sessionfinish(self) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[WORKEROUTPUT_DESELECTED] = self.deselected
 
     @pytest.hookimpl(tryfirst=True)  # before xdist serialises the report for the controller
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -130,6 +155,7 @@ class ResultsCollector:
         self.stats: dict[str, list[Any]] = {}
         self.complete = False
         self.relayed = reports_are_relayed(config)
+        self.deselected: Deselected = {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.stats = report_stats(self.config)
@@ -142,6 +168,19 @@ class ResultsCollector:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.nodes = collect_nodes(items)
         self.marks = self.nodes.marks
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        count_deselected(items, self.deselected)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """xdist: every worker collects (and deselects) the same tests; take the counts
+        of any that reported them."""
+        counts = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_DESELECTED) or {}
+        for section, groups in counts.items():
+            mine = self.deselected.setdefault(section, {})
+            for group, count in groups.items():
+                mine[group] = max(mine.get(group, 0), count)
 
     def _take_node_info(self, row: int, info: NodeInfo) -> None:
         table = self.table

@@ -1,4 +1,10 @@
-"""Merging the records of CI shards (or of separate runs) into one record."""
+"""Merging the records of CI shards (or of separate runs) into one record.
+
+Tests are taken from every record; a test in two records keeps the later run's (by
+``run.started``, then by argument order), and a note says so.  Classes and modules are
+recomputed from the merged tests: a class split over shards, deselected in each, ran
+whole across them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_accel.files import utc_timestamp
-from pytest_accel.perf.record import RECORD_SCHEMA, RECORD_VERSION, started
+from pytest_accel.perf.record import (
+    GROUP_SECTIONS,
+    RECORD_SCHEMA,
+    RECORD_VERSION,
+    SECONDS,
+    TEXTS,
+    started,
+)
+from pytest_accel.perf.timings import whole_groups
+
+TEST_COLUMNS = ("outcome", *SECONDS, *TEXTS)
 
 
 class MergeError(Exception):
@@ -21,117 +37,11 @@ class Merged:
     notes: list[str] = field(default_factory=list)
 
 
-def _merged_groups(
-    duplicates: bool,
-    tests: dict[str, dict[str, Any]],
-    source: dict[str, str],
-    records: dict[str, dict[str, Any]],
-    *,
-    field_name: str,
-    section: str,
-) -> dict[str, dict[str, float | int]]:
-    """Each record's own aggregates, combined; recomputed from the tests after duplicates.
-
-    Without duplicates a group's tests are exactly the union of its tests in each record,
-    so adding counts and totals (and taking the longest span) is the same as recomputing,
-    at the cost of the groups rather than of every test.
-    """
-    if duplicates:  # recompute from the merged tests, in one pass
-        counts: dict[str, int] = {}
-        totals: dict[str, float] = {}
-        sources: dict[str, set[str]] = {}
-        for nodeid, test in tests.items():
-            group = test.get(field_name)
-            if isinstance(group, str):
-                counts[group] = counts.get(group, 0) + 1
-                totals[group] = totals.get(group, 0.0) + float(test["total"])
-                sources.setdefault(group, set()).add(source[nodeid])
-        # A group that ran in several shards ran in parallel: its span is the longest one.
-        return {
-            group: {
-                "tests": count,
-                "total": totals[group],
-                "span": max(
-                    float(records[path].get(section, {}).get(group, {}).get("span", 0.0))
-                    for path in sources[group]
-                ),
-            }
-            for group, count in counts.items()
-        }
-    result: dict[str, dict[str, float | int]] = {}
-    for data in records.values():
-        for group, value in data.get(section, {}).items():
-            seen = result.get(group)
-            if seen is None:
-                result[group] = {
-                    "tests": int(value["tests"]),
-                    "total": float(value["total"]),
-                    "span": float(value["span"]),
-                }
-            else:
-                seen["tests"] = int(seen["tests"]) + int(value["tests"])
-                seen["total"] = float(seen["total"]) + float(value["total"])
-                seen["span"] = max(float(seen["span"]), float(value["span"]))
-    return result
-
-
-def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged:
-    merged = Merged(key, {})
-    ordered = sorted(enumerate(inputs), key=lambda item: (started(*item[1]), item[0]))
-    tests: dict[str, dict[str, Any]] = {}
-    source: dict[str, str] = {}
-    records = dict(inputs)
-    duplicates = False
-    for _, (path, data) in ordered:
-        for nodeid, test in data["tests"].items():
-            if nodeid in tests:
-                duplicates = True
-                merged.notes.append(
-                    f"{nodeid}: in {source[nodeid]} and {path}; kept {path} (the later run)"
-                )
-            tests[nodeid] = test
-            source[nodeid] = path
-    starts = [started(path, data) for path, data in inputs]
-    ends = [
-        s + float(data["run"].get("duration") or 0.0)
-        for s, (_, data) in zip(starts, inputs, strict=True)
-    ]
-    commits = sorted({str(d["run"].get("commit")) for _, d in inputs if d["run"].get("commit")})
-    if len(commits) > 1:
-        merged.notes.append(f"records are from {len(commits)} commits: {', '.join(commits)}")
-    first = ordered[0][1][1]
-    merged.record = {
-        "schema": RECORD_SCHEMA,
-        "version": RECORD_VERSION,
-        "run": {
-            "started": utc_timestamp(min(starts)),
-            "duration": max(ends) - min(starts),
-            "commit": commits[0] if len(commits) == 1 else first["run"].get("commit"),
-            "branch": first["run"].get("branch"),
-            "shard": None,
-            "workers": sum(int(d["run"].get("workers") or 0) for _, d in inputs),
-            "exitstatus": max(int(d["run"].get("exitstatus") or 0) for _, d in inputs),
-            "merged_from": [
-                {"path": path, "shard": d["run"].get("shard"), "tests": len(d["tests"])}
-                for path, d in inputs
-            ],
-        },
-        "env": first["env"],
-        "tests": tests,
-        "classes": _merged_groups(
-            duplicates, tests, source, records, field_name="class", section="classes"
-        ),
-        "modules": _merged_groups(
-            duplicates, tests, source, records, field_name="module", section="modules"
-        ),
-    }
-    return merged
-
-
 def merge_records(
     inputs: Sequence[tuple[str, dict[str, Any]]], *, by_env: bool = False
 ) -> list[Merged]:
-    """Merge validated records; one result, or one per hardware key with ``by_env``."""
+    """Merge checked records (``record.check_record``); one result, or one per hardware
+    key with ``by_env``."""
     if not inputs:
         raise MergeError("no records to merge")
     keyed: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -146,3 +56,94 @@ def merge_records(
             " hardware must not be mixed: pass --by-env to write one merged record per key"
         )
     return [_merge_key(key, group) for key, group in keyed.items()]
+
+
+def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged:
+    merged = Merged(key, {})
+    order = sorted(range(len(inputs)), key=lambda i: (started(*inputs[i]), i))
+    rows: dict[str, tuple[int, int]] = {}  # test -> (input, row in it)
+    for position in order:
+        path, data = inputs[position]
+        for row, nodeid in enumerate(data["tests"]["id"]):
+            if nodeid in rows:
+                earlier = inputs[rows[nodeid][0]][0]
+                merged.notes.append(
+                    f"{nodeid}: in {earlier} and {path}; kept {path} (the later run)"
+                )
+            rows[nodeid] = (position, row)
+    tests: dict[str, Any] = {"id": list(rows)}
+    for name in TEST_COLUMNS:
+        tests[name] = [
+            (inputs[i][1]["tests"].get(name) or [None] * (r + 1))[r] for i, r in rows.values()
+        ]
+    warm = {n for _, d in inputs for n in d["tests"].get("warmup", ())}
+    tests["warmup"] = [n for n in rows if n in warm]
+    tests["attempts"] = {
+        nodeid: inputs[i][1]["tests"].get("attempts", {})[nodeid]
+        for nodeid, (i, _) in rows.items()
+        if nodeid in inputs[i][1]["tests"].get("attempts", {})
+    }
+    starts = [started(path, data) for path, data in inputs]
+    ends = [s + float(d["run"]["duration"]) for s, (_, d) in zip(starts, inputs, strict=True)]
+    commits = sorted({str(d["run"]["commit"]) for _, d in inputs if d["run"].get("commit")})
+    if len(commits) > 1:
+        merged.notes.append(f"records are from {len(commits)} commits: {', '.join(commits)}")
+    first = inputs[order[0]][1]
+    merged.record = {
+        "schema": RECORD_SCHEMA,
+        "version": RECORD_VERSION,
+        "run": {
+            "started": utc_timestamp(min(starts)),
+            "duration": round(max(ends) - min(starts), 6),
+            "commit": commits[0] if len(commits) == 1 else first["run"].get("commit"),
+            "branch": first["run"].get("branch"),
+            "shard": None,
+            "workers": sum(int(d["run"].get("workers", 0)) for _, d in inputs),
+            "exitstatus": max(int(d["run"].get("exitstatus", 0)) for _, d in inputs),
+            "merged_from": [
+                {"path": path, "shard": d["run"].get("shard"), "tests": len(d["tests"]["id"])}
+                for path, d in inputs
+            ],
+        },
+        "env": first["env"],
+        "tests": tests,
+        **{section: _merged_groups(section, tests, warm, inputs) for section in GROUP_SECTIONS},
+    }
+    return merged
+
+
+def _merged_groups(
+    section: str,
+    tests: dict[str, Any],
+    warm: set[str],
+    inputs: Sequence[tuple[str, dict[str, Any]]],
+) -> dict[str, list[Any]]:
+    """A section's groups from the merged tests: totals and counts recomputed; a group
+    ran whole when the merged tests cover what each shard collected of it; its span is
+    the longest of the shards' (they ran in parallel)."""
+    column = tests["class" if section == "classes" else "module"]
+    warmup = [nodeid in warm for nodeid in tests["id"]]
+    counts: dict[str, int] = {}
+    for group in column:
+        if group is not None:
+            counts[group] = counts.get(group, 0) + 1
+    collected: dict[str, int] = {}
+    spans: dict[str, float] = {}
+    for _, data in inputs:
+        groups = data.get(section, {"id": []})
+        for at, group in enumerate(groups["id"]):
+            ran = groups.get("tests", [0] * len(groups["id"]))[at]
+            skipped = groups.get("deselected", [0] * len(groups["id"]))[at]
+            collected[group] = max(collected.get(group, 0), ran + skipped)
+            spans[group] = max(spans.get(group, 0.0), groups["span"][at])
+    deselected = {g: max(collected.get(g, n) - n, 0) for g, n in counts.items()}
+    partial = frozenset(g for g, n in deselected.items() if n)
+    merged = whole_groups(column, tests["outcome"], warmup, tests["total"], partial)
+    return {
+        "id": merged.ids,
+        "tests": [counts[g] for g in merged.ids],
+        "total": [round(t, 6) for t in merged.total],
+        "span": [spans.get(g, t) for g, t in zip(merged.ids, merged.total, strict=True)],
+        "deselected": [deselected[g] for g in merged.ids],
+        "whole": merged.whole,
+    }

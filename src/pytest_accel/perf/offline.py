@@ -1,45 +1,107 @@
 """The timing feature from files alone, for the command line tool: compare a record
-with a baseline, fold records into a baseline, and read expected durations."""
+with a baseline, add records to a baseline, accept changes, read expected durations."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from datetime import datetime, timezone
+from typing import Any
 
-from pytest_accel.files import InputError, read_json
+from pytest_accel.files import InputError, read_json, update_locked, utc_timestamp
 from pytest_accel.perf.baseline import (
-    GROUPS,
     Baseline,
+    accept,
+    expected_durations,
     load_baseline,
-    median_durations,
     parse_baseline,
-    samples_from_record,
+    to_json,
     update_baseline_file,
 )
-from pytest_accel.perf.record import RECORD_SCHEMA, check_record, current_from_record, load_record
-from pytest_accel.perf.regression import Comparison, Rule, compare
+from pytest_accel.perf.comparison import Change, Comparison, change_rule, compare
+from pytest_accel.perf.record import RECORD_SCHEMA, check_record, load_record, timings
+from pytest_accel.perf.rule import Rule
 
 
 def compare_files(
-    record_path: str, baseline_path: str, rule: Rule, env_key: str | None = None
+    record_path: str,
+    baseline_path: str,
+    rule: Rule,
+    env_key: str | None = None,
+    *,
+    new_slow: float = 1.0,
 ) -> Comparison:
     """The plugin's comparison, from a record and a baseline (under the record's key)."""
-    key, data = load_record(record_path)
-    key = env_key or key
+    _, data = load_record(record_path)
+    run = timings(data)
+    if env_key:
+        run.key = env_key
     baseline = load_baseline(baseline_path)
-    env = baseline.for_key(key)
+    env = baseline.for_key(run.key)
     if env is None:
-        return Comparison(key, available_envs=sorted(baseline.envs))
-    now = current_from_record(data, env.test_metric)
-    return compare(key, now, {g: env.group(g) for g in GROUPS}, rule)
+        return Comparison(run.key, found=False, available_envs=sorted(baseline.envs))
+    return compare(run, env, rule, new_slow=new_slow)
 
 
 def fold_records(paths: Sequence[str], into: str, window: int) -> tuple[Baseline, int]:
-    """Fold records into the baseline file ``into``; the baseline and how many runs."""
-    runs = []
-    for path in paths:
-        key, data = load_record(path)
-        runs.append((key, samples_from_record(path, data)))
+    """Add records to the baseline file ``into``, oldest first; the baseline and how
+    many runs were added."""
+    runs = [timings(load_record(path)[1]) for path in paths]
+    runs.sort(key=lambda run: run.identity.started or "")
     return update_baseline_file(into, runs, window), len(runs)
+
+
+def accept_changes(
+    path: str, wanted: Collection[str], rule: Rule, env_key: str | None = None
+) -> list[Change]:
+    """Accept the changes the baseline's own runs show (the newest run taken as this
+    one), for the ids in ``wanted`` (``all``: every change): their samples before the
+    change go, so the new level is the baseline.  Under the file lock, like an update."""
+    import numpy as np
+
+    from pytest_accel.perf.changes import find_steps
+
+    accepted: list[Change] = []
+
+    def accept_wanted(baseline: Baseline) -> None:
+        keys = [env_key] if env_key else sorted(baseline.envs)
+        for key in keys:
+            env = baseline.envs.get(key)
+            if env is None:
+                raise InputError(path, f"has no runs for {key!r} (it has: {', '.join(keys)})")
+            if len(env.runs) < 2:
+                continue
+            for kind, name in (("test", "tests"), ("class", "classes"), ("module", "modules")):
+                ids, matrix = env.matrix(name)
+                if not ids:
+                    continue
+                steps = find_steps(matrix, change_rule(rule))
+                for row in np.flatnonzero(steps.found):
+                    ident = ids[row]
+                    if "all" not in wanted and ident not in wanted:
+                        continue
+                    runs = int(steps.runs[row])
+                    since = env.runs[len(env.runs) - runs].identity
+                    change = Change(kind, ident, steps.before[row], steps.after[row], runs, since)
+                    note: dict[str, Any] = {
+                        **change.to_json(),
+                        "key": key,
+                        "accepted": utc_timestamp(datetime.now(timezone.utc).timestamp()),
+                    }
+                    accept(env, name, ident, runs, note)
+                    accepted.append(change)
+
+    def refuse() -> Baseline:
+        raise InputError(path, "no such file")
+
+    update_locked(path, _load_own, refuse, accept_wanted, to_json)
+    return accepted
+
+
+def _load_own(target: str) -> Baseline:
+    baseline = load_baseline(target)
+    if baseline.source != "baseline":
+        raise InputError(target, f"is a {baseline.source} file, not a baseline")
+    return baseline
 
 
 Groups = dict[str, tuple[str | None, str | None]]  # test -> (class, module)
@@ -50,9 +112,13 @@ def durations_file(path: str, env_key: str | None) -> tuple[dict[str, float], Gr
     tests' classes and modules where the file knows them (a record does)."""
     data = read_json(path)
     if isinstance(data, dict) and data.get("schema") == RECORD_SCHEMA:
-        data = check_record(path, data)
-        known = current_from_record(data, "total")["tests"]
-        groups = {t: (data["tests"][t].get("class"), data["tests"][t].get("module")) for t in known}
+        run = timings(check_record(path, data))
+        known = {
+            i: t for i, o, t in zip(run.ids, run.outcome, run.total, strict=True) if o == "passed"
+        }
+        groups = {
+            i: (c, m) for i, c, m in zip(run.ids, run.cls, run.module, strict=True) if i in known
+        }
         return known, groups
     baseline = parse_baseline(path, data)
     env = baseline.for_key(env_key) if env_key else next(iter(baseline.envs.values()), None)
@@ -60,4 +126,21 @@ def durations_file(path: str, env_key: str | None) -> tuple[dict[str, float], Gr
         raise InputError(
             path, f"no timings for {env_key!r} (it has: {', '.join(sorted(baseline.envs))})"
         )
-    return median_durations(env), None
+    return expected_durations(env), None
+
+
+def upgrade_file(path: str) -> tuple[str, int]:
+    """Rewrite a version 1 baseline or record as version 2, atomically; what it was."""
+    from pytest_accel.files import write_json_atomic
+    from pytest_accel.perf.record import record_json
+
+    data = read_json(path)
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(data, dict) and data.get("schema") == RECORD_SCHEMA:
+        write_json_atomic(path, record_json(check_record(path, data)))
+        return "record", int(version or 0)
+    baseline = parse_baseline(path, data)
+    if baseline.source != "baseline":
+        raise InputError(path, f"is a {baseline.source} file, not a baseline or a record")
+    write_json_atomic(path, to_json(baseline))
+    return "baseline", int(version or 0)

@@ -25,7 +25,7 @@ from pytest_accel.settings import (
 )
 
 if TYPE_CHECKING:
-    from pytest_accel.perf.regression import Rule
+    from pytest_accel.perf.rule import Rule
 
 DEFAULT_TOP = 20
 DEFAULT_WINDOW = 20
@@ -87,11 +87,17 @@ OPTIONS = OptionGroup(
             default="on",
         ),
         OptionSpec(
+            "--perf-new-slow",
+            "Name a new test (no baseline yet) that took SECONDS or more (default 1.0).",
+            metavar="SECONDS",
+            default="1.0",
+        ),
+        OptionSpec(
             "--perf-top", "Rows in the terminal section (default 20).", metavar="N", default="20"
         ),
         OptionSpec(
             "--perf-fail",
-            "Exit with status 1 when anything regressed.",
+            "Exit with status 1 when anything regressed or changed to slower.",
             is_flag=True,
             default="off",
         ),
@@ -133,6 +139,7 @@ class PerfOptions:
     fail: bool
     update_baseline: bool
     window: int
+    new_slow: float = 1.0
 
     @property
     def enabled(self) -> bool:
@@ -180,7 +187,7 @@ def rule_settings(values: Mapping[str, object]) -> dict[str, float | int | bool]
 
 
 def build_rule(settings: Mapping[str, float | int | bool]) -> Rule:
-    from pytest_accel.perf.regression import Rule
+    from pytest_accel.perf.rule import Rule
 
     return Rule(**settings)  # type: ignore[arg-type]
 
@@ -204,7 +211,7 @@ def resolve(config: pytest.Config) -> PerfOptions:
 
     record, baseline = get("--perf-record"), get("--perf-baseline")
     settings = rule_settings({flag: get(flag) for flag in RULE_FLAGS})
-    top, window = get("--perf-top"), get("--perf-window")
+    top, window, new_slow = get("--perf-top"), get("--perf-window"), get("--perf-new-slow")
     update = bool(get("--perf-update-baseline"))
     if update and not baseline:
         raise pytest.UsageError("--perf-update-baseline needs --perf-baseline PATH to update")
@@ -216,5 +223,6 @@ def resolve(config: pytest.Config) -> PerfOptions:
         fail=bool(get("--perf-fail")),
         update_baseline=update,
         window=parse_positive_int("--perf-window", str(window)) if window else DEFAULT_WINDOW,
+        new_slow=parse_non_negative_float("--perf-new-slow", str(new_slow)) if new_slow else 1.0,
     )
     return resolved

@@ -3,7 +3,7 @@ annotations and the job-summary section (escaping is ``pytest_accel.github``'s).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from pytest_accel.github import (
     MAX_ANNOTATIONS,
@@ -14,27 +14,59 @@ from pytest_accel.github import (
     escape_cell,
     fit,
 )
-from pytest_accel.perf.regression import Comparison, Finding
+from pytest_accel.perf.comparison import Change, Comparison, Finding
 from pytest_accel.text import one_line
 
 
+def seconds(value: float) -> str:
+    """``0.213s``, ``1.52s``, ``12.3s``: three significant digits."""
+    return f"{value:.3g}s"
+
+
 def describe(finding: Finding) -> str:
+    """``test t.py::a: 0.430s vs baseline 0.210s (2.05x, 20 sample(s))``; with a runner-
+    speed correction, both ratios."""
     basis = (
         f"over {finding.samples} test(s)"
         if finding.kind == "session"
         else f"{finding.samples} sample(s)"
     )
+    ratio = f"{finding.ratio:.2f}x"
+    if finding.corrected is not None:
+        ratio += f" as measured, {finding.corrected:.2f}x for this runner's speed"
+    if finding.warmup:
+        basis += ", first in its process, as in them"
     return one_line(
         f"{finding.kind} {finding.id}: {finding.current:.3f}s vs baseline"
-        f" {finding.baseline:.3f}s ({finding.ratio:.2f}x, {basis})"
+        f" {finding.baseline:.3f}s ({ratio}, {basis})"
     )
 
 
+def describe_change(change: Change) -> str:
+    """``test t.py::a: 0.21s -> 0.43s (2.05x) since abc1234, 3 runs``."""
+    return one_line(
+        f"{change.kind} {change.id}: {seconds(change.before)} -> {seconds(change.after)}"
+        f" ({change.ratio:.2f}x) since {change.since.describe()}, {change.runs} runs"
+    )
+
+
+def alarm_count(comparison: Comparison) -> str:
+    """``2 regression(s) and 1 slowdown change(s)``: what ``--perf-fail`` fails on."""
+    parts = [f"{len(comparison.regressions)} regression(s)"]
+    if comparison.slowdowns:
+        parts.append(f"{len(comparison.slowdowns)} slowdown change(s)")
+    return " and ".join(parts)
+
+
 def summary_line(comparison: Comparison, failing: bool) -> str:
+    new = f"{len(comparison.new)} new"
+    if comparison.new_slow:
+        new += f" ({len(comparison.new_slow)} slow)"
     parts = [
         f"{len(comparison.regressions)} regression(s)",
+        f"{len(comparison.changes)} change(s)",
         f"{len(comparison.improvements)} improvement(s)",
-        f"{len(comparison.new)} new",
+        new,
         f"{len(comparison.missing)} missing",
         f"{comparison.compared} test(s) compared under {comparison.env}",
     ]
@@ -55,48 +87,83 @@ def missing_env_line(comparison: Comparison, source: str) -> str:
 
 
 def terminal_rows(comparison: Comparison, top: int) -> list[str]:
-    rows = [f"REGRESSION {describe(f)}" for f in comparison.regressions[:top]]
-    if len(comparison.regressions) > top:
-        rows.append(f"... and {len(comparison.regressions) - top} more regression(s)")
-    rows += [
-        f"improved   {describe(f)}" for f in comparison.improvements[: max(0, top - len(rows))]
+    """Regressions, changes (slower first), improvements, new slow tests: ``top`` rows
+    of each, and a line for what is left out."""
+    sections = [
+        ("REGRESSION", [describe(f) for f in comparison.regressions]),
+        ("CHANGED", [describe_change(c) for c in comparison.changes]),
+        ("improved  ", [describe(f) for f in comparison.improvements]),
+        (
+            "NEW SLOW",
+            [f"test {t}: {seconds(s)} (no baseline yet)" for t, s in comparison.new_slow],
+        ),
     ]
+    rows: list[str] = []
+    for label, lines in sections:
+        rows += [one_line(f"{label} {line}") for line in lines[:top]]
+        if len(lines) > top:
+            rows.append(f"... and {len(lines) - top} more {label.strip().lower()} row(s)")
+    if comparison.warmup:
+        shown = ", ".join(comparison.warmup[:3]) + (" ..." if len(comparison.warmup) > 3 else "")
+        rows.append(
+            one_line(
+                f"not judged: {len(comparison.warmup)} test(s) ran first in their process and"
+                f" paid its warm-up, which no baseline run saw them pay ({shown})"
+            )
+        )
     return rows
 
 
+Locate = Callable[[str, str], Location | None]  # (kind, id) -> where it is
+
+
 def workflow_commands(
-    comparison: Comparison,
-    locate: Callable[[str], Location | None],
-    limit: int = MAX_ANNOTATIONS,
+    comparison: Comparison, locate: Locate, limit: int = MAX_ANNOTATIONS
 ) -> list[str]:
-    """``::warning`` workflow commands for the worst regressions, at most ``limit``."""
+    """``::warning`` workflow commands for the worst regressions and slowdown changes,
+    at most ``limit``."""
+    alarms: list[tuple[str, str, str, str]] = [
+        (f.kind, f.id, describe(f), "perf regression") for f in comparison.regressions
+    ]
+    alarms += [(c.kind, c.id, describe_change(c), "perf change") for c in comparison.slowdowns]
     return [
-        annotation(
-            "warning", describe(finding), locate(finding.id), f"perf regression ({finding.kind})"
-        )
-        for finding in comparison.regressions[:limit]
+        annotation("warning", text, locate(kind, ident), f"{title} ({kind})")
+        for kind, ident, text, title in alarms[:limit]
     ]
 
 
 def summary_section(comparison: Comparison, failing: bool) -> Section:
     """The job-summary section: the summary line, then one table row per finding."""
     head = ["### pytest-accel performance", "", escape_cell(summary_line(comparison, failing)), ""]
-    findings: Sequence[tuple[str, Finding]] = [
-        *(("regression", f) for f in comparison.regressions),
-        *(("improvement", f) for f in comparison.improvements),
+    rows = [_row("regression", f, f"{f.samples} samples") for f in comparison.regressions]
+    rows += [
+        _row("change", c, f"since {escape_cell(c.since.describe())}, {c.runs} runs")
+        for c in comparison.changes
     ]
-    if not findings:
+    rows += [_row("improvement", f, f"{f.samples} samples") for f in comparison.improvements]
+    rows += [
+        f"| new, slow | test | {escape_cell(t)} | | {s:.3f} | | no baseline yet |"
+        for t, s in comparison.new_slow
+    ]
+    if not rows:
         return Section(head)
     head += [
-        "| | kind | id | baseline (s) | current (s) | ratio | samples |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    rows = [
-        f"| {what} | {f.kind} | {escape_cell(f.id)} | {f.baseline:.3f} |"
-        f" {f.current:.3f} | {f.ratio:.2f}x | {f.samples} |"
-        for what, f in findings
+        "| | kind | id | baseline (s) | current (s) | ratio | evidence |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
     return Section(head, rows)
+
+
+def _row(what: str, finding: Finding | Change, evidence: str) -> str:
+    then, now = (
+        (finding.baseline, finding.current)
+        if isinstance(finding, Finding)
+        else (finding.before, finding.after)
+    )
+    return (
+        f"| {what} | {finding.kind} | {escape_cell(finding.id)} | {then:.3f} | {now:.3f} |"
+        f" {finding.ratio:.2f}x | {evidence} |"
+    )
 
 
 def markdown(comparison: Comparison, failing: bool) -> str:

@@ -1,8 +1,9 @@
 """The ``--perf-record`` / ``--perf-baseline`` feature's hooks.
 
 Registered in ``pytest_configure`` only when one of those options is on.  In an xdist
-worker it only annotates reports; in the process that owns the session it compares,
-warns and writes files from what the ``ResultsCollector`` gathered.
+worker it only annotates reports (and counts what its collection deselected); in the
+process that owns the session it compares, warns and writes files from what the
+``ResultsCollector`` gathered.
 """
 
 from __future__ import annotations
@@ -15,29 +16,33 @@ from typing import Any
 import pytest
 
 from pytest_accel import github
-from pytest_accel.files import InputError, check_writable, gc_paused, write_atomic
+from pytest_accel.files import (
+    InputError,
+    check_writable,
+    gc_paused,
+    resolved,
+    utc_timestamp,
+    write_atomic,
+)
 from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.perf import output
 from pytest_accel.perf.baseline import (
-    GROUPS,
     Baseline,
+    expected_durations,
     load_baseline,
-    median_durations,
-    samples_of,
     update_baseline_file,
 )
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.options import PerfOptions
-from pytest_accel.perf.record import (
-    RunInfo,
-    Timings,
-    encode_record,
-    passing_timings,
-    record_head,
-    vcs_info,
+from pytest_accel.perf.comparison import (
+    Comparison,
+    Override,
+    PerfRegressionWarning,
+    compare,
 )
-from pytest_accel.perf.regression import Comparison, Override, PerfRegressionWarning, compare
-from pytest_accel.perf.table import TimingTable, aggregate
+from pytest_accel.perf.options import PerfOptions
+from pytest_accel.perf.record import RunInfo, encode_record, record_head
+from pytest_accel.perf.table import TimingTable
+from pytest_accel.perf.timings import RunIdentity, RunTimings, vcs_info
 from pytest_accel.reports import fail_session, is_xdist_worker, isolated, warn
 from pytest_accel.session import durations_key, interrupt_on_sigterm, session_key, shard_key
 from pytest_accel.text import one_line
@@ -66,10 +71,11 @@ class PerfPlugin:
         self.key = key
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
-        self.commit: str | None = None
-        self.branch: str | None = None
+        self.identity = RunIdentity()
         self.comparison: Comparison | None = None
         self.record_written = False
+        # No baseline file yet (a cold CI cache) is not an error: the run says so.
+        self.baseline_missing = options.baseline is not None and not Path(options.baseline).exists()
 
     @property
     def table(self) -> TimingTable:
@@ -78,56 +84,72 @@ class PerfPlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
-        self.commit, self.branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
-
-    def location(self, nodeid: str) -> github.Location | None:
-        row = self.table.rows.get(nodeid)
-        path = None if row is None else self.table.paths[row]
-        return None if row is None or path is None else github.Location(path, self.table.lines[row])
 
     # --- at the end -------------------------------------------------------------------
 
-    def current_timings(self, test_metric: str = "call") -> Timings:
-        """This run's timings to compare or fold (the rule is ``passing_timings``)."""
+    def run_timings(self) -> RunTimings:
         table = self.table
-        measure = (
-            table.calls if test_metric == "call" else [table.total(r) for r in range(len(table))]
+        warmup = table.warmup()
+        deselected = self.results.deselected
+        classes, _ = table.groups(table.class_ids, warmup, deselected.get("classes", {}))
+        modules, _ = table.groups(table.module_ids, warmup, deselected.get("modules", {}))
+        return RunTimings(
+            key=self.key,
+            identity=self.identity,
+            ids=table.nodeids,
+            outcome=table.outcomes,
+            call=table.calls,
+            total=table.totals(),
+            cls=table.class_ids,
+            module=table.module_ids,
+            warmup=warmup,
+            classes=classes,
+            modules=modules,
+            partial_modules=frozenset(g for g, n in deselected.get("modules", {}).items() if n),
+            shard=self.config.stash.get(shard_key, None),
         )
-        rows = zip(
-            table.nodeids, table.outcomes, table.class_ids, table.module_ids, measure, strict=True
-        )
-        group_totals = {
-            group: {i: float(v["total"]) for i, v in aggregate(table, column).items()}
-            for group, column in (("classes", table.class_ids), ("modules", table.module_ids))
-        }
-        return passing_timings(rows, group_totals)
 
-    def _compare(self) -> Comparison | None:
+    def _compare(self, run: RunTimings) -> Comparison | None:
         if self.baseline is None:
             return None
         env = self.baseline.for_key(self.key)
         if env is None:
-            return Comparison(self.key, available_envs=sorted(self.baseline.envs))
+            return Comparison(self.key, found=False, available_envs=sorted(self.baseline.envs))
         overrides = {
             nodeid: Override(threshold, min_delta, ignore)
             for nodeid, (threshold, min_delta, ignore) in self.results.marks.items()
         }
-        return compare(
-            self.key,
-            self.current_timings(env.test_metric),
-            {g: env.group(g) for g in GROUPS},
-            self.options.rule,
-            overrides,
-        )
+        return compare(run, env, self.options.rule, overrides, new_slow=self.options.new_slow)
+
+    def location(self, kind: str, ident: str) -> github.Location | None:
+        """Where a finding points: a test at its line; a class at its first test; a
+        module, or the suite (at the module that took longest), at the file."""
+        table = self.table
+        if kind == "test":
+            row = table.rows.get(ident)
+        elif kind == "class":
+            row = next((r for r, c in enumerate(table.class_ids) if c == ident), None)
+        else:
+            if kind == "session":
+                modules = self.run_timings().modules
+                if not modules.ids:
+                    return None
+                ident = max(zip(modules.total, modules.ids, strict=True))[1]
+            return github.Location(ident.split("::", 1)[0], 1)
+        path = None if row is None else table.paths[row]
+        return None if row is None or path is None else github.Location(path, table.lines[row])
 
     def _emit_warnings(self, session: pytest.Session, comparison: Comparison) -> None:
-        """One PerfRegressionWarning per regression, at the test's file and line."""
+        """One PerfRegressionWarning per regression and slowdown change, at the test file."""
         escalated = 0
-        for finding in comparison.regressions:
-            location = self.location(finding.id)
-            path = location.path if location else str(self.options.baseline)
-            line = location.line if location else None
-            if not warn(PerfRegressionWarning(output.describe(finding)), path, line):
+        alarms: list[tuple[str, str, str]] = [
+            (f.kind, f.id, output.describe(f)) for f in comparison.regressions
+        ]
+        alarms += [(c.kind, c.id, output.describe_change(c)) for c in comparison.slowdowns]
+        for kind, ident, text in alarms:
+            where = self.location(kind, ident)
+            path = where.path if where else str(self.options.baseline)
+            if not warn(PerfRegressionWarning(text), path, where.line if where else None):
                 escalated += 1
         if escalated:
             fail_session(session, f"{escalated} PerfRegressionWarning(s) turned into errors by -W")
@@ -136,8 +158,8 @@ class PerfPlugin:
         run = RunInfo(
             started=self.started,
             duration=time.perf_counter() - self.started_monotonic,
-            commit=self.commit,
-            branch=self.branch,
+            commit=self.identity.commit,
+            branch=self.identity.branch,
             shard=self.config.stash.get(shard_key, None),
             workers=len(self.results.workers),
             exitstatus=int(exitstatus),
@@ -149,7 +171,7 @@ class PerfPlugin:
 
     @property
     def failing(self) -> bool:
-        return bool(self.options.fail and self.comparison and self.comparison.regressions)
+        return bool(self.options.fail and self.comparison and self.comparison.alarms)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -159,25 +181,25 @@ class PerfPlugin:
 
     def _finish(self, session: pytest.Session) -> None:
         """Compare, write the record, update the baseline: each isolated from the others."""
+        commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
+        self.identity = RunIdentity(commit, branch, utc_timestamp(self.started))
         self.results.session_table()
+        run = self.run_timings()
         with isolated(session, "compare the timings with the baseline"):
-            self.comparison = self._compare()
+            self.comparison = self._compare(run)
             if self.comparison is not None:
                 self._report(session, self.comparison)
         if self.options.record:
             with isolated(session, f"write the timing record {self.options.record}"):
                 head = self.record_head(session.exitstatus)
-                write_atomic(self.options.record, encode_record(self.table, head))
+                chunks = encode_record(self.table, head, self.results.deselected)
+                write_atomic(self.options.record, chunks)
                 self.record_written = True
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         # A cut-short run's timings are not a sample of the suite.
         if self.options.update_baseline and self.options.baseline and not interrupted:
             with isolated(session, f"update the baseline {self.options.baseline}"):
-                update_baseline_file(
-                    self.options.baseline,
-                    [(self.key, samples_of(self.current_timings()))],
-                    self.options.window,
-                )
+                update_baseline_file(self.options.baseline, [run], self.options.window)
 
     def _report(self, session: pytest.Session, comparison: Comparison) -> None:
         self._emit_warnings(session, comparison)
@@ -185,42 +207,33 @@ class PerfPlugin:
         if summary is not None:
             summary.add(output.summary_section(comparison, self.failing))
         if self.failing:
-            fail_session(session, f"{len(comparison.regressions)} regression(s) with --perf-fail")
+            fail_session(session, f"{output.alarm_count(comparison)} with --perf-fail")
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        comparison = self.comparison
-        if comparison is not None:
+        write = terminalreporter.write_line
+        if self.options.baseline is not None:
             terminalreporter.section("pytest-accel performance", sep="-")
-            if (
-                self.baseline is not None
-                and not self.baseline.envs
-                and self.options.update_baseline
-            ):
-                terminalreporter.write_line(
-                    one_line(
-                        f"perf: no baseline yet; this run starts {self.options.baseline}"
-                        f" with timings for {self.key!r}"
-                    )
-                )
-            elif self.baseline is not None and self.baseline.for_key(self.key) is None:
-                terminalreporter.write_line(
-                    output.missing_env_line(comparison, str(self.options.baseline))
-                )
-            else:
-                for row in output.terminal_rows(comparison, self.options.top):
-                    terminalreporter.write_line(row, red=row.startswith("REGRESSION"))
-                terminalreporter.write_line(
-                    output.summary_line(comparison, self.failing),
-                    red=bool(comparison.regressions),
-                    green=not comparison.regressions,
-                )
+        comparison = self.comparison
+        if self.baseline_missing:
+            starts = " (this run starts it)" if self.options.update_baseline else ""
+            write(one_line(f"perf: no baseline at {self.options.baseline} yet{starts}"))
+        elif comparison is not None and not comparison.found:
+            write(output.missing_env_line(comparison, str(self.options.baseline)))
+        elif comparison is not None:
+            for row in output.terminal_rows(comparison, self.options.top):
+                write(row, red=row.startswith(("REGRESSION", "CHANGED")) and "slower" in row)
+            write(
+                output.summary_line(comparison, self.failing),
+                red=bool(comparison.alarms),
+                green=not comparison.alarms,
+            )
             if github.in_github_actions():
                 # Workflow commands are read from the job's stdout, which is where the
                 # terminal writer goes.
                 for line in output.workflow_commands(comparison, self.location):
-                    terminalreporter.write_line(line)
+                    write(line)
         if self.record_written:
-            terminalreporter.write_line(
+            write(
                 one_line(
                     f"pytest-accel: timing record of {len(self.table)} test(s) written to"
                     f" {self.options.record}"
@@ -229,15 +242,19 @@ class PerfPlugin:
 
 
 def load_for_session(options: PerfOptions) -> Baseline | None:
-    """Read the baseline up front, so a malformed file stops the run before any test."""
+    """Read the baseline up front, so a malformed file stops the run before any test.
+    A missing one is an empty baseline: a cold CI cache is normal."""
     if options.baseline is None:
         return None
-    if options.update_baseline and not Path(options.baseline).exists():
-        return Baseline({})  # created on first use
     try:
+        if not resolved(options.baseline).exists():
+            return Baseline({})
         return load_baseline(options.baseline)
     except InputError as exc:
         raise pytest.UsageError(f"--perf-baseline: {exc}") from None
+
+
+baseline_key = pytest.StashKey[Baseline | None]()
 
 
 def register_feature(config: pytest.Config, options: PerfOptions) -> None:
@@ -246,7 +263,7 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
         _publish_durations(config, options, facts.key)
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
-        config.pluginmanager.register(NodeInfoSender(), "pytest_accel:node_info")
+        config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")
         return
     outputs = [("--perf-record", options.record)]
     if options.update_baseline:
@@ -266,9 +283,6 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
     config.pluginmanager.register(plugin, "pytest_accel:perf")
 
 
-baseline_key = pytest.StashKey[Baseline | None]()
-
-
 def _publish_durations(config: pytest.Config, options: PerfOptions, key: str) -> None:
     """Expected durations for sharding, loaded only if something asks (an xdist worker
     that shards reads the baseline itself; the controller reuses its own)."""
@@ -286,6 +300,6 @@ def _publish_durations(config: pytest.Config, options: PerfOptions, key: str) ->
         else:
             baseline = None
         env = baseline.for_key(key) if baseline is not None else None
-        return {} if env is None else median_durations(env)
+        return {} if env is None else expected_durations(env)
 
     config.stash[durations_key] = durations

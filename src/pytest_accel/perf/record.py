@@ -1,24 +1,24 @@
 """The timing record (``--perf-record``): written and read only here.
 
-``encode_record`` turns a session's ``TimingTable`` into the versioned JSON document of
-docs/format.md; ``load_record`` and ``check_record`` read one back, validated, for the
-baseline, ``merge``, ``compare`` and the flaky analysis.
+Version 2 (docs/format.md) keeps tests in columns: a list per field, one entry per
+test, so a 100,000-test record parses in a twentieth of a second and is written straight
+from the session's ``TimingTable``.  Version 1 records (one object per test) are still
+read: ``check_record`` validates either and returns version 2's layout, and ``timings``
+turns that into the comparison's ``RunTimings``.
 """
 
 from __future__ import annotations
 
 import os
 import platform as python_platform
-import subprocess
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 from pytest_accel.files import (
     InputError,
-    all_plausible,
     check_header,
+    dumps,
     expect_int,
     expect_object,
     expect_seconds,
@@ -28,44 +28,15 @@ from pytest_accel.files import (
     utc_timestamp,
 )
 from pytest_accel.hardware.detection import Detection
-from pytest_accel.perf.table import TimingTable, aggregate
-from pytest_accel.reports import FAILING, OUTCOME_RANK
+from pytest_accel.perf.table import TimingTable, rounded
+from pytest_accel.perf.timings import Groups, RunIdentity, RunTimings, whole_groups
+from pytest_accel.reports import OUTCOMES
 
 RECORD_SCHEMA = "pytest-accel/record"
-RECORD_VERSION = 1
-
-
-# (commit variable, branch variables in order of preference)
-_CI_VARIABLES = (
-    ("GITHUB_SHA", ("GITHUB_HEAD_REF", "GITHUB_REF_NAME")),
-    ("CI_COMMIT_SHA", ("CI_COMMIT_REF_NAME",)),  # GitLab
-    ("BUILDKITE_COMMIT", ("BUILDKITE_BRANCH",)),
-    ("CIRCLE_SHA1", ("CIRCLE_BRANCH",)),
-    ("GIT_COMMIT", ("GIT_BRANCH",)),  # Jenkins
-)
-
-
-def vcs_info(environ: Mapping[str, str], cwd: str | None = None) -> tuple[str | None, str | None]:
-    """Commit and branch from CI variables, else from git, else (None, None)."""
-    for commit_var, branch_vars in _CI_VARIABLES:
-        commit = environ.get(commit_var)
-        if commit:
-            branch = next((environ[v] for v in branch_vars if environ.get(v)), None)
-            return commit, branch
-    return _git("rev-parse", "HEAD", cwd=cwd), _git("rev-parse", "--abbrev-ref", "HEAD", cwd=cwd)
-
-
-def _git(*args: str, cwd: str | None) -> str | None:
-    try:
-        completed = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    value = completed.stdout.strip()
-    if completed.returncode != 0 or not value or value == "HEAD":
-        return None
-    return value
+RECORD_VERSION = 2
+SECONDS = ("setup", "call", "teardown", "total")
+TEXTS = ("class", "module", "worker")
+GROUP_SECTIONS = ("classes", "modules")
 
 
 @dataclass(frozen=True)
@@ -77,28 +48,6 @@ class RunInfo:
     shard: str | None
     workers: int
     exitstatus: int
-
-
-def encode_record(table: TimingTable, head: Mapping[str, Any]) -> Iterator[bytes]:
-    """The record as JSON chunks, one test at a time.
-
-    Peak memory stays at one test's dict instead of the whole suite's: a 10,000-test
-    record would otherwise double the plugin's footprint at the very end of the run.
-    """
-    import orjson
-
-    groups = {
-        "classes": aggregate(table, table.class_ids),
-        "modules": aggregate(table, table.module_ids),
-    }
-    yield orjson.dumps({**head, **groups})[:-1] + b',"tests":{'
-    # Chunks of tests per orjson call: fewer Python-level joins, bounded memory.
-    chunk = 1000
-    for first in range(0, len(table), chunk):
-        rows = range(first, min(first + chunk, len(table)))
-        body = orjson.dumps({table.nodeids[r]: table.to_json(r) for r in rows})[1:-1]
-        yield (b"," if first else b"") + body
-    yield b"}}\n"
 
 
 def record_head(
@@ -133,70 +82,55 @@ def record_head(
     }
 
 
-# --- reading -------------------------------------------------------------------------
+def encode_record(
+    table: TimingTable,
+    head: Mapping[str, Any],
+    deselected: Mapping[str, Mapping[str, int]] | None = None,
+) -> Iterator[bytes]:
+    """The record as JSON: one orjson call over the table's columns.
 
-Timings = dict[str, dict[str, float]]  # {"tests"|"classes"|"modules": {id: seconds}}
-# (node id, outcome, class id, module id, seconds of the chosen metric)
-TestRow = tuple[str, str, str | None, str | None, float]
-
-
-def passing_timings(
-    rows: Iterable[TestRow], group_totals: Mapping[str, Mapping[str, float]]
-) -> Timings:
-    """A run's timings to compare or fold: passing tests, and the classes and modules
-    that hold no failing test (their total says more about the failure than about speed).
+    ``deselected`` counts, per class and per module (``{"classes": {id: n}, ...}``),
+    the tests that were collected but not run here (``-k``, ``-m``, another shard).
     """
-    rows = list(rows)
-    failing = {
-        group
-        for _, outcome, cls, module, _ in rows
-        if outcome in FAILING
-        for group in (cls, module)
-        if group
+    deselected = deselected or {}
+    warmup = table.warmup()
+    tests = {
+        "id": table.nodeids,
+        "outcome": table.outcomes,
+        "setup": rounded(table.setups),
+        "call": rounded(table.calls),
+        "teardown": rounded(table.teardowns),
+        "total": rounded(table.totals()),
+        "class": table.class_ids,
+        "module": table.module_ids,
+        "worker": table.workers,
+        "warmup": [nodeid for nodeid, warm in zip(table.nodeids, warmup, strict=True) if warm],
+        "attempts": table.attempts_json(),
     }
-    timings: Timings = {
-        "tests": {ident: s for ident, outcome, _, _, s in rows if outcome == "passed"}
+    groups = {
+        section: table.groups(column, warmup, deselected.get(section, {}))[1]
+        for section, column in zip(GROUP_SECTIONS, (table.class_ids, table.module_ids), strict=True)
     }
-    for group, totals in group_totals.items():
-        timings[group] = {ident: t for ident, t in totals.items() if ident not in failing}
-    return timings
+    yield dumps({**head, "tests": tests, **groups})
 
 
-def current_from_record(data: Mapping[str, Any], test_metric: str = "call") -> Timings:
-    """A checked record's timings (see ``passing_timings`` and ``check_record``)."""
-    tests: dict[str, dict[str, Any]] = data["tests"]
-    rows = [
-        (ident, test["outcome"], test.get("class"), test.get("module"), test[test_metric])
-        for ident, test in tests.items()
-    ]
-    group_totals = {
-        group: {ident: float(entry["total"]) for ident, entry in data.get(group, {}).items()}
-        for group in ("classes", "modules")
-    }
-    return passing_timings(rows, group_totals)
+# --- reading -------------------------------------------------------------------------
 
 
 def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
-    """A record file's ``env.key`` and its data, every field checked."""
+    """A record file's ``env.key`` and its data (version 2's layout), every field checked."""
     target = os.fspath(path)
     data = check_record(target, read_json(target))
     return data["env"]["key"], data
 
 
-OUTCOMES = frozenset(OUTCOME_RANK)
-_TEST_SECONDS = ("setup", "call", "teardown", "total")
-_ATTEMPT_SECONDS = ("setup", "call", "teardown")
-_TEST_TEXTS = ("class", "module", "worker")
-_NUMBER = {float, int}
-_TEXT_OR_NULL = {str, type(None)}
-
-
 def check_record(path: str, data: Any) -> dict[str, Any]:
-    """A record read back, every field of docs/format.md type-checked.
+    """A record read back, every field of docs/format.md type-checked, in version 2's
+    layout (a version 1 record is converted).
 
-    Unknown fields are ignored (a newer writer may add some); ``class``, ``module``,
-    ``worker`` and ``attempts`` may be missing.  A problem is an InputError naming the
-    file and the field.  The tests are checked in bulk: a record can hold 100,000.
+    Unknown fields are ignored (a newer writer may add some).  A problem is an InputError
+    naming the file and the field.  Columns are checked a field at a time: a record can
+    hold 100,000 tests.
     """
     what = "a pytest-accel record"
     record = check_header(path, data, schema=RECORD_SCHEMA, supported=RECORD_VERSION, what=what)
@@ -204,17 +138,23 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
     _check_env(path, expect_object(path, "env", record.get("env")))
     if record.get("comparison") is not None:
         expect_object(path, "comparison", record["comparison"])
-    tests = expect_object(path, "tests", record.get("tests"))
-    if not _tests_look_right(tests):
-        for ident, entry in tests.items():  # find and name the first bad field
-            _check_test(path, f"tests[{ident!r}]", entry)
-    for section in ("classes", "modules"):
-        for group, value in expect_object(path, section, record.get(section, {})).items():
-            where = f"{section}[{group!r}]"
-            entry = expect_object(path, where, value)
-            expect_int(path, f"{where}.tests", entry.get("tests"), minimum=0)
-            expect_seconds(path, f"{where}.total", entry.get("total"))
-            expect_seconds(path, f"{where}.span", entry.get("span"))
+    if record["version"] == 1:
+        return {**record, **_columns_of_version_1(path, record)}
+    _check_columns(path, "tests", record.get("tests"), SECONDS, TEXTS)
+    tests = record["tests"]
+    known = set(tests["id"])
+    attempts = expect_object(path, "tests.attempts", tests.get("attempts", {}))
+    for where, names in (
+        ("tests.warmup", _check_names(path, "tests.warmup", tests.get("warmup", []))),
+        ("tests.attempts", list(attempts)),
+    ):
+        unknown = next((name for name in names if name not in known), None)
+        if unknown is not None:
+            raise InputError(path, f"{where}: {unknown!r:.60} is not one of the record's tests")
+    for nodeid, runs in attempts.items():
+        _check_attempts(path, f"tests.attempts[{nodeid!r}]", runs)
+    for section in GROUP_SECTIONS:
+        _check_columns(path, section, record.get(section, {"id": []}), ("total", "span"), ())
     return record
 
 
@@ -240,48 +180,64 @@ def _check_env(path: str, env: Mapping[str, Any]) -> None:
         expect_text(path, f"env.frameworks[{name!r}]", version)
 
 
-def _tests_look_right(tests: Mapping[str, Any]) -> bool:
-    """Every test well formed, checked a field at a time over all tests at once."""
-    entries = list(tests.values())
-    if any(type(entry) is not dict for entry in entries):
-        return False
-    outcomes = [entry.get("outcome") for entry in entries]
-    if not (set(map(type, outcomes)) <= {str} and set(outcomes) <= OUTCOMES):
-        return False
-    seconds = [entry.get(name) for entry in entries for name in _TEST_SECONDS]
-    texts = [entry.get(name) for entry in entries for name in _TEST_TEXTS]
-    if not (set(map(type, texts)) <= _TEXT_OR_NULL and set(map(type, seconds)) <= _NUMBER):
-        return False
-    histories = [entry.get("attempts") for entry in entries]
-    if not set(map(type, histories)) <= {list, type(None)}:
-        return False
-    attempts = list(chain.from_iterable(h for h in histories if h))
-    if any(type(attempt) is not dict for attempt in attempts):
-        return False
-    outcomes = [attempt.get("outcome") for attempt in attempts]
-    if not (set(map(type, outcomes)) <= {str} and set(outcomes) <= OUTCOMES):
-        return False
-    seconds += [attempt.get(name) for attempt in attempts for name in _ATTEMPT_SECONDS]
-    return set(map(type, seconds)) <= _NUMBER and all_plausible(seconds)
+_NUMBER = {float, int}
+_TEXT_OR_NULL = {str, type(None)}
 
 
-def _check_test(path: str, where: str, value: Any) -> None:
-    entry = expect_object(path, where, value)
-    _check_outcome(path, f"{where}.outcome", entry.get("outcome"))
-    for name in _TEST_SECONDS:
-        expect_seconds(path, f"{where}.{name}", entry.get(name))
-    for name in _TEST_TEXTS:
-        expect_text(path, f"{where}.{name}", entry.get(name), optional=True)
-    attempts = entry.get("attempts")
-    if attempts is None:
-        return
-    if not isinstance(attempts, list):
-        raise InputError(path, f"{where}.attempts: expected a list, got {type(attempts).__name__}")
-    for index, raw in enumerate(attempts):
-        attempt = expect_object(path, f"{where}.attempts[{index}]", raw)
-        _check_outcome(path, f"{where}.attempts[{index}].outcome", attempt.get("outcome"))
-        for name in _ATTEMPT_SECONDS:
-            expect_seconds(path, f"{where}.attempts[{index}].{name}", attempt.get(name))
+def _check_columns(
+    path: str, where: str, value: Any, seconds: tuple[str, ...], texts: tuple[str, ...]
+) -> None:
+    """Equal-length columns of the right types; the bad entry named when one is wrong."""
+    columns = expect_object(path, where, value)
+    ids = _check_names(path, f"{where}.id", columns.get("id"))
+    for name in ("outcome", *seconds, *texts, "tests", "deselected", "whole"):
+        if where != "tests" and name in ("outcome", *TEXTS):
+            continue
+        column = columns.get(name)
+        if column is None and name in ("tests", "deselected", "whole", *TEXTS):
+            continue  # optional
+        if not isinstance(column, list):
+            raise InputError(path, f"{where}.{name}: expected a list, got {_kind(column)}")
+        if len(column) != len(ids):
+            raise InputError(path, f"{where}.{name}: {len(column)} entries for {len(ids)} ids")
+        if _column_looks_right(name, column, seconds):
+            continue
+        for ident, entry in zip(ids, column, strict=True):  # find and name the bad one
+            _check_entry(path, f"{where}.{name}[{ident!r}]", name, entry, seconds)
+
+
+def _column_looks_right(name: str, column: list[Any], seconds: tuple[str, ...]) -> bool:
+    types = set(map(type, column))
+    if name == "outcome":
+        return types <= {str} and set(column) <= OUTCOMES
+    if name in seconds:
+        return types <= _NUMBER and (not column or (min(column) >= 0 and max(column) <= 1e6))
+    if name in ("tests", "deselected"):
+        return types <= {int} and (not column or min(column) >= 0)
+    if name == "whole":
+        return types <= {bool}
+    return types <= _TEXT_OR_NULL
+
+
+def _check_entry(path: str, where: str, name: str, value: Any, seconds: tuple[str, ...]) -> None:
+    if name == "outcome":
+        _check_outcome(path, where, value)
+    elif name in seconds:
+        expect_seconds(path, where, value)
+    elif name in ("tests", "deselected"):
+        expect_int(path, where, value, minimum=0)
+    elif name == "whole":
+        if not isinstance(value, bool):
+            raise InputError(path, f"{where}: expected true or false, got {value!r:.60}")
+    else:
+        expect_text(path, where, value, optional=True)
+
+
+def _check_names(path: str, where: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not set(map(type, value)) <= {str}:
+        bad = value if not isinstance(value, list) else next(v for v in value if type(v) is not str)
+        raise InputError(path, f"{where}: expected a list of strings, got {bad!r:.60}")
+    return value
 
 
 def _check_outcome(path: str, where: str, value: Any) -> None:
@@ -289,6 +245,108 @@ def _check_outcome(path: str, where: str, value: Any) -> None:
         raise InputError(
             path, f"{where}: expected one of {', '.join(sorted(OUTCOMES))}, got {value!r:.60}"
         )
+
+
+def _check_attempts(path: str, where: str, value: Any) -> None:
+    if not isinstance(value, list):
+        raise InputError(path, f"{where}: expected a list, got {_kind(value)}")
+    for index, raw in enumerate(value):
+        attempt = expect_object(path, f"{where}[{index}]", raw)
+        _check_outcome(path, f"{where}[{index}].outcome", attempt.get("outcome"))
+        for name in ("setup", "call", "teardown"):
+            expect_seconds(path, f"{where}[{index}].{name}", attempt.get(name))
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _columns_of_version_1(path: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """A version 1 record's per-test objects, checked, as version 2's columns."""
+    tests = expect_object(path, "tests", record.get("tests"))
+    for nodeid, entry in tests.items():
+        where = f"tests[{nodeid!r}]"
+        expect_object(path, where, entry)
+        _check_outcome(path, f"{where}.outcome", entry.get("outcome"))
+        for name in SECONDS:
+            expect_seconds(path, f"{where}.{name}", entry.get(name))
+        for name in TEXTS:
+            expect_text(path, f"{where}.{name}", entry.get(name), optional=True)
+        if entry.get("attempts") is not None:
+            _check_attempts(path, f"{where}.attempts", entry["attempts"])
+    entries = list(tests.values())
+    columns: dict[str, Any] = {"id": list(tests)}
+    for name in ("outcome", *SECONDS, *TEXTS):
+        columns[name] = [entry.get(name) for entry in entries]
+    columns["warmup"] = []
+    columns["attempts"] = {
+        nodeid: entry["attempts"]
+        for nodeid, entry in tests.items()
+        if len(entry.get("attempts") or ()) > 1
+    }
+    converted: dict[str, Any] = {"tests": columns}
+    for section in GROUP_SECTIONS:
+        groups = expect_object(path, section, record.get(section, {}))
+        ids = list(groups)
+        for group in ids:
+            where = f"{section}[{group!r}]"
+            entry = expect_object(path, where, groups[group])
+            expect_int(path, f"{where}.tests", entry.get("tests"), minimum=0)
+            expect_seconds(path, f"{where}.total", entry.get("total"))
+            expect_seconds(path, f"{where}.span", entry.get("span"))
+        converted[section] = {
+            "id": ids,
+            **{name: [groups[g][name] for g in ids] for name in ("tests", "total", "span")},
+        }
+    return converted
+
+
+def timings(data: Mapping[str, Any]) -> RunTimings:
+    """A checked record's run as the comparison sees it (see ``RunTimings``)."""
+    tests = data["tests"]
+    warm = set(tests.get("warmup", ()))
+    warmup = [nodeid in warm for nodeid in tests["id"]]
+    run = data["run"]
+    groups: list[Groups] = []
+    partial_modules: set[str] = set()
+    for section, column in zip(GROUP_SECTIONS, (tests["class"], tests["module"]), strict=True):
+        columns = data.get(section, {"id": []})
+        if "whole" in columns:
+            groups.append(Groups(columns["id"], columns["total"], columns["whole"]))
+        else:  # version 1: whole unless a test of it failed
+            groups.append(whole_groups(column, tests["outcome"], warmup, tests["total"]))
+        if section == "modules":
+            for module, count in zip(columns["id"], columns.get("deselected", ()), strict=False):
+                if count:
+                    partial_modules.add(module)
+    return RunTimings(
+        key=data["env"]["key"],
+        identity=RunIdentity(run.get("commit"), run.get("branch"), run.get("started")),
+        ids=tests["id"],
+        outcome=tests["outcome"],
+        call=tests["call"],
+        total=tests["total"],
+        cls=tests.get("class") or [None] * len(tests["id"]),
+        module=tests.get("module") or [None] * len(tests["id"]),
+        warmup=warmup,
+        classes=groups[0],
+        modules=groups[1],
+        partial_modules=frozenset(partial_modules),
+        shard=run.get("shard"),
+    )
+
+
+def attempts_of(data: Mapping[str, Any]) -> dict[str, list[str]]:
+    """A checked record's tests with more than one attempt: their outcomes in order."""
+    return {
+        nodeid: [attempt["outcome"] for attempt in runs]
+        for nodeid, runs in data["tests"].get("attempts", {}).items()
+    }
+
+
+def record_json(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A checked record (``check_record``) as the version 2 document it now is."""
+    return {**data, "version": RECORD_VERSION}
 
 
 def started(path: str, data: Mapping[str, Any]) -> float:

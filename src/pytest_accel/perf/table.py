@@ -3,8 +3,10 @@ per-module aggregates, as the collector folds pytest's reports in."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
 from pytest_accel.reports import OUTCOME_RANK, phase_outcome
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown
@@ -100,34 +102,60 @@ class TimingTable:
     def total(self, row: int) -> float:
         return self.setups[row] + self.calls[row] + self.teardowns[row]
 
-    def to_json(self, row: int) -> dict[str, Any]:
+    def totals(self) -> list[float]:
+        return [s + c + t for s, c, t in zip(self.setups, self.calls, self.teardowns, strict=True)]
+
+    def warmup(self) -> list[bool]:
+        return first_per_process(self.workers, self.starts)
+
+    def groups(
+        self,
+        column: list[str | None],
+        warmup: list[bool],
+        deselected: Mapping[str, int],
+    ) -> tuple[Groups, dict[str, list[Any]]]:
+        """The classes or modules (``column``) as the comparison sees them, and as the
+        record writes them: id, tests, total, span, deselected and whole."""
+        partial = frozenset(g for g, n in deselected.items() if n)
+        groups = whole_groups(column, self.outcomes, warmup, self.totals(), partial)
+        index = {group: i for i, group in enumerate(groups.ids)}
+        tests = [0] * len(groups.ids)
+        starts = [0.0] * len(groups.ids)
+        stops = [0.0] * len(groups.ids)
+        for row, group in enumerate(column):
+            if group is None:
+                continue
+            at = index[group]
+            tests[at] += 1
+            start, stop = self.starts[row], self.stops[row]
+            if start and (not starts[at] or start < starts[at]):
+                starts[at] = start
+            stops[at] = max(stops[at], stop)
+        spans = [
+            stop - start if start and stop else total
+            for start, stop, total in zip(starts, stops, groups.total, strict=True)
+        ]
+        columns: dict[str, list[Any]] = {
+            "id": groups.ids,
+            "tests": tests,
+            "total": rounded(groups.total),
+            "span": rounded(spans),
+            "deselected": [deselected.get(g, 0) for g in groups.ids],
+            "whole": groups.whole,
+        }
+        return groups, columns
+
+    def attempts_json(self) -> dict[str, list[dict[str, Any]]]:
+        """Every attempt of the tests that had more than one (a rerun)."""
         return {
-            "outcome": self.outcomes[row],
-            "setup": self.setups[row],
-            "call": self.calls[row],
-            "teardown": self.teardowns[row],
-            "total": self.total(row),
-            "class": self.class_ids[row],
-            "module": self.module_ids[row],
-            "worker": self.workers[row],
-            "attempts": [
-                {"outcome": o, "setup": s, "call": c, "teardown": t}
+            self.nodeids[row]: [
+                {"outcome": o, "setup": round(s, 6), "call": round(c, 6), "teardown": round(t, 6)}
                 for o, s, c, t in self.attempts(row)
-            ],
+            ]
+            for row in self.earlier
         }
 
 
-def aggregate(table: TimingTable, column: list[str | None]) -> dict[str, dict[str, float | int]]:
-    """``{id: {"tests", "total", "span"}}`` grouped by ``table.class_ids`` or ``module_ids``."""
-    groups: dict[str, list[int]] = {}
-    for row, group in enumerate(column):
-        if group is not None:
-            groups.setdefault(group, []).append(row)
-    result: dict[str, dict[str, float | int]] = {}
-    for group, rows in groups.items():
-        total = sum(table.total(r) for r in rows)
-        starts = [table.starts[r] for r in rows if table.starts[r]]
-        stops = [table.stops[r] for r in rows if table.stops[r]]
-        span = max(stops) - min(starts) if starts and stops else total
-        result[group] = {"tests": len(rows), "total": total, "span": span}
-    return result
+def rounded(values: list[float]) -> list[float]:
+    """Seconds to the microsecond: the files stay small and parse fast."""
+    return [round(value, 6) for value in values]

@@ -1,0 +1,159 @@
+"""Signal quality over runs, by seeded simulation: what a CI user sees run after run.
+
+Each test has a median, log-normal noise of 4-25% (uniform per test) and, in every run,
+a 4% chance of being 3x slower (a noisy neighbour, a cold cache).  A nightly job runs the
+suite 20 times to fill the baseline, then 10 more; every run is judged against the
+baseline's last 20 runs and then folded in (the rolling window of ``--perf-update-baseline``).
+Scenarios: unchanged tests; persistent steps of 2x, +50% and +30% and the mirrored
+improvements, starting at the first judged run; and a one-run 2x spike.
+
+Reported, per the targets of issue 13:
+
+- unchanged tests reported as slowed (a regression or a slowdown change), per run;
+- steps found (a finding in the right direction) within 3 runs (2x) or 5 runs;
+- spikes reported as a change in the runs after them;
+- for 2x steps found as changes, whether ``since`` names the run where the step began.
+
+    python bench/signal_quality.py --mode runs --seed 1000 --seeds 10
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_accel.perf.changes import ChangeRule, find_steps
+from pytest_accel.perf.rule import Rule, judge
+
+Array = npt.NDArray[np.float64]
+WINDOW, JUDGED, OUTLIER_RATE, OUTLIER = 20, 10, 0.04, 3.0
+SIGMA = (0.04, 0.25)
+
+# (scenario, factor from the first judged run on, runs within which it should be found)
+STEPS = (
+    ("2x slower", 2.0, 3),
+    ("+50% slower", 1.5, 5),
+    ("+30% slower", 1.3, 5),
+    ("2x faster", 0.5, 3),
+    ("+50% faster", 1 / 1.5, 5),
+    ("+30% faster", 1 / 1.3, 5),
+)
+
+
+@dataclass
+class Outcome:
+    unchanged_flagged: float = 0.0  # per test and run
+    found: dict[str, float] | None = None
+    spike_as_change: float = 0.0
+    since_right: float = 0.0  # of 2x slowdowns found as changes
+
+
+def series(rng: np.random.Generator, count: int, factors: Array) -> Array:
+    """``count`` tests x (WINDOW + JUDGED) runs of seconds; ``factors`` per run."""
+    runs = WINDOW + JUDGED
+    medians = np.exp(rng.uniform(np.log(0.15), np.log(5.0), count))
+    sigma = rng.uniform(*SIGMA, count)
+    noise = np.exp(sigma[:, None] * rng.standard_normal((count, runs)))
+    outliers = np.where(rng.random((count, runs)) < OUTLIER_RATE, OUTLIER, 1.0)
+    return medians[:, None] * noise * outliers * factors[None, :]
+
+
+def judge_run(
+    history: Array, run: int, rule: Rule, change_rule: ChangeRule
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.int64], Array, Array]:
+    """Judge run ``run`` against the WINDOW runs before it: (regressed, improved, change
+    runs (signed: + slower, - faster, 0 none), change before, change after)."""
+    window = history[:, run - WINDOW : run]
+    current = history[:, run]
+    verdict = judge(current, window, rule)
+    steps = find_steps(history[:, run - WINDOW : run + 1], change_rule)
+    direction = np.sign(steps.after - steps.before)
+    signed = np.where(steps.found, steps.runs * np.nan_to_num(direction).astype(np.int64), 0)
+    return verdict.regressed, verdict.improved, signed, steps.before, steps.after
+
+
+def simulate(seed: int, rule: Rule, change_rule: ChangeRule, count: int = 2000) -> Outcome:
+    rng = np.random.default_rng(seed)
+    outcome = Outcome(found={})
+    runs = WINDOW + JUDGED
+    # Unchanged tests: a false alarm is a regression or a slowdown change, in any run.
+    history = series(rng, count * 5, np.ones(runs))
+    alarms = 0
+    for run in range(WINDOW, runs):
+        regressed, _, change, _, _ = judge_run(history, run, rule, change_rule)
+        alarms += int(np.sum(regressed | (change > 0)))
+    outcome.unchanged_flagged = alarms / (count * 5 * JUDGED)
+    for name, factor, within in STEPS:
+        factors = np.ones(runs)
+        factors[WINDOW:] = factor
+        history = series(rng, count, factors)
+        found = np.zeros(count, dtype=bool)
+        since_right = since_total = 0
+        for offset in range(within):
+            regressed, improved, change, _, _ = judge_run(
+                history, WINDOW + offset, rule, change_rule
+            )
+            slower = factor > 1
+            hit = (regressed if slower else improved) | ((change > 0) if slower else (change < 0))
+            if name == "2x slower":
+                first_change = (change > 0) & ~found
+                since_total += int(first_change.sum())
+                # The step began at run WINDOW; `runs` counts it, this run included.
+                since_right += int(np.sum(first_change & (change == offset + 1)))
+            found |= hit
+        outcome.found[name] = float(found.mean())
+        if name == "2x slower":
+            outcome.since_right = since_right / since_total if since_total else float("nan")
+    # A one-run 2x spike at the first judged run: reported as a change afterwards?
+    factors = np.ones(runs)
+    factors[WINDOW] = 2.0
+    history = series(rng, count, factors)
+    changed = np.zeros(count, dtype=bool)
+    for run in range(WINDOW + 1, runs):
+        _, _, change, _, _ = judge_run(history, run, rule, change_rule)
+        changed |= change > 0
+    outcome.spike_as_change = float(changed.mean())
+    return outcome
+
+
+def average(outcomes: list[Outcome]) -> Outcome:
+    names = [name for name, _, _ in STEPS]
+    return Outcome(
+        unchanged_flagged=float(np.mean([o.unchanged_flagged for o in outcomes])),
+        found={n: float(np.mean([(o.found or {})[n] for o in outcomes])) for n in names},
+        spike_as_change=float(np.mean([o.spike_as_change for o in outcomes])),
+        since_right=float(np.nanmean([o.since_right for o in outcomes])),
+    )
+
+
+TARGETS = {
+    "2x slower": 0.95,
+    "+50% slower": 0.80,
+    "+30% slower": 0.60,
+    "2x faster": 0.95,
+    "+50% faster": 0.80,
+    "+30% faster": 0.60,
+}
+
+
+def table(outcome: Outcome) -> str:
+    found = outcome.found or {}
+    lines = [
+        "| measure | target | measured |",
+        "| --- | ---: | ---: |",
+        f"| unchanged tests reported as slowed, per run | at most 0.3% |"
+        f" {outcome.unchanged_flagged:.3%} |",
+    ]
+    for name, _, within in STEPS:
+        lines.append(
+            f"| {name} found within {within} runs | at least {TARGETS[name]:.0%} |"
+            f" {found[name]:.1%} |"
+        )
+    lines += [
+        f"| one-run 2x spike reported as a change | at most 3% | {outcome.spike_as_change:.2%} |",
+        f"| `since` names the right run (2x steps found as changes) | at least 90% |"
+        f" {outcome.since_right:.1%} |",
+    ]
+    return "\n".join(lines)

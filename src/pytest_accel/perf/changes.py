@@ -1,0 +1,199 @@
+"""Persistent shifts over runs: a robust two-segment test on log durations.
+
+For each test (or class, or module) the baseline's runs plus this run form a series,
+oldest first.  A *change* is a step: the last ``m`` runs, this one included, sit at a
+new level that the runs before them did not.  For each candidate ``m`` (from
+``min_runs`` to ``max_runs``) the series is cut in two and the step is judged by:
+
+- its size, ``d = median(after) - median(before)`` in log seconds, at least
+  ``log(threshold)`` (the single-run rule's ratio);
+- its evidence, ``d / (sigma * sqrt(c/n_before + c/n_after))`` above ``t``, where
+  ``sigma`` is a robust spread of both segments around their own medians (1.4826 x the
+  median absolute deviation) and ``c = pi/2`` is the variance factor of a median;
+- its persistence: every run after the cut (``hold``), this one included, clears
+  ``margin`` (a quarter) of the step from the old level.  One slow run, or two outliers
+  next to a run at the old level, is not a change (one slow run is the single-run
+  rule's business).  A run far slower than its own segment is left out of that count:
+  slow spikes are common in CI and must not hide an improvement;
+- the same duration and delta floors as the single-run rule, so a 3 ms test that became
+  6 ms is not a change.
+
+Where several cuts qualify, the one with the most evidence names the change point
+(``since``).  Medians everywhere: an occasional 3x outlier moves neither level, and the
+median absolute deviation ignores it in the spread.  docs/regressions.md has the
+measured error rates and why this statistic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import log
+from typing import TYPE_CHECKING
+
+from pytest_accel.perf.rule import row_median
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+    IntArray = npt.NDArray[np.int64]
+    BoolArray = npt.NDArray[np.bool_]
+
+MAD_SCALE = 1.4826
+CLIP_SIGMAS = 2.0  # a segment's values are winsorised this many spreads from its median
+WINSORISED_VARIANCE = 1.1  # var(winsorised mean) / var(mean) at 2 sigmas, normal data
+CLIP_MADS = 3.5  # residuals beyond this many scaled MADs do not enter the spread
+_LOG_FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class ChangeRule:
+    """Defaults tuned by ``bench/signal_quality.py --mode runs`` (docs/regressions.md)."""
+
+    min_runs: int = 3
+    max_runs: int = 10
+    min_before: int = 5
+    t: float = 4.0
+    # Each run further back a cut lies needs this much more evidence: the search looks at
+    # several cuts, and an old change has piled up evidence anyway.
+    t_per_run: float = 0.25
+    hold: float = 1.0  # share of the runs after the cut that must clear the margin
+    margin: float = 0.25  # ... which is this share of the step, from the old level
+    threshold: float = 1.2
+    min_delta: float = 0.05
+    min_duration: float = 0.1
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Per row: whether a step was found, and if so its size and where it starts."""
+
+    found: BoolArray
+    runs: IntArray  # runs at the new level, this one included (0: no change)
+    before: FloatArray  # seconds: the median of the runs before the change point
+    after: FloatArray  # seconds: the median of the runs from it on
+
+
+def _spread(residuals: FloatArray) -> FloatArray:
+    """Each row's standard deviation of residuals (from their segment's median), leaving
+    out those beyond CLIP_MADS scaled MADs: as robust as the MAD, far less noisy."""
+    import numpy as np
+
+    mad = MAD_SCALE * row_median(np.abs(residuals))
+    inside = np.abs(residuals) <= CLIP_MADS * mad[:, None]
+    kept = np.sum(inside, axis=1)
+    squares = np.sum(np.where(inside, residuals**2, 0.0), axis=1)
+    clipped = np.sqrt(squares / np.maximum(kept - 2, 1))  # two levels were estimated
+    spread: FloatArray = np.where(kept >= 4, clipped, mad)
+    return spread
+
+
+def _level(values: FloatArray, median: FloatArray, sigma: FloatArray) -> FloatArray:
+    """Each row's mean, winsorised CLIP_SIGMAS spreads around its median: one 3x
+    outlier barely moves it, and on normal data it is almost as precise as the mean."""
+    import numpy as np
+
+    low = (median - CLIP_SIGMAS * sigma)[:, None]
+    high = (median + CLIP_SIGMAS * sigma)[:, None]
+    level: FloatArray = np.nanmean(np.clip(values, low, high), axis=1)
+    return level
+
+
+def _trim_leading_runs(
+    x: FloatArray, runs: IntArray, before: FloatArray, after: FloatArray
+) -> IntArray:
+    """A found cut can sit a run early (its first run still at the old level, noisy
+    enough to clear the margin): such leading runs, closer to the old level than to the
+    new one, are not part of the change.  ``since`` moves to the first run that is."""
+    import numpy as np
+
+    trimmed = runs.copy()
+    midpoint = (before + after) / 2
+    rising = after > before
+    open_ = runs > 0
+    for back in range(int(runs.max(initial=0)), 1, -1):  # the earliest run after the cut first
+        at = x[:, -back] if back <= x.shape[1] else np.full(len(x), np.nan)
+        leading = open_ & (trimmed == back)
+        old_level = np.where(rising, at <= midpoint, at >= midpoint)
+        trimmed = np.where(leading & old_level, back - 1, trimmed)
+    result: IntArray = trimmed
+    return result
+
+
+def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
+    """Steps in ``series`` (rows of seconds, oldest run first, NaN = no sample; the
+    last column is this run).  Vectorised over rows; rows that cannot hold a step
+    (too few runs, or a last-three level within the threshold of the rest) are
+    screened out before the search."""
+    import numpy as np
+
+    rows, width = series.shape
+    found = np.zeros(rows, dtype=bool)
+    runs = np.zeros(rows, dtype=np.int64)
+    before_level = np.full(rows, np.nan)
+    after_level = np.full(rows, np.nan)
+    if width < rule.min_before + rule.min_runs:
+        return Steps(found, runs, before_level, after_level)
+    with np.errstate(all="ignore"):
+        logs = np.log(np.maximum(series, _LOG_FLOOR))
+        min_step = log(rule.threshold)
+        # Screen: the last min_runs runs against the rest, and the current run present.
+        recent = row_median(logs[:, -rule.min_runs :])
+        rest = row_median(logs[:, : -rule.min_runs])
+        candidates = np.flatnonzero((np.abs(recent - rest) >= min_step) & ~np.isnan(logs[:, -1]))
+        if not len(candidates):
+            return Steps(found, runs, before_level, after_level)
+        x = logs[candidates]
+        best = np.full(len(candidates), -np.inf)
+        best_m = np.zeros(len(candidates), dtype=np.int64)
+        best_before = np.full(len(candidates), np.nan)
+        best_after = np.full(len(candidates), np.nan)
+        for m in range(rule.min_runs, min(rule.max_runs, width - rule.min_before) + 1):
+            head, tail = x[:, :-m], x[:, -m:]
+            n_head = np.sum(~np.isnan(head), axis=1)
+            n_tail = np.sum(~np.isnan(tail), axis=1)
+            median_head, median_tail = row_median(head), row_median(tail)
+            sigma = _spread(
+                np.concatenate([head - median_head[:, None], tail - median_tail[:, None]], axis=1)
+            )
+            level_head = _level(head, median_head, sigma)
+            level_tail = _level(tail, median_tail, sigma)
+            step = level_tail - level_head
+            error = sigma * np.sqrt(
+                WINSORISED_VARIANCE * (1 / np.maximum(n_head, 1) + 1 / np.maximum(n_tail, 1))
+            )
+            evidence = np.abs(step) / np.where(error > 0, error, np.nan)
+            bar = level_head + rule.margin * step
+            beyond = np.sign(step)[:, None] * (tail - bar[:, None]) > 0
+            # A run far slower than its segment (a noisy neighbour, a cold cache) says
+            # nothing about the level: it is left out of the count, never counted for it.
+            spike = tail > (median_tail + CLIP_SIGMAS * sigma)[:, None]
+            counted = ~np.isnan(tail) & ~(spike & (step < 0)[:, None])
+            held = np.sum(beyond & counted, axis=1) / np.maximum(np.sum(counted, axis=1), 1)
+            valid = (
+                (n_head >= rule.min_before)
+                & (n_tail >= rule.min_runs)
+                & (np.abs(step) >= min_step)
+                & (evidence >= rule.t + rule.t_per_run * (m - rule.min_runs))
+                & (held >= rule.hold)
+                & (beyond[:, -1] | ~counted[:, -1])
+                & (evidence > best)
+            )
+            best = np.where(valid, evidence, best)
+            best_m = np.where(valid, m, best_m)
+            best_before = np.where(valid, level_head, best_before)
+            best_after = np.where(valid, level_tail, best_after)
+        best_m = _trim_leading_runs(x, best_m, best_before, best_after)
+    before_s, after_s = np.exp(best_before), np.exp(best_after)
+    big_enough = (
+        (np.maximum(before_s, after_s) >= rule.min_duration)
+        & (np.abs(after_s - before_s) >= rule.min_delta)
+        & (best_m > 0)
+    )
+    chosen = candidates[big_enough]
+    found[chosen] = True
+    runs[chosen] = best_m[big_enough]
+    before_level[chosen] = before_s[big_enough]
+    after_level[chosen] = after_s[big_enough]
+    return Steps(found, runs, before_level, after_level)

@@ -1,0 +1,150 @@
+"""The single-run regression rule: one timing against its own history, on numpy arrays.
+
+A timing regresses only when every gate holds (docs/regressions.md explains why):
+
+- ``current >= min_duration`` and ``current - median >= min_delta`` (too small to matter);
+- ``current > median * threshold`` (too small a change to act on);
+- with at least ``min_samples`` samples and a non-zero spread: the robust z-score of
+  ``log(current)`` against ``log(samples)`` exceeds ``mad_k`` (``mad_k * large_k_factor``
+  for a change of ``large_ratio`` or more).  Durations are multiplicative and
+  right-skewed, so their logs are close to symmetric; the median, and a spread taken
+  only from samples near it, ignore the odd outlier in the history.
+
+Improvements use the mirrored rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+
+MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation of a normal sample
+CLIP_MADS = 3.5
+_LOG_FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The regression rule; defaults tuned by ``bench/signal_quality.py`` (docs/regressions.md)."""
+
+    threshold: float = 1.2
+    min_delta: float = 0.05
+    min_duration: float = 0.1
+    min_samples: int = 3
+    mad_k: float = 4.5
+    normalize: bool = True
+    # A large change needs less evidence: at or beyond ``large_ratio`` the z-score must
+    # exceed ``mad_k * large_k_factor`` instead of ``mad_k``.
+    large_ratio: float = 1.5
+    large_k_factor: float = 0.6
+    # The z-score's scale: "clipped" is the standard deviation of the (log) samples
+    # within CLIP_MADS scaled MADs of the median, as robust to outliers as the MAD and
+    # far less noisy with 20 samples; "mad" is 1.4826 x MAD.
+    spread: str = "clipped"
+    log_space: bool = True  # the z-score of log durations (True) or of seconds (False)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    median: FloatArray
+    count: FloatArray
+    z: FloatArray  # NaN where the z gate does not apply
+    regressed: npt.NDArray[np.bool_]
+    improved: npt.NDArray[np.bool_]
+
+
+def pad(samples: Sequence[Sequence[float]]) -> FloatArray:
+    """Ragged sample lists as one NaN-padded 2-D array."""
+    import numpy as np
+
+    lengths = np.fromiter(map(len, samples), dtype=np.int64, count=len(samples))
+    width = int(lengths.max(initial=0)) or 1
+    out = np.full((len(samples), width), np.nan)
+    total = int(lengths.sum())
+    flat = np.fromiter(chain.from_iterable(samples), dtype=np.float64, count=total)
+    rows = np.repeat(np.arange(len(samples)), lengths)
+    cols = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    out[rows, cols] = flat
+    return out
+
+
+def row_median(values: FloatArray) -> FloatArray:
+    """Median of each row, ignoring NaN padding (NaN for an all-NaN row).
+
+    One sort instead of ``np.nanmedian``, which falls back to masked arrays on padded input.
+    """
+    import numpy as np
+
+    ordered = np.sort(values, axis=1)  # NaN sorts last
+    counts = np.sum(~np.isnan(values), axis=1)
+    rows = np.arange(len(values))
+    low = ordered[rows, np.maximum(counts - 1, 0) // 2]
+    high = ordered[rows, np.minimum(counts // 2, values.shape[1] - 1)]
+    median = np.where(counts % 2 == 1, low, (low + high) / 2)
+    return np.where(counts > 0, median, np.nan)
+
+
+def judge(
+    current: FloatArray,
+    samples: FloatArray,
+    rule: Rule,
+    *,
+    threshold: FloatArray | float | None = None,
+    min_delta: FloatArray | float | None = None,
+    median: FloatArray | None = None,
+) -> Judgement:
+    """Apply the rule row by row: ``current[i]`` against the samples in ``samples[i]``."""
+    import numpy as np
+
+    threshold = rule.threshold if threshold is None else threshold
+    min_delta = rule.min_delta if min_delta is None else min_delta
+    count = np.sum(~np.isnan(samples), axis=1).astype(np.float64)
+    if not samples.size:
+        nothing = np.zeros(len(current), dtype=bool)
+        return Judgement(
+            np.zeros(len(current)), count, np.full(len(current), np.nan), nothing, nothing
+        )
+    with np.errstate(all="ignore"):
+        median = row_median(samples) if median is None else median
+        if rule.log_space:
+            values = np.log(np.maximum(samples, _LOG_FLOOR))
+            now = np.log(np.maximum(current, _LOG_FLOOR))
+        else:
+            values, now = samples, current
+        centre = row_median(values)
+        spread = MAD_SCALE * row_median(np.abs(values - centre[:, None]))
+        if rule.spread == "clipped":
+            inside = np.abs(values - centre[:, None]) <= CLIP_MADS * spread[:, None]
+            kept = np.where(inside, values, 0.0)
+            n = inside.sum(axis=1)
+            mean = kept.sum(axis=1) / np.maximum(n, 1)
+            squares = np.where(inside, (values - mean[:, None]) ** 2, 0.0).sum(axis=1)
+            clipped = np.sqrt(squares / np.maximum(n - 1, 1))
+            spread = np.where(n >= 3, clipped, spread)
+        z = (now - centre) / spread
+    z_applies = (count >= rule.min_samples) & (spread > 0)
+    z = np.where(z_applies, z, np.nan)
+    large_k = rule.mad_k * rule.large_k_factor
+    needed_up = np.where(current >= median * rule.large_ratio, large_k, rule.mad_k)
+    needed_down = np.where(current * rule.large_ratio <= median, large_k, rule.mad_k)
+    regressed = (
+        (current >= rule.min_duration)
+        & (current - median >= min_delta)
+        & (current > median * threshold)
+        & (~z_applies | (z > needed_up))
+    )
+    improved = (
+        (median >= rule.min_duration)
+        & (median - current >= min_delta)
+        & (current * threshold < median)
+        & (~z_applies | (z < -needed_down))
+    )
+    return Judgement(median, count, z, regressed & (count > 0), improved & (count > 0))

@@ -1,0 +1,164 @@
+"""What one run measured, in columns: the input of the comparison and of the baseline.
+
+A session builds it from its ``TimingTable``; ``pytest-accel`` from a record.  Either way
+the same rules decide what is comparable:
+
+- a test is compared (and folded into a baseline) when it passed.  The first test each
+  process runs pays the process's warm-up (initialising JAX or torch, a backend, a
+  compile cache), which moves to another test whenever the order or the xdist workers
+  change: such a timing is kept and judged apart, against the runs where the same test
+  also ran first;
+- a class or module is compared when it ran *whole* here: none of its tests deselected
+  (``-k``, ``-m``, another CI shard), failed, or paying the warm-up.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_accel.reports import FAILING
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Which run a sample came from."""
+
+    commit: str | None = None
+    branch: str | None = None
+    started: str | None = None  # YYYY-MM-DDTHH:MM:SSZ
+
+    def to_json(self) -> dict[str, Any]:
+        return {"commit": self.commit, "branch": self.branch, "started": self.started}
+
+    def describe(self) -> str:
+        """``abc1234`` (a commit), else the start time, else ``an unnamed run``."""
+        if self.commit:
+            return self.commit[:12]
+        return self.started or "an unnamed run"
+
+
+@dataclass
+class Groups:
+    """Classes or modules of one run."""
+
+    ids: list[str] = field(default_factory=list)
+    total: list[float] = field(default_factory=list)  # seconds: the sum of its tests' totals
+    whole: list[bool] = field(default_factory=list)  # comparable: see the module docstring
+
+    def comparable(self) -> dict[str, float]:
+        return {i: t for i, t, w in zip(self.ids, self.total, self.whole, strict=True) if w}
+
+
+@dataclass
+class RunTimings:
+    """One run's tests in columns, and its classes and modules."""
+
+    key: str
+    identity: RunIdentity
+    ids: list[str]
+    outcome: list[str]
+    call: list[float]
+    total: list[float]
+    cls: list[str | None]
+    module: list[str | None]
+    warmup: list[bool]  # the first test its process ran
+    classes: Groups
+    modules: Groups
+    # Modules with tests that were deselected here: a test of theirs that did not run
+    # is not "missing" (another shard, -k or -m took it).
+    partial_modules: frozenset[str] = frozenset()
+    shard: str | None = None
+
+    def metric(self, name: str) -> list[float]:
+        return self.call if name == "call" else self.total
+
+    def comparable(self, metric: str = "call", *, warmup: bool = False) -> dict[str, float]:
+        """Tests that passed, with their timing: those that did not pay their process's
+        warm-up, or (``warmup``) those that did."""
+        return {
+            i: value
+            for i, outcome, warm, value in zip(
+                self.ids, self.outcome, self.warmup, self.metric(metric), strict=True
+            )
+            if outcome == "passed" and warm == warmup
+        }
+
+    def ran_modules(self) -> set[str]:
+        return {m for m in self.module if m is not None}
+
+
+def whole_groups(
+    column: list[str | None],
+    outcomes: list[str],
+    warmup: list[bool],
+    totals: list[float],
+    partial: frozenset[str] = frozenset(),
+) -> Groups:
+    """Per group (a class or a module column): its total, and whether it ran whole."""
+    order: dict[str, int] = {}
+    groups = Groups()
+    for group, outcome, warm, total in zip(column, outcomes, warmup, totals, strict=True):
+        if group is None:
+            continue
+        index = order.get(group)
+        if index is None:
+            index = order[group] = len(groups.ids)
+            groups.ids.append(group)
+            groups.total.append(0.0)
+            groups.whole.append(group not in partial)
+        groups.total[index] += total
+        if outcome in FAILING or warm:
+            groups.whole[index] = False
+    return groups
+
+
+def first_per_process(workers: list[str | None], starts: list[float]) -> list[bool]:
+    """Whether each test was the first its process (its xdist worker, or the one process
+    of a serial run) ran: the one with the earliest start."""
+    first: dict[str | None, tuple[float, int]] = {}
+    for row, (worker, start) in enumerate(zip(workers, starts, strict=True)):
+        if not start:
+            continue  # no start: a test that crashed its worker before setup
+        seen = first.get(worker)
+        if seen is None or start < seen[0]:
+            first[worker] = (start, row)
+    marked = [False] * len(workers)
+    for _, row in first.values():
+        marked[row] = True
+    return marked
+
+
+# (commit variable, branch variables in order of preference)
+_CI_VARIABLES = (
+    ("GITHUB_SHA", ("GITHUB_HEAD_REF", "GITHUB_REF_NAME")),
+    ("CI_COMMIT_SHA", ("CI_COMMIT_REF_NAME",)),  # GitLab
+    ("BUILDKITE_COMMIT", ("BUILDKITE_BRANCH",)),
+    ("CIRCLE_SHA1", ("CIRCLE_BRANCH",)),
+    ("GIT_COMMIT", ("GIT_BRANCH",)),  # Jenkins
+)
+
+
+def vcs_info(environ: Mapping[str, str], cwd: str | None = None) -> tuple[str | None, str | None]:
+    """Commit and branch from CI variables, else from git, else (None, None)."""
+    for commit_var, branch_vars in _CI_VARIABLES:
+        commit = environ.get(commit_var)
+        if commit:
+            branch = next((environ[v] for v in branch_vars if environ.get(v)), None)
+            return commit, branch
+    return _git("rev-parse", "HEAD", cwd=cwd), _git("rev-parse", "--abbrev-ref", "HEAD", cwd=cwd)
+
+
+def _git(*args: str, cwd: str | None) -> str | None:
+    try:
+        completed = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = completed.stdout.strip()
+    if completed.returncode != 0 or not value or value == "HEAD":
+        return None
+    return value
