@@ -1,19 +1,19 @@
-"""Signal quality of the regression rule, by seeded simulation (no timing involved).
+"""Signal quality of the regression rule and the change detector, by seeded simulation
+(no timing involved).  docs/regressions.md shows the tables and says what they mean.
 
-Baselines of 20 samples per test with per-test log-normal noise between 3% and 30% and
-an occasional 3x outlier in the history; a current run of 10,000 unchanged tests plus
-groups slowed by 2x, +50% and +30%.  This project's rule and pytest-speedguard's
-published rule (flag when current > 1.5 x median and > median + 3 x 1.4826 x MAD,
-floor 50 ms) are applied to the same data.  Then a runner 30% slower overall, with ten
-tests truly 2x slower, through the full comparison (runner-speed correction included).
+``--mode single``: one run against a baseline of 20 samples per test, with per-test
+log-normal noise of 3-30% and an occasional 3x outlier in the history; 10,000 unchanged
+tests plus groups slowed by 2x, +50% and +30%.  This project's rule and
+pytest-speedguard's published rule (flag when current > 1.5 x median and > median + 3 x
+1.4826 x MAD, floor 50 ms) see the same data.  Then two runner scenarios through the
+full comparison: a runner 30% slower overall with ten tests truly 2x slower, and a run
+where 40% of the tests got 0.6x faster for their own reasons (a warm compile cache) and
+the rest did not change.
 
-    python bench/signal_quality.py [--seed 7] [--runs 5]
+``--mode runs``: run sequences (``bench/signal_runs.py``), for the change detector.
 
-It also prints an upper bound for any rule on this data: an oracle that knows each
-test's true noise sigma and the true median, and flags a test when its log ratio
-exceeds a per-sigma cut.  By the Neyman-Pearson lemma the cut that catches the most 2x
-slowdowns at a given false-alarm rate is ``sigma**2 * c / ln 2 + ln 2 / 2``, with ``c``
-chosen so that the mean false-alarm rate over the sigmas is the target.
+    python bench/signal_quality.py --mode single --seed 1000 --seeds 10
+    python bench/signal_quality.py --mode runs --seed 1000 --seeds 10
 """
 
 from __future__ import annotations
@@ -26,8 +26,13 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import signal_runs
+from pytest_accel.perf.baseline import KINDS, EnvHistory, Run
+from pytest_accel.perf.changes import ChangeRule
 from pytest_accel.perf.comparison import compare
 from pytest_accel.perf.rule import MAD_SCALE, Rule, judge
+from pytest_accel.perf.timings import Groups, RunIdentity, RunTimings
 
 Array = npt.NDArray[np.float64]
 UNCHANGED, PER_GROUP, WINDOW, OUTLIER_RATE = 10_000, 300, 20, 0.03
@@ -67,78 +72,79 @@ def scenario_rates(seed: int, rule: Rule) -> dict[str, tuple[float, float]]:
     return rates
 
 
-def slower_runner(seed: int, rule: Rule) -> tuple[float, int, bool, float]:
-    """Every test 30% slower, ten truly 2x slower: (unchanged flag rate, caught, suite, speed)."""
+def as_comparison_inputs(samples: Array, current: Array) -> tuple[RunTimings, EnvHistory]:
+    """Simulated tests as the comparison's inputs: one run, a baseline of its runs."""
+    ids = [f"t{i:05d}" for i in range(len(current))]
+    env = EnvHistory()
+    env.ids["tests"] = ids
+    empty: dict[str, list[float | None]] = {kind: [] for kind in KINDS}
+    env.runs = [Run(RunIdentity(), {**empty, "tests": column.tolist()}) for column in samples.T]
+    run = RunTimings(
+        key="sim",
+        identity=RunIdentity(),
+        ids=ids,
+        outcome=["passed"] * len(ids),
+        call=current.tolist(),
+        total=current.tolist(),
+        cls=[None] * len(ids),
+        module=[None] * len(ids),
+        warmup=[False] * len(ids),
+        classes=Groups(),
+        modules=Groups(),
+    )
+    return run, env
+
+
+def runner_scenario(
+    seed: int, rule: Rule, factors: Array
+) -> tuple[list[str], float, bool, int, int]:
+    """Each test scaled by ``factors``; (flagged test ids, speed applied, suite reported,
+    of them unchanged-but-flagged by a correction applied alone, compared)."""
     rng = np.random.default_rng(seed)
-    count = UNCHANGED + 10
+    count = len(factors)
     medians = np.exp(rng.uniform(np.log(0.15), np.log(5.0), count))
     sigma = rng.uniform(0.03, 0.30, count)
     samples = history(rng, medians, sigma)
-    factor = np.full(count, 1.3)
-    factor[UNCHANGED:] *= 2.0
-    current = medians * factor * np.exp(sigma * rng.standard_normal(count))
-    ids = [f"t{i:05d}" for i in range(count)]
-    result = compare(
-        "sim",
-        {"tests": dict(zip(ids, current.tolist(), strict=True))},
-        {"tests": dict(zip(ids, samples.tolist(), strict=True))},
-        rule,
-    )
-    flagged = {f.id for f in result.regressions if f.kind == "test"}
-    slowed = set(ids[UNCHANGED:])
-    unchanged_rate = len(flagged - slowed) / UNCHANGED
-    suite = sum(f.kind == "session" for f in result.regressions) == 1
-    return unchanged_rate, len(flagged & slowed), suite, result.speed
-
-
-def oracle_2x_power(alpha: float) -> float:
-    """The most 2x slowdowns any rule can catch at mean false-alarm rate ``alpha``."""
-    from math import erfc, log, sqrt
-
-    sigma = np.linspace(0.03, 0.30, 2000)
-    ln2 = log(2.0)
-    tail = np.vectorize(lambda z: 0.5 * erfc(z / sqrt(2.0)))
-    low, high = -50.0, 50.0
-    for _ in range(80):  # bisect c
-        cut = sigma**2 * ((low + high) / 2) / ln2 + ln2 / 2
-        if tail(cut / sigma).mean() > alpha:
-            low = (low + high) / 2
-        else:
-            high = (low + high) / 2
-    cut = sigma**2 * high / ln2 + ln2 / 2
-    return float(tail((cut - ln2) / sigma).mean())
+    current = medians * factors * np.exp(sigma * rng.standard_normal(count))
+    run, env = as_comparison_inputs(samples, current)
+    result = compare(run, env, rule)
+    flagged = [f.id for f in result.regressions if f.kind == "test"]
+    suite = any(f.kind == "session" for f in result.regressions)
+    # The 0.1 correction: divide by the median ratio and judge the corrected timing alone.
+    ratio = float(np.median(current / np.median(samples, axis=1)))
+    alone = judge(current / ratio, samples, rule).regressed
+    unchanged = factors == 1.0
+    return flagged, result.speed, suite, int(np.sum(alone & unchanged)), result.compared
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--runs", type=int, default=5, help="seeds averaged")
-    parser.add_argument("--mad-k", type=float, default=Rule().mad_k)
-    parser.add_argument("--threshold", type=float, default=Rule().threshold)
-    parser.add_argument(
-        "--space", choices=("log", "linear"), default="log" if Rule().log_space else "linear"
-    )
-    parser.add_argument("--large-k-factor", type=float, default=Rule().large_k_factor)
-    parser.add_argument("--spread", choices=("mad", "clipped"), default=Rule().spread)
-    parser.add_argument("--large-ratio", type=float, default=Rule().large_ratio)
+    parser.add_argument("--mode", choices=("single", "runs"), default="single")
+    parser.add_argument("--seed", type=int, default=1000)
+    parser.add_argument("--seeds", type=int, default=10, help="seeds averaged")
+    for name in ("t", "t_per_run", "margin", "hold"):
+        parser.add_argument(f"--{name.replace('_', '-')}", type=float, default=None)
     args = parser.parse_args()
-    rule = Rule(
-        spread=args.spread,
-        mad_k=args.mad_k,
-        threshold=args.threshold,
-        log_space=args.space == "log",
-        large_k_factor=args.large_k_factor,
-        large_ratio=args.large_ratio,
-    )
+    rule = Rule()
+    if args.mode == "runs":
+        overrides = {
+            name: getattr(args, name)
+            for name in ("t", "t_per_run", "margin", "hold")
+            if getattr(args, name) is not None
+        }
+        change_rule = ChangeRule(**overrides)
+        outcomes = [
+            signal_runs.simulate(args.seed + run, rule, change_rule) for run in range(args.seeds)
+        ]
+        print(f"change detector: {change_rule}; {args.seeds} seeds from {args.seed}\n")
+        print(signal_runs.table(signal_runs.average(outcomes)))
+        return
     totals: dict[str, list[float]] = {name: [0.0, 0.0] for name, _, _ in GROUPS}
-    for run in range(args.runs):
+    for run in range(args.seeds):
         for name, (ours, theirs) in scenario_rates(args.seed + run, rule).items():
-            totals[name][0] += ours / args.runs
-            totals[name][1] += theirs / args.runs
-    print(
-        f"rule: threshold {rule.threshold}, mad_k {rule.mad_k} (log space); "
-        f"{args.runs} seeds from {args.seed}\n"
-    )
+            totals[name][0] += ours / args.seeds
+            totals[name][1] += theirs / args.seeds
+    print(f"rule: {rule}; {args.seeds} seeds from {args.seed}\n")
     print("| tests | count | flagged by pytest-accel | flagged by speedguard's rule |")
     print("| --- | ---: | ---: | ---: |")
     for name, _, count in GROUPS:
@@ -146,15 +152,30 @@ def main() -> None:
         print(f"| {name} | {count} | {ours:.2%} | {theirs:.2%} |")
     print(
         "\n| slower runner (x1.3), seed | unchanged flagged | of 10 truly 2x caught |"
-        " suite slowdown reported once | speed estimate |"
+        " suite slowdown reported | speed applied |"
     )
     print("| --- | ---: | ---: | --- | ---: |")
-    for run in range(args.runs):
-        rate, caught, suite, speed = slower_runner(args.seed + run, rule)
+    for run in range(args.seeds):
+        factors = np.full(UNCHANGED + 10, 1.3)
+        factors[UNCHANGED:] *= 2.0
+        flagged, speed, suite, _, _ = runner_scenario(args.seed + run, rule, factors)
+        caught = sum(int(i[1:]) >= UNCHANGED for i in flagged)
         print(
-            f"| {args.seed + run} | {rate:.2%} | {caught} | {'yes' if suite else 'no'} |"
-            f" {speed:.3f} |"
+            f"| {args.seed + run} | {(len(flagged) - caught) / UNCHANGED:.2%} | {caught} |"
+            f" {'yes' if suite else 'no'} | {speed:.3f} |"
         )
+    print(
+        "\n| 40% of tests 0.6x faster on their own, seed | unchanged flagged |"
+        " unchanged flagged by a correction alone (0.1) |"
+    )
+    print("| --- | ---: | ---: |")
+    for run in range(args.seeds):
+        factors = np.ones(UNCHANGED)
+        factors[: UNCHANGED * 4 // 10] = 0.6
+        flagged, _, _, alone, _ = runner_scenario(args.seed + run, rule, factors)
+        unchanged = UNCHANGED - UNCHANGED * 4 // 10
+        wrongly = sum(int(i[1:]) >= UNCHANGED * 4 // 10 for i in flagged)
+        print(f"| {args.seed + run} | {wrongly / unchanged:.2%} | {alone / unchanged:.2%} |")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ Reported, per the targets of issue 13:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -44,8 +44,12 @@ STEPS = (
 
 @dataclass
 class Outcome:
-    unchanged_flagged: float = 0.0  # per test and run
-    found: dict[str, float] | None = None
+    # Per test and run: unchanged tests reported as slowed by a change, by any finding.
+    unchanged_changed: float = 0.0
+    unchanged_flagged: float = 0.0
+    # Per step scenario: found as a change within its runs; found by any finding.
+    as_change: dict[str, float] = field(default_factory=dict)
+    found: dict[str, float] = field(default_factory=dict)
     spike_as_change: float = 0.0
     since_right: float = 0.0  # of 2x slowdowns found as changes
 
@@ -62,67 +66,70 @@ def series(rng: np.random.Generator, count: int, factors: Array) -> Array:
 
 def judge_run(
     history: Array, run: int, rule: Rule, change_rule: ChangeRule
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.int64], Array, Array]:
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
     """Judge run ``run`` against the WINDOW runs before it: (regressed, improved, change
-    runs (signed: + slower, - faster, 0 none), change before, change after)."""
+    runs: + slower, - faster, 0 none)."""
     window = history[:, run - WINDOW : run]
-    current = history[:, run]
-    verdict = judge(current, window, rule)
+    verdict = judge(history[:, run], window, rule)
     steps = find_steps(history[:, run - WINDOW : run + 1], change_rule)
-    direction = np.sign(steps.after - steps.before)
-    signed = np.where(steps.found, steps.runs * np.nan_to_num(direction).astype(np.int64), 0)
-    return verdict.regressed, verdict.improved, signed, steps.before, steps.after
+    direction = np.nan_to_num(np.sign(steps.after - steps.before)).astype(np.int64)
+    signed = np.where(steps.found, steps.runs * direction, 0)
+    return verdict.regressed, verdict.improved, signed
 
 
 def simulate(seed: int, rule: Rule, change_rule: ChangeRule, count: int = 2000) -> Outcome:
     rng = np.random.default_rng(seed)
-    outcome = Outcome(found={})
+    outcome = Outcome()
     runs = WINDOW + JUDGED
-    # Unchanged tests: a false alarm is a regression or a slowdown change, in any run.
     history = series(rng, count * 5, np.ones(runs))
-    alarms = 0
+    changed = flagged = 0
     for run in range(WINDOW, runs):
-        regressed, _, change, _, _ = judge_run(history, run, rule, change_rule)
-        alarms += int(np.sum(regressed | (change > 0)))
-    outcome.unchanged_flagged = alarms / (count * 5 * JUDGED)
+        regressed, _, change = judge_run(history, run, rule, change_rule)
+        changed += int(np.sum(change > 0))
+        flagged += int(np.sum(regressed | (change > 0)))
+    outcome.unchanged_changed = changed / (count * 5 * JUDGED)
+    outcome.unchanged_flagged = flagged / (count * 5 * JUDGED)
     for name, factor, within in STEPS:
         factors = np.ones(runs)
         factors[WINDOW:] = factor
         history = series(rng, count, factors)
+        as_change = np.zeros(count, dtype=bool)
         found = np.zeros(count, dtype=bool)
         since_right = since_total = 0
+        slower = factor > 1
         for offset in range(within):
-            regressed, improved, change, _, _ = judge_run(
-                history, WINDOW + offset, rule, change_rule
-            )
-            slower = factor > 1
-            hit = (regressed if slower else improved) | ((change > 0) if slower else (change < 0))
+            regressed, improved, change = judge_run(history, WINDOW + offset, rule, change_rule)
+            change_hit = (change > 0) if slower else (change < 0)
             if name == "2x slower":
-                first_change = (change > 0) & ~found
-                since_total += int(first_change.sum())
+                first = change_hit & ~as_change
+                since_total += int(first.sum())
                 # The step began at run WINDOW; `runs` counts it, this run included.
-                since_right += int(np.sum(first_change & (change == offset + 1)))
-            found |= hit
+                since_right += int(np.sum(first & (np.abs(change) == offset + 1)))
+            as_change |= change_hit
+            found |= change_hit | (regressed if slower else improved)
+        outcome.as_change[name] = float(as_change.mean())
         outcome.found[name] = float(found.mean())
         if name == "2x slower":
             outcome.since_right = since_right / since_total if since_total else float("nan")
-    # A one-run 2x spike at the first judged run: reported as a change afterwards?
+    # A one-run 2x spike at the first judged run: does a change that holds it follow?
     factors = np.ones(runs)
     factors[WINDOW] = 2.0
-    history = series(rng, count, factors)
-    changed = np.zeros(count, dtype=bool)
-    for run in range(WINDOW + 1, runs):
-        _, _, change, _, _ = judge_run(history, run, rule, change_rule)
-        changed |= change > 0
-    outcome.spike_as_change = float(changed.mean())
+    history = series(rng, count * 5, factors)
+    spike_changes = np.zeros(count * 5, dtype=bool)
+    for offset in range(1, JUDGED):
+        _, _, change = judge_run(history, WINDOW + offset, rule, change_rule)
+        spike_changes |= change > offset  # the change's cut lies at or before the spike
+    outcome.spike_as_change = float(spike_changes.mean())
     return outcome
 
 
 def average(outcomes: list[Outcome]) -> Outcome:
     names = [name for name, _, _ in STEPS]
     return Outcome(
+        unchanged_changed=float(np.mean([o.unchanged_changed for o in outcomes])),
         unchanged_flagged=float(np.mean([o.unchanged_flagged for o in outcomes])),
-        found={n: float(np.mean([(o.found or {})[n] for o in outcomes])) for n in names},
+        as_change={n: float(np.mean([o.as_change[n] for o in outcomes])) for n in names},
+        found={n: float(np.mean([o.found[n] for o in outcomes])) for n in names},
         spike_as_change=float(np.mean([o.spike_as_change for o in outcomes])),
         since_right=float(np.nanmean([o.since_right for o in outcomes])),
     )
@@ -139,21 +146,20 @@ TARGETS = {
 
 
 def table(outcome: Outcome) -> str:
-    found = outcome.found or {}
     lines = [
-        "| measure | target | measured |",
-        "| --- | ---: | ---: |",
+        "| measure | target | changes alone | any finding (regression or change) |",
+        "| --- | ---: | ---: | ---: |",
         f"| unchanged tests reported as slowed, per run | at most 0.3% |"
-        f" {outcome.unchanged_flagged:.3%} |",
+        f" {outcome.unchanged_changed:.3%} | {outcome.unchanged_flagged:.2%} |",
     ]
     for name, _, within in STEPS:
         lines.append(
             f"| {name} found within {within} runs | at least {TARGETS[name]:.0%} |"
-            f" {found[name]:.1%} |"
+            f" {outcome.as_change[name]:.1%} | {outcome.found[name]:.1%} |"
         )
     lines += [
-        f"| one-run 2x spike reported as a change | at most 3% | {outcome.spike_as_change:.2%} |",
+        f"| one-run 2x spike reported as a change | at most 3% | {outcome.spike_as_change:.2%} | |",
         f"| `since` names the right run (2x steps found as changes) | at least 90% |"
-        f" {outcome.since_right:.1%} |",
+        f" {outcome.since_right:.1%} | |",
     ]
     return "\n".join(lines)

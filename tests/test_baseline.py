@@ -128,8 +128,9 @@ def test_a_record_and_a_pytest_split_map_are_one_run_baselines(tmp_path: Path) -
     assert env.samples("warmup") == {"t.py::first": [0.01]}
     durations = parse_baseline(".test_durations", {"t.py::a": 0.25})
     assert durations.source == "durations"
-    env = durations.for_key("any/key")
-    assert env is not None
+    any_key = durations.for_key("any/key")
+    assert any_key is not None
+    env = any_key
     assert (env.test_metric, env.samples("tests")) == ("total", {"t.py::a": [0.25]})
     assert expected_durations(env) == {"t.py::a": 0.25}
 

@@ -29,7 +29,13 @@ REGRESS_EVERYTHING = (
 def baseline_of(tests: list[str], seconds: float = 1e-9) -> dict[str, Any]:
     """Five runs of ``tests``, each also timed as the first of its process (the first test
     of a run is judged against such samples)."""
-    run = {"commit": None, "branch": None, "started": None, "classes": [], "modules": []}
+    run: dict[str, Any] = {
+        "commit": None,
+        "branch": None,
+        "started": None,
+        "classes": [],
+        "modules": [],
+    }
     return {
         "schema": "pytest-accel/baseline",
         "version": 2,

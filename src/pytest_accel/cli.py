@@ -130,8 +130,17 @@ def _baseline(args: argparse.Namespace) -> int:
         )
     if args.accept:
         rule = rule_from(_rule_values(args))
-        for change in accept_changes(args.into, args.accept, rule, args.env_key):
+        accepted = accept_changes(args.into, args.accept, rule, args.env_key)
+        for change in accepted:
             sys.stdout.write(one_line(f"accepted {output.describe_change(change)}") + "\n")
+        unknown = set(args.accept) - {"all"} - {change.id for change in accepted}
+        if unknown:
+            raise CliError(
+                f"{args.into}: no change to accept for {', '.join(sorted(unknown))}"
+                " (its runs show none; `pytest-accel compare` lists the changes)"
+            )
+        if not accepted:
+            sys.stdout.write(f"{args.into}: no change to accept\n")
     return EXIT_OK
 
 

@@ -144,13 +144,16 @@ def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
     return parents
 
 
-def warn(warning: Warning, path: str, line: int | None) -> bool:
+def warn(config: pytest.Config, warning: Warning, path: str, line: int | None) -> bool:
     """Issue ``warning`` at ``path:line`` through Python's warnings machinery, so that
-    ``-W``, ``filterwarnings`` and ``-p no:warnings`` apply to it as to any warning
-    (pytest captures warnings issued while ``pytest_sessionfinish`` runs).
+    ``-W`` and ``filterwarnings`` apply to it as to any warning (pytest captures
+    warnings issued while ``pytest_sessionfinish`` runs).  Under ``-p no:warnings`` a
+    test's warnings are never shown, and neither is this one.
 
     False when a filter turned it into an error: the caller fails the session.
     """
+    if config.pluginmanager.is_blocked("warnings"):
+        return True
     try:
         warnings.warn_explicit(warning, type(warning), line_start(path), line or 0)
     except type(warning):

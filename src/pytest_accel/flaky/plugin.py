@@ -301,7 +301,8 @@ class FlakyPlugin:
             rest = len(notes) - most
             notes = [*notes[:most], (None, f"{rest} more expired or stale quarantine entries")]
         escalated = sum(
-            not warn(FlakyQuarantineWarning(one_line(text)), path, line) for line, text in notes
+            not warn(session.config, FlakyQuarantineWarning(one_line(text)), path, line)
+            for line, text in notes
         )
         if escalated:
             fail_session(session, f"{escalated} FlakyQuarantineWarning(s) turned into errors by -W")

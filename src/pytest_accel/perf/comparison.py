@@ -10,8 +10,9 @@ Two kinds of finding (docs/regressions.md):
 
 Runner speed: with at least ``MIN_FOR_SPEED`` tests compared, the median of their log
 ratios estimates how fast this runner was, and is used only where the tests agree (at
-least half within 10% of it).  A finding then needs both its raw and its corrected
-ratio to pass the rule: the correction can explain findings away, never make one.
+least half within their own noise of it: two spreads, or 10%, whichever is wider).
+A finding then needs both its raw and its corrected ratio to pass the rule: the
+correction can explain findings away, never make one.
 
 One cause, one alarm: a class, a module or the suite total is reported only where its
 own members' findings do not already explain at least half of its shift; a shift of
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
     BoolArray = npt.NDArray[np.bool_]
 
 MIN_FOR_SPEED = 20
-AGREEMENT = 0.5  # share of the tests within SPEED_BAND of the speed estimate
-SPEED_BAND = log(1.1)
+AGREEMENT = 0.5  # share of the tests within their noise band of the speed estimate
+SPEED_BAND = log(1.1)  # the narrowest noise band
+AGREEMENT_SPREADS = 2.0  # a test's noise band: this many of its own spreads
 EXPLAINED = 0.5  # share of a group's shift its members' findings must account for
 SUITE_WIDE = 0.5  # share of the compared tests that, changed together, are one finding
 
@@ -170,6 +172,7 @@ class _Judged:
     ids: list[str]
     current: FloatArray
     medians: FloatArray
+    noise: FloatArray  # each one's spread, in log seconds (NaN: unknown)
     regressed: BoolArray
     improved: BoolArray
     steps: Steps
@@ -208,7 +211,7 @@ def compare(
     result.compared = len(compared) + len(warm_compared)
     setting = _Setting(env, run, rule)
     tests = _judge(setting, "test", compared, (ids, matrix), overrides)
-    speed = _runner_speed(tests.current, tests.medians) if rule.normalize else None
+    speed = _runner_speed(tests) if rule.normalize else None
     if speed is not None:
         result.speed = speed
         setting = _Setting(env, run, rule, speed)
@@ -218,13 +221,18 @@ def compare(
     _collect(result, warm)
     _suite_wide(tests, result.compared)
     _collect(result, tests)
-    members = {"classes": run.cls, "modules": run.module}
-    for kind, name in (("class", "classes"), ("module", "modules")):
-        groups = getattr(run, name).comparable()
-        judged = _judge(setting, kind, groups, env.matrix(name), {})
-        explained = _explained(tests, dict(zip(run.ids, members[name], strict=True)))
-        _collect(result, _unexplained(judged, explained))
-    _judge_suite(result, [tests, warm], rule)
+    # A group is reported only where what it holds does not explain it: a class by its
+    # tests, a module by its tests and classes, the suite by all of them.
+    class_of = dict(zip(run.ids, run.cls, strict=True))
+    module_of = dict(zip(run.ids, run.module, strict=True))
+    classes = _judge(setting, "class", run.classes.comparable(), env.matrix("classes"), {})
+    classes = _unexplained(classes, _explained([(tests, class_of)]))
+    modules = _judge(setting, "module", run.modules.comparable(), env.matrix("modules"), {})
+    in_module = {ident: _module_of(ident) for ident in classes.ids}
+    modules = _unexplained(modules, _explained([(tests, module_of), (classes, in_module)]))
+    _collect(result, classes)
+    _collect(result, modules)
+    _judge_suite(result, [tests, warm], [classes, modules], rule)
     result.regressions.sort(key=lambda f: (-f.ratio, f.kind, f.id))
     result.improvements.sort(key=lambda f: (f.ratio, f.kind, f.id))
     result.changes.sort(key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id))
@@ -253,16 +261,22 @@ def _missing(run: RunTimings, sampled: list[str]) -> list[str]:
     return sorted(t for t in sampled if t not in ran and _module_of(t) in modules)
 
 
-def _runner_speed(current: FloatArray, medians: FloatArray) -> float | None:
-    """How much slower (> 1) or faster this runner was, where the tests agree."""
+def _runner_speed(tests: _Judged) -> float | None:
+    """How much slower (> 1) or faster this runner was, where the tests agree: most of
+    them sit within their own noise of the estimate.  Tests that moved for their own
+    reasons (a warm compile cache) split the ratios in two, and then there is no one
+    runner speed to apply."""
     import numpy as np
 
+    current, medians = tests.current, tests.medians
     usable = (medians > 0) & (current > 0)
     if usable.sum() < MIN_FOR_SPEED:
         return None
     ratios = np.log(current[usable] / medians[usable])
     estimate = float(np.median(ratios))
-    agreeing = float(np.mean(np.abs(ratios - estimate) <= SPEED_BAND))
+    spread = np.nan_to_num(tests.noise[usable], nan=0.0)
+    band = np.maximum(SPEED_BAND, AGREEMENT_SPREADS * spread)
+    agreeing = float(np.mean(np.abs(ratios - estimate) <= band))
     if agreeing < AGREEMENT or abs(estimate) < log(1.02):
         return None
     return float(np.exp(estimate))
@@ -307,7 +321,9 @@ def _judge(
         )
         regressed, improved = regressed & corrected.regressed, improved & corrected.improved
     steps = find_steps(np.concatenate([samples, current[:, None]], axis=1), change_rule(rule))
-    judged = _Judged(present, current, medians, regressed, improved, steps, [], [])
+    with np.errstate(all="ignore"):
+        noise = raw.spread if rule.log_space else raw.spread / medians
+    judged = _Judged(present, current, medians, noise, regressed, improved, steps, [], [])
     for row in np.flatnonzero(steps.found):
         cut = len(env.runs) + 1 - int(steps.runs[row])
         since = env.runs[cut].identity if cut < len(env.runs) else run.identity
@@ -395,17 +411,17 @@ def _collect(result: Comparison, judged: _Judged) -> None:
     result.changes += judged.changes
 
 
-def _explained(tests: _Judged, group_of: Mapping[str, str | None]) -> dict[str, float]:
-    """Per group, the seconds its tests' findings account for (+ slower, - faster)."""
+def _explained(sources: list[tuple[_Judged, Mapping[str, str | None]]]) -> dict[str, float]:
+    """Per group, the seconds its members' findings account for (+ slower, - faster);
+    each source maps its ids to their group."""
     shifts: dict[str, float] = {}
-    for _, finding in tests.findings:
-        group = group_of.get(finding.id)
-        if group is not None:
-            shifts[group] = shifts.get(group, 0.0) + finding.current - finding.baseline
-    for change in tests.changes:
-        group = group_of.get(change.id)
-        if group is not None:
-            shifts[group] = shifts.get(group, 0.0) + change.after - change.before
+    for judged, group_of in sources:
+        moved = [(f.id, f.current - f.baseline) for _, f in judged.findings]
+        moved += [(c.id, c.after - c.before) for c in judged.changes]
+        for ident, shift in moved:
+            group = group_of.get(ident)
+            if group is not None:
+                shifts[group] = shifts.get(group, 0.0) + shift
     return shifts
 
 
@@ -426,9 +442,11 @@ def _unexplained(judged: _Judged, explained: Mapping[str, float]) -> _Judged:
     return judged
 
 
-def _judge_suite(result: Comparison, kinds: list[_Judged], rule: Rule) -> None:
-    """The suite total, on raw timings (a slower runner shows here, once), where the
-    tests' own findings do not explain it."""
+def _judge_suite(
+    result: Comparison, kinds: list[_Judged], groups: list[_Judged], rule: Rule
+) -> None:
+    """The suite total of ``kinds`` (the tests), on raw timings (a slower runner shows
+    here, once), where the findings of the tests and of ``groups`` do not explain it."""
     import numpy as np
 
     count = sum(len(k.current) for k in kinds)
@@ -437,8 +455,10 @@ def _judge_suite(result: Comparison, kinds: list[_Judged], rule: Rule) -> None:
     now = sum(float(k.current.sum()) for k in kinds)
     then = sum(float(k.medians.sum()) for k in kinds)
     verdict = judge(np.array([now]), np.array([[then]]), rule)
-    explained = sum(f.current - f.baseline for k in kinds for _, f in k.findings)
-    explained += sum(c.after - c.before for k in kinds for c in k.changes)
+    # A group's finding stands only where its tests' do not explain it, so adding both
+    # counts each cause about once.
+    explained = sum(f.current - f.baseline for k in (*kinds, *groups) for _, f in k.findings)
+    explained += sum(c.after - c.before for k in (*kinds, *groups) for c in k.changes)
     if _is_explained(now - then, explained):
         return
     finding = Finding(

@@ -54,8 +54,9 @@ def accept_changes(
     path: str, wanted: Collection[str], rule: Rule, env_key: str | None = None
 ) -> list[Change]:
     """Accept the changes the baseline's own runs show (the newest run taken as this
-    one), for the ids in ``wanted`` (``all``: every change): their samples before the
-    change go, so the new level is the baseline.  Under the file lock, like an update."""
+    one), for the ids in ``wanted`` (``all``: every change) and the classes and modules
+    that hold them (their change is the same cause): their samples before the change
+    go, so the new level is the baseline.  Under the file lock, like an update."""
     import numpy as np
 
     from pytest_accel.perf.changes import find_steps
@@ -77,11 +78,12 @@ def accept_changes(
                 steps = find_steps(matrix, change_rule(rule))
                 for row in np.flatnonzero(steps.found):
                     ident = ids[row]
-                    if "all" not in wanted and ident not in wanted:
+                    if "all" not in wanted and not _holds_wanted(ident, wanted):
                         continue
                     runs = int(steps.runs[row])
                     since = env.runs[len(env.runs) - runs].identity
-                    change = Change(kind, ident, steps.before[row], steps.after[row], runs, since)
+                    before, after = float(steps.before[row]), float(steps.after[row])
+                    change = Change(kind, ident, before, after, runs, since)
                     note: dict[str, Any] = {
                         **change.to_json(),
                         "key": key,
@@ -95,6 +97,11 @@ def accept_changes(
 
     update_locked(path, _load_own, refuse, accept_wanted, to_json)
     return accepted
+
+
+def _holds_wanted(ident: str, wanted: Collection[str]) -> bool:
+    """``ident`` is wanted, or is the class or module of a wanted test."""
+    return ident in wanted or any(w.startswith(ident + "::") for w in wanted)
 
 
 def _load_own(target: str) -> Baseline:

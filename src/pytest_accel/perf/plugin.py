@@ -149,7 +149,9 @@ class PerfPlugin:
         for kind, ident, text in alarms:
             where = self.location(kind, ident)
             path = where.path if where else str(self.options.baseline)
-            if not warn(PerfRegressionWarning(text), path, where.line if where else None):
+            if not warn(
+                self.config, PerfRegressionWarning(text), path, where.line if where else None
+            ):
                 escalated += 1
         if escalated:
             fail_session(session, f"{escalated} PerfRegressionWarning(s) turned into errors by -W")

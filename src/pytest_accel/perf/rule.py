@@ -57,6 +57,7 @@ class Judgement:
     median: FloatArray
     count: FloatArray
     z: FloatArray  # NaN where the z gate does not apply
+    spread: FloatArray  # the z-score's scale, in log seconds with log_space
     regressed: npt.NDArray[np.bool_]
     improved: npt.NDArray[np.bool_]
 
@@ -109,9 +110,8 @@ def judge(
     count = np.sum(~np.isnan(samples), axis=1).astype(np.float64)
     if not samples.size:
         nothing = np.zeros(len(current), dtype=bool)
-        return Judgement(
-            np.zeros(len(current)), count, np.full(len(current), np.nan), nothing, nothing
-        )
+        unknown = np.full(len(current), np.nan)
+        return Judgement(np.zeros(len(current)), count, unknown, unknown, nothing, nothing)
     with np.errstate(all="ignore"):
         median = row_median(samples) if median is None else median
         if rule.log_space:
@@ -147,4 +147,4 @@ def judge(
         & (current * threshold < median)
         & (~z_applies | (z < -needed_down))
     )
-    return Judgement(median, count, z, regressed & (count > 0), improved & (count > 0))
+    return Judgement(median, count, z, spread, regressed & (count > 0), improved & (count > 0))

@@ -1,0 +1,430 @@
+"""A run against its baseline, as a CI user meets it: one cause one alarm, the runner-speed
+correction, warnings through pytest's machinery, shards, warm-up, new slow tests, and
+changes over runs (found, failing the run, accepted).  Each test is one of the problems
+issue 13 lists, reproduced end to end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import synthetic
+from pytest_accel.cli import main
+from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run, to_json
+from pytest_accel.perf.comparison import Comparison, compare
+from pytest_accel.perf.record import check_record, timings
+from pytest_accel.perf.rule import Rule
+from pytest_accel.perf.timings import RunTimings
+
+WOBBLE = (1.00, 1.03, 0.98, 1.01, 0.97, 1.02, 0.99, 1.03, 0.97, 1.00)
+HOUR = 3600.0
+
+SUITE = """
+import os
+import time
+
+
+def test_first():
+    pass
+
+
+def test_a():
+    time.sleep(float(os.environ.get("SLEEP_A", "0.2")))
+
+
+def test_b():
+    time.sleep(float(os.environ.get("SLEEP_B", "0.15")))
+"""
+IDS = ("test_mod.py::test_first", "test_mod.py::test_a", "test_mod.py::test_b")
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def run_of(
+    calls: Mapping[str, float], index: int = 0, key: str = "cpu/x1", **kw: Any
+) -> RunTimings:
+    """Run ``index`` of a history: commit ``c<index>``, an hour after the one before."""
+    data = synthetic.record(calls, key=key, started=synthetic.STARTED + index * HOUR, **kw)
+    data["run"]["commit"] = f"c{index}"
+    return timings(check_record("r.json", data))
+
+
+def history(runs: Sequence[Mapping[str, float]], **kw: Any) -> EnvHistory:
+    """A baseline's runs, each value wobbling by up to 3% from run to run."""
+    env = EnvHistory()
+    for index, calls in enumerate(runs):
+        wobble = WOBBLE[index % len(WOBBLE)]
+        add_run(env, run_of({t: s * wobble for t, s in calls.items()}, index, **kw), 50)
+    return env
+
+
+def write_baseline(path: Path, env: EnvHistory, key: str = "cpu/x1") -> Path:
+    path.write_text(json.dumps(to_json(Baseline({key: env}, window=50))))
+    return path
+
+
+def suite_baseline(pytester: pytest.Pytester, runs: int = 10) -> Path:
+    """The baseline SUITE builds when nothing changes: test_first pays the warm-up."""
+    calls = dict(zip(IDS, (0.0002, 0.2, 0.15), strict=True))
+    env = history([calls] * runs, warmup=True)
+    return write_baseline(pytester.path / "baseline.json", env)
+
+
+def warnings_summary(result: pytest.RunResult) -> str:
+    out = result.stdout.str()
+    start = out.find("warnings summary")
+    return "" if start < 0 else out[start : out.find("-- Docs:", start)]
+
+
+# --- one cause, one alarm -------------------------------------------------------------
+
+
+def test_one_slowed_test_is_one_alarm_in_every_output(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    suite_baseline(pytester)
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("SLEEP_A", "0.45")
+    result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-record=r.json")
+    result.assert_outcomes(passed=3)
+    assert result.ret == 0  # warnings by default
+    result.stdout.fnmatch_lines(
+        [
+            "*- pytest-accel performance -*",
+            "REGRESSION test test_mod.py::test_a: 0.4*s vs baseline 0.2*s (2.*x, 10 sample(s))",
+            "perf: 1 regression(s), 0 change(s), 0 improvement(s), 0 new, 0 missing,"
+            " 3 test(s) compared under cpu/x1",
+        ]
+    )
+    out = result.stdout.str()
+    assert out.count("REGRESSION") == 1  # not the module, not the suite total
+    assert warnings_summary(result).count("PerfRegressionWarning") == 1
+    line = SUITE.splitlines().index("def test_a():")
+    assert out.count("::warning ") == 1
+    assert f"::warning file=test_mod.py,line={line},title=perf regression (test)::" in out
+    rows = [r for r in summary.read_text().splitlines() if r.startswith("| regression")]
+    assert len(rows) == 1
+    assert "test\\_mod.py::test\\_a" in rows[0]
+    comparison = load(pytester.path / "r.json")["comparison"]
+    assert [(f["kind"], f["id"]) for f in comparison["regressions"]] == [("test", IDS[1])]
+
+
+def test_a_class_slowed_as_a_whole_is_one_alarm_at_the_test_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = """
+import os, time
+
+def test_first():
+    pass
+
+class TestMany:
+    def test_1(self): time.sleep(float(os.environ.get("EACH", "0.04")))
+    def test_2(self): time.sleep(float(os.environ.get("EACH", "0.04")))
+    def test_3(self): time.sleep(float(os.environ.get("EACH", "0.04")))
+    def test_4(self): time.sleep(float(os.environ.get("EACH", "0.04")))
+    def test_5(self): time.sleep(float(os.environ.get("EACH", "0.04")))
+"""
+    pytester.makepyfile(test_cls=source)
+    ids = ["test_cls.py::test_first"] + [f"test_cls.py::TestMany::test_{i}" for i in range(1, 6)]
+    groups = {i: ("test_cls.py::TestMany" if "Many" in i else None, "test_cls.py") for i in ids}
+    calls = {i: 0.04 if "Many" in i else 0.0002 for i in ids}
+    write_baseline(pytester.path / "b.json", history([calls] * 8, groups=groups, warmup=True))
+    monkeypatch.setenv("EACH", "0.08")  # each test stays under --perf-min-duration
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    result = pytester.runpytest("--perf-baseline=b.json", "--perf-record=r.json")
+    regressions = load(pytester.path / "r.json")["comparison"]["regressions"]
+    assert [(r["kind"], r["id"]) for r in regressions] == [("class", "test_cls.py::TestMany")]
+    result.stdout.fnmatch_lines(["REGRESSION class test_cls.py::TestMany: *"])
+    # Located at the class's first test, in pytest's warnings and on GitHub alike.
+    line = source.splitlines().index("class TestMany:") + 1  # makepyfile drops the first line
+    assert f"::warning file=test_cls.py,line={line},title=perf regression (class)::" in (
+        result.stdout.str()
+    )
+    summary = warnings_summary(result)
+    assert f"test_cls.py:{line}: PerfRegressionWarning: class test_cls.py::TestMany" in summary
+    assert "b.json" not in summary
+
+
+def test_a_slower_suite_without_a_culprit_is_one_suite_alarm_at_the_slowest_module(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    suite_baseline(pytester)
+    # Both tests 1.3x: under the noise of neither, but the suite total says so.
+    monkeypatch.setenv("SLEEP_A", "0.27")
+    monkeypatch.setenv("SLEEP_B", "0.2")
+    result = pytester.runpytest(
+        "--perf-baseline=baseline.json", "--perf-record=r.json", "--perf-mad-k=100"
+    )
+    regressions = load(pytester.path / "r.json")["comparison"]["regressions"]
+    assert [(r["kind"], r["id"]) for r in regressions] == [("session", "suite total")]
+    assert "test_mod.py:1: PerfRegressionWarning: session suite total" in warnings_summary(result)
+
+
+# --- the warnings machinery -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "silence",
+    [
+        ["-W", "ignore::pytest_accel.PerfRegressionWarning"],
+        ["-W", "ignore::pytest_accel.regression.PerfRegressionWarning"],  # 0.1's name
+        ["-W", "ignore"],
+        ["-p", "no:warnings"],
+        ["-o", "filterwarnings=ignore::pytest_accel.PerfRegressionWarning"],
+    ],
+)
+def test_warning_filters_silence_perf_warnings_but_not_the_perf_section(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, silence: list[str]
+) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    suite_baseline(pytester)
+    monkeypatch.setenv("SLEEP_A", "0.45")
+    result = pytester.runpytest("--perf-baseline=baseline.json", *silence)
+    assert result.ret == 0
+    assert "PerfRegressionWarning" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["REGRESSION test test_mod.py::test_a: *"])
+
+
+def test_warnings_as_errors_fail_the_run_without_a_traceback(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    suite_baseline(pytester)
+    monkeypatch.setenv("SLEEP_A", "0.45")
+    result = pytester.runpytest(
+        "--perf-baseline=baseline.json", "-W", "error::pytest_accel.PerfRegressionWarning"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["pytest-accel: exit status 1: 1 PerfRegressionWarning(s) turned into errors by -W"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+# --- the runner's speed -------------------------------------------------------------------
+
+
+def many(count: int, seconds: float = 0.5) -> dict[str, float]:
+    return {f"t_{i:03d}.py::test": seconds * (1 + (i % 7) / 10) for i in range(count)}
+
+
+def compared(now: Mapping[str, float], then: Mapping[str, float], **kw: Any) -> Comparison:
+    return compare(run_of(now, 99), history([then] * 10), Rule(), **kw)
+
+
+def test_tests_that_got_faster_on_their_own_never_make_the_others_regress() -> None:
+    # A warm compile cache: 40% of the tests take 0.6x, the rest did not change.
+    then = many(50)
+    now = {t: s * (0.6 if i < 20 else 1.0) for i, (t, s) in enumerate(then.items())}
+    result = compared(now, then)
+    assert result.regressions == []
+    assert len([f for f in result.improvements if f.kind == "test"]) == 20
+
+
+def test_on_a_slower_runner_only_the_truly_slower_test_regresses_with_both_ratios() -> None:
+    then = many(50)
+    now = {t: s * 1.3 for t, s in then.items()}
+    now["t_007.py::test"] *= 2.0
+    result = compared(now, then)
+    assert result.speed == pytest.approx(1.3, rel=0.03)
+    tests = [f for f in result.regressions if f.kind == "test"]
+    assert [f.id for f in tests] == ["t_007.py::test"]
+    assert tests[0].ratio == pytest.approx(2.6, rel=0.05)
+    assert tests[0].corrected == pytest.approx(2.0, rel=0.05)
+    # The runner itself is one finding, about the suite.
+    assert [f.kind for f in result.regressions] == ["test", "session"]
+
+
+def test_compare_after_merging_shards_warm_from_a_cache_passes_with_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    then = many(30, 0.2)
+    write_baseline(tmp_path / "b.json", history([then] * 10))
+    faster = {t: s * (0.68 if i % 3 else 1.0) for i, (t, s) in enumerate(then.items())}
+    shards = [dict(list(faster.items())[i::2]) for i in range(2)]
+    for index, calls in enumerate(shards):
+        record = synthetic.record(calls, shard=f"{index + 1}/2")
+        (tmp_path / f"s{index}.json").write_text(json.dumps(record))
+    argv = ["merge", "-o", str(tmp_path / "m.json"), str(tmp_path / "s0.json")]
+    assert main([*argv, str(tmp_path / "s1.json")]) == 0
+    code = main(
+        ["compare", str(tmp_path / "m.json"), "--baseline", str(tmp_path / "b.json"), "--fail"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "REGRESSION" not in out
+    assert "perf: 0 regression(s)" in out
+
+
+# --- shards, warm-up, new tests -------------------------------------------------------------
+
+
+def test_a_shard_compares_only_what_it_ran_and_no_partial_group(
+    pytester: pytest.Pytester,
+) -> None:
+    source = "import time\n" + "".join(f"def test_{i}():\n    time.sleep(0.02)\n" for i in range(6))
+    pytester.makepyfile(test_mod=source, test_other=source)
+    ids = [f"{m}.py::test_{i}" for m in ("test_mod", "test_other") for i in range(6)]
+    env = history([dict.fromkeys(ids, 0.02)] * 6)
+    write_baseline(pytester.path / "b.json", env)
+    for shard in ("1/2", "2/2"):
+        result = pytester.runpytest(
+            "--perf-baseline=b.json", f"--accel-shard={shard}", "--perf-record=r.json"
+        )
+        comparison = load(pytester.path / "r.json")["comparison"]
+        assert comparison["missing"] == [], shard
+        assert comparison["regressions"] == comparison["improvements"] == [], shard
+        ran = result.parseoutcomes()["passed"]
+        judged = ran - len(comparison["warmup"])  # what ran first paid the warm-up
+        assert 0 < judged < ran < 12
+        result.stdout.fnmatch_lines([f"perf: *, 0 missing, {judged} test(s) compared under *"])
+    # A removed test is missing when its module ran whole.
+    pytester.makepyfile(test_other=source.replace("def test_5", "def _gone"))
+    result = pytester.runpytest("--perf-baseline=b.json", "--perf-record=r.json")
+    assert load(pytester.path / "r.json")["comparison"]["missing"] == ["test_other.py::test_5"]
+
+
+def test_the_first_test_of_each_process_is_judged_apart_as_with_jax_compilation(
+    pytester: pytest.Pytester,
+) -> None:
+    # Whichever test compiles first pays for it: the cost moves with the order.
+    pytester.makeconftest(
+        """
+import time, pytest
+compiled = []
+
+@pytest.fixture(autouse=True)
+def jit():
+    if not compiled:
+        time.sleep(0.4)
+        compiled.append(True)
+"""
+    )
+    pytester.makepyfile(test_mod="".join(f"def test_{i}():\n    pass\n" for i in range(8)))
+    for _ in range(5):  # serial runs: test_0 pays every time
+        pytester.runpytest("--perf-baseline=b.json", "--perf-update-baseline").assert_outcomes(
+            passed=8
+        )
+    for order in (["-p", "xdist", "-n", "2"], ["--accel-shard=2/2"], ["-k", "not test_0"]):
+        result = pytester.runpytest("--perf-baseline=b.json", "--perf-record=r.json", *order)
+        comparison = load(pytester.path / "r.json")["comparison"]
+        assert comparison["regressions"] == [], (order, comparison["regressions"])
+        assert comparison["improvements"] == [], order
+        assert comparison["warmup"], order
+        result.stdout.fnmatch_lines(["not judged: * ran first in their process and paid*"])
+
+
+def test_a_new_slow_test_is_named_and_a_quick_one_only_counted(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_mod=SUITE + "\ndef test_new():\n    time.sleep(0.3)\n")
+    suite_baseline(pytester)
+    result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-new-slow=0.25")
+    result.stdout.fnmatch_lines(
+        [
+            "NEW SLOW test test_mod.py::test_new: 0.3*s (no baseline yet)",
+            "perf: 0 regression(s), 0 change(s), 0 improvement(s), 1 new (1 slow), 0 missing*",
+        ]
+    )
+    result = pytester.runpytest("--perf-baseline=baseline.json")  # default: 1.0 s
+    assert "NEW SLOW" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["perf: *, 1 new, 0 missing*"])
+
+
+# --- changes over runs ----------------------------------------------------------------------
+
+
+def changed_suite(pytester: pytest.Pytester, runs_after: int = 2) -> Path:
+    """A baseline where test_a took 0.1 s for 12 runs and 0.25 s in the last ones."""
+    before = dict(zip(IDS, (0.0002, 0.1, 0.15), strict=True))
+    after = {**before, IDS[1]: 0.25}
+    env = history([before] * 12 + [after] * runs_after, warmup=True)
+    return write_baseline(pytester.path / "baseline.json", env)
+
+
+def test_a_step_over_runs_is_one_change_since_its_first_commit_and_fails_with_perf_fail(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    changed_suite(pytester)
+    monkeypatch.setenv("SLEEP_A", "0.25")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    result = pytester.runpytest(
+        "--perf-baseline=baseline.json", "--perf-record=r.json", "--perf-fail"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "CHANGED test test_mod.py::test_a: 0.1s -> 0.2*s (2.*x) since c12, 3 runs",
+            "perf: 0 regression(s), 1 change(s), *-- failing the run (--perf-fail)",
+            "::warning file=test_mod.py,line=*,title=perf change (test)::test test_mod.py::test_a*",
+        ]
+    )
+    assert "REGRESSION" not in result.stdout.str()  # the change says more
+    assert "PerfRegressionWarning: test test_mod.py::test_a: 0.1s -> 0.2" in (
+        warnings_summary(result)
+    )
+    (change,) = load(pytester.path / "r.json")["comparison"]["changes"]
+    assert change["since"]["commit"] == "c12"
+    assert (change["kind"], change["id"], change["runs"]) == ("test", IDS[1], 3)
+    assert change["before"] == pytest.approx(0.1, rel=0.05)
+    assert change["after"] == pytest.approx(0.25, rel=0.05)
+
+
+def test_compare_json_lists_changes_and_an_accepted_change_stops_alarming(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = {"t.py::a": 0.1, "t.py::b": 0.3}
+    runs = [before] * 12 + [{**before, "t.py::a": 0.25}] * 3
+    env = history(runs)
+    baseline = write_baseline(tmp_path / "b.json", env)
+    record = tmp_path / "now.json"
+    record.write_text(json.dumps(synthetic.record({"t.py::a": 0.25, "t.py::b": 0.3})))
+    compare_argv = ["compare", str(record), "--baseline", str(baseline), "--format", "json"]
+    assert main([*compare_argv, "--fail"]) == 1
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    assert [(c["kind"], c["id"], c["runs"]) for c in changes] == [("test", "t.py::a", 4)]
+    assert set(changes[0]) == {"kind", "id", "before", "after", "ratio", "runs", "since"}
+    assert set(changes[0]["since"]) == {"commit", "branch", "started"}
+
+    assert main(["baseline", "--into", str(baseline), "--accept", "t.py::a"]) == 0
+    out = capsys.readouterr().out
+    assert fnmatch(out, "accepted test t.py::a: 0.1s -> 0.2*s (2.*x) since c12, 3 runs\n")
+    assert main([*compare_argv, "--fail"]) == 0
+    assert json.loads(capsys.readouterr().out)["changes"] == []
+    assert load(baseline)["envs"]["cpu/x1"]["accepted"][0]["id"] == "t.py::a"
+    # Nothing more to accept: said, and an unknown id is an error.
+    assert main(["baseline", "--into", str(baseline), "--accept", "all"]) == 0
+    assert "no change to accept" in capsys.readouterr().out
+    assert main(["baseline", "--into", str(baseline), "--accept", "t.py::b"]) == 2
+    assert "no change to accept for t.py::b" in capsys.readouterr().err
+
+
+def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    before = dict(zip(IDS, (0.0002, 0.4, 0.15), strict=True))
+    after = {**before, IDS[1]: 0.2}
+    write_baseline(
+        pytester.path / "baseline.json", history([before] * 12 + [after] * 3, warmup=True)
+    )
+    result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        ["CHANGED test test_mod.py::test_a: 0.4s -> 0.2s (0.5*x) since c12, 4 runs"]
+    )
+    assert "PerfRegressionWarning" not in result.stdout.str()
