@@ -138,6 +138,8 @@ def main() -> None:
         ]
         print(f"change detector: {change_rule}; {args.seeds} seeds from {args.seed}\n")
         print(signal_runs.table(signal_runs.average(outcomes)))
+        print("\nThe bound: an ideal t-test at 0.3% false alarms per run\n")
+        print(signal_runs.ideal_t_test(args.seed))
         return
     totals: dict[str, list[float]] = {name: [0.0, 0.0] for name, _, _ in GROUPS}
     for run in range(args.seeds):

@@ -163,3 +163,42 @@ def table(outcome: Outcome) -> str:
         f" {outcome.since_right:.1%} | |",
     ]
     return "\n".join(lines)
+
+
+def ideal_t_test(seed: int, count: int = 200_000, alpha: float = 0.003) -> str:
+    """An upper bound for any detector on these sequences: a t-test told where the step
+    began, on data without outliers, looking once, at the false-alarm rate ``alpha``.
+    Rows: the step, the runs it has had; columns: with the level and noise known, the
+    level estimated from the WINDOW runs before, and both estimated (the t-test)."""
+    from math import erfc, log, sqrt
+
+    rng = np.random.default_rng(seed)
+    sigmas = np.linspace(*SIGMA, 2000)
+    normal_cut = 2.7478  # one-sided, 0.3%
+
+    def tail(z: Array) -> float:
+        return float(np.mean([0.5 * erfc((-value) / sqrt(2)) for value in z]))
+
+    def t_values(shift: float, runs: int) -> Array:
+        sigma = rng.choice(sigmas, count)[:, None]
+        before = rng.standard_normal((count, WINDOW)) * sigma
+        after = rng.standard_normal((count, runs)) * sigma + shift
+        residuals = np.concatenate(
+            [before - before.mean(1, keepdims=True), after - after.mean(1, keepdims=True)], 1
+        )
+        spread = np.sqrt((residuals**2).sum(1) / (WINDOW + runs - 2))
+        values: Array = (after.mean(1) - before.mean(1)) / (spread * sqrt(1 / runs + 1 / WINDOW))
+        return values
+
+    lines = [
+        "| step | runs | level and noise known | level estimated | both estimated (t-test) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, factor, runs in (("2x", 2.0, 3), ("+50%", 1.5, 5), ("+30%", 1.3, 5)):
+        shift = log(factor)
+        known = tail(shift * sqrt(runs) / sigmas - normal_cut)
+        level = tail(shift / (sigmas * sqrt(1 / runs + 1 / WINDOW)) - normal_cut)
+        cut = float(np.quantile(t_values(0.0, runs), 1 - alpha))
+        both = float(np.mean(t_values(shift, runs) > cut))
+        lines.append(f"| {name} | {runs} | {known:.1%} | {level:.1%} | {both:.1%} |")
+    return "\n".join(lines)

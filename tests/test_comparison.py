@@ -16,7 +16,8 @@ import pytest
 from bench import synthetic
 from pytest_accel.cli import main
 from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run, to_json
-from pytest_accel.perf.comparison import Comparison, compare
+from pytest_accel.perf.comparison import compare
+from pytest_accel.perf.findings import Comparison
 from pytest_accel.perf.record import check_record, timings
 from pytest_accel.perf.rule import Rule
 from pytest_accel.perf.timings import RunTimings
@@ -362,6 +363,8 @@ def test_a_step_over_runs_is_one_change_since_its_first_commit_and_fails_with_pe
     changed_suite(pytester)
     monkeypatch.setenv("SLEEP_A", "0.25")
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     result = pytester.runpytest(
         "--perf-baseline=baseline.json", "--perf-record=r.json", "--perf-fail"
     )
@@ -377,6 +380,10 @@ def test_a_step_over_runs_is_one_change_since_its_first_commit_and_fails_with_pe
     assert "PerfRegressionWarning: test test_mod.py::test_a: 0.1s -> 0.2" in (
         warnings_summary(result)
     )
+    rows = [r for r in summary.read_text().splitlines() if r.startswith("| change |")]
+    assert len(rows) == 1
+    assert "| test | test\\_mod.py::test\\_a |" in rows[0]
+    assert rows[0].endswith("| since c12, 3 runs |")
     (change,) = load(pytester.path / "r.json")["comparison"]["changes"]
     assert change["since"]["commit"] == "c12"
     assert (change["kind"], change["id"], change["runs"]) == ("test", IDS[1], 3)
@@ -425,6 +432,74 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
     assert result.ret == 0
     result.stdout.fnmatch_lines(
-        ["CHANGED test test_mod.py::test_a: 0.4s -> 0.2s (0.5*x) since c12, 4 runs"]
+        ["CHANGED test test_mod.py::test_a: 0.4s -> 0.2*s (0.5*x) since c12, 4 runs"]
     )
     assert "PerfRegressionWarning" not in result.stdout.str()
+
+
+# --- full garbage collections ---------------------------------------------------------------
+
+GC_SUITE = """
+import gc
+
+HEAP = [(i,) for i in range(1_000_000)]  # a big heap makes a full collection slow
+
+
+def test_first():
+    pass
+
+
+def test_collects():
+    for _ in range(4):
+        gc.collect()
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-p", "xdist", "-n", "1"]], ids=["serial", "xdist"])
+def test_full_garbage_collections_are_recorded_and_left_out_of_the_timing_judged(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
+    pytester.makepyfile(test_gc=GC_SUITE)
+    calls = {"test_gc.py::test_first": 0.0002, "test_gc.py::test_collects": 0.002}
+    write_baseline(pytester.path / "b.json", history([calls] * 10, warmup=True))
+    result = pytester.runpytest("--perf-baseline=b.json", "--perf-record=r.json", *xdist)
+    result.assert_outcomes(passed=2)
+    tests = load(pytester.path / "r.json")["tests"]
+    row = tests["id"].index("test_gc.py::test_collects")
+    assert tests["gc"][row] > 0.05  # four full collections of a million objects
+    assert tests["call"][row] >= tests["gc"][row]
+    assert tests["call"][row] - tests["gc"][row] < 0.05
+    comparison = load(pytester.path / "r.json")["comparison"]
+    assert comparison["regressions"] == []
+    assert "REGRESSION" not in result.stdout.str()
+
+
+def test_a_runner_that_got_slower_for_good_is_one_suite_change_not_one_per_test() -> None:
+    then = many(40)
+    slower = {t: s * 1.5 for t, s in then.items()}
+    env = history([then] * 12 + [slower] * 3)
+    result = compare(run_of(slower, 99), env, Rule())
+    assert [(c.kind, c.id, c.runs, c.since.commit) for c in result.changes] == [
+        ("session", "suite total", 4, "c12")
+    ]
+    assert result.changes[0].ratio == pytest.approx(1.5, rel=0.05)
+    assert [f.kind for f in result.regressions] == []  # the change says it, once
+
+
+def test_a_test_that_changed_on_a_runner_that_also_changed_is_still_a_change() -> None:
+    then = many(40)
+    faster = {t: s * 0.8 for t, s in then.items()}
+    later = {**faster, "t_005.py::test": then["t_005.py::test"] * 0.8 * 2.5}
+    result = compare(run_of(later, 99), history([then] * 12 + [later] * 3), Rule())
+    kinds = sorted((c.kind, c.id, c.slower) for c in result.changes)
+    assert kinds == [("session", "suite total", False), ("test", "t_005.py::test", True)]
+
+
+def test_a_warm_up_is_judged_against_warm_ups_and_only_a_large_change_is_a_finding() -> None:
+    then = {"t.py::first": 0.6, **many(5)}
+    env = history([then] * 10, warmup=True)
+    for factor, found in ((1.33, False), (2.2, True)):
+        now = {**then, "t.py::first": 0.6 * factor}
+        result = compare(run_of(now, 99, warmup=True), env, Rule())
+        regressions = [(f.id, f.warmup) for f in result.regressions if f.kind == "test"]
+        assert regressions == ([("t.py::first", True)] if found else []), factor

@@ -4,6 +4,6 @@ keep working.  New filters name ``pytest_accel.PerfRegressionWarning``."""
 
 from __future__ import annotations
 
-from pytest_accel.perf.comparison import PerfRegressionWarning
+from pytest_accel.perf.findings import PerfRegressionWarning
 
 __all__ = ["PerfRegressionWarning"]

@@ -50,6 +50,7 @@ Values = list[float | None]
 class Run:
     identity: RunIdentity
     values: dict[str, Values]  # per kind, aligned with the ids (a shorter list: no more)
+    layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
 
 
 @dataclass
@@ -166,6 +167,7 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
     if started is not None:
         parse_utc_timestamp(path, f"{where}.started", started)
     identity = RunIdentity(entry.get("commit"), entry.get("branch"), started)
+    layout = expect_text(path, f"{where}.layout", entry.get("layout"), optional=True)
     values: dict[str, Values] = {}
     for kind in KINDS:
         column = entry.get(kind, [])
@@ -180,7 +182,7 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
                 if sample is not None:
                     expect_seconds(path, f"{where}.{kind}[{ident!r}]", sample)
         values[kind] = column
-    return Run(identity, values)
+    return Run(identity, values, layout)
 
 
 def _samples_look_right(column: list[Any]) -> bool:
@@ -251,7 +253,7 @@ def add_run(env: EnvHistory, run: RunTimings, window: int) -> None:
         for ident, seconds in timings_of_kind.items():
             column[index[ident]] = round(seconds, 6)
         values[kind] = column
-    env.runs.append(Run(run.identity, values))
+    env.runs.append(Run(run.identity, values, run.layout))
     del env.runs[:-window]
     _compact(env)
 
@@ -296,7 +298,11 @@ def to_json(baseline: Baseline) -> dict[str, Any]:
 def _env_json(env: EnvHistory) -> dict[str, Any]:
     data: dict[str, Any] = {"test_metric": env.test_metric, **env.ids}
     data["runs"] = [
-        {**run.identity.to_json(), **{kind: _trimmed(run.values[kind]) for kind in KINDS}}
+        {
+            **run.identity.to_json(),
+            "layout": run.layout,
+            **{kind: _trimmed(run.values[kind]) for kind in KINDS},
+        }
         for run in env.runs
     ]
     if env.accepted:

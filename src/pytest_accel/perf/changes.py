@@ -8,8 +8,9 @@ new level that the runs before them did not.  For each candidate ``m`` (from
 - its size, ``d = level(after) - level(before)`` in log seconds, at least
   ``log(threshold)`` (the single-run rule's ratio).  A segment's level is its mean
   winsorised two spreads around its median: an occasional 3x outlier barely moves it;
-- its evidence, ``d / (sigma * sqrt(1.1/n_before + 1.1/n_after))`` (Welch's t with a
-  pooled, robust spread), at least ``t`` plus ``t_per_run`` for each run beyond
+- its evidence, ``d / (sigma * sqrt(1.1/n_before + 1.1/n_after))`` (a two-sample t
+  statistic with a pooled, robust spread; 1.1 is the winsorised mean's variance
+  factor), at least ``t`` plus ``t_per_run`` for each run beyond
   ``min_runs``: the search tries several cuts, and an older change has had time to
   pile up evidence.  ``sigma`` is the standard deviation of both segments' residuals
   from their medians, leaving out those beyond 3.5 scaled MADs (as robust as the MAD,
@@ -23,7 +24,8 @@ new level that the runs before them did not.  For each candidate ``m`` (from
   6 ms is not a change.
 
 Where several cuts qualify, the one with the most evidence names the change point
-(``since``), moved later past leading runs still closer to the old level.
+(``since``), moved later past leading runs still closer to the old level; fewer than
+``min_runs`` runs left after that is not yet a change.
 docs/regressions.md has the measured error rates and why this statistic.
 """
 
@@ -57,12 +59,12 @@ class ChangeRule:
     min_runs: int = 3
     max_runs: int = 10
     min_before: int = 5
-    t: float = 3.25
+    t: float = 3.0
     # Each run further back a cut lies needs this much more evidence: the search looks at
     # several cuts, and an old change has piled up evidence anyway.
     t_per_run: float = 0.75
     hold: float = 1.0  # share of the runs after the cut that must clear the margin
-    margin: float = 0.4  # ... which is this share of the step, from the old level
+    margin: float = 0.45  # ... which is this share of the step, from the old level
     threshold: float = 1.2
     min_delta: float = 0.05
     min_duration: float = 0.1
@@ -197,7 +199,8 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     big_enough = (
         (np.maximum(before_s, after_s) >= rule.min_duration)
         & (np.abs(after_s - before_s) >= rule.min_delta)
-        & (best_m > 0)
+        # A cut whose leading runs were still at the old level is not yet min_runs long.
+        & (best_m >= rule.min_runs)
     )
     chosen = candidates[big_enough]
     found[chosen] = True

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pytest_accel.perf.pauses import PAUSE_ATTR
 from pytest_accel.perf.table import TimingTable
 from pytest_accel.reports import (
     QUARANTINED_ATTR,
@@ -216,6 +217,7 @@ class ResultsCollector:
             start=getattr(report, "start", 0.0),
             stop=getattr(report, "stop", 0.0),
             wasxfail=quarantined is None and hasattr(report, "wasxfail"),
+            pause=getattr(report, PAUSE_ATTR, 0.0) or 0.0,
         )
         rerun_teardown = getattr(report, RERUN_TEARDOWN_ATTR, None)
         if rerun_teardown:

@@ -15,6 +15,7 @@ from typing import Any
 from pytest_accel.files import utc_timestamp
 from pytest_accel.perf.record import (
     GROUP_SECTIONS,
+    PAUSES,
     RECORD_SCHEMA,
     RECORD_VERSION,
     SECONDS,
@@ -76,6 +77,9 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
         tests[name] = [
             (inputs[i][1]["tests"].get(name) or [None] * (r + 1))[r] for i, r in rows.values()
         ]
+    tests[PAUSES] = [
+        (inputs[i][1]["tests"].get(PAUSES) or [0.0] * (r + 1))[r] for i, r in rows.values()
+    ]
     warm = {n for _, d in inputs for n in d["tests"].get("warmup", ())}
     tests["warmup"] = [n for n in rows if n in warm]
     tests["attempts"] = {

@@ -17,7 +17,8 @@ from pytest_accel.perf.baseline import (
     to_json,
     update_baseline_file,
 )
-from pytest_accel.perf.comparison import Change, Comparison, change_rule, compare
+from pytest_accel.perf.comparison import change_rule, compare
+from pytest_accel.perf.findings import Change, Comparison
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, load_record, timings
 from pytest_accel.perf.rule import Rule
 

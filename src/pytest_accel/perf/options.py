@@ -81,8 +81,9 @@ OPTIONS = OptionGroup(
         ),
         OptionSpec(
             "--perf-normalize",
-            "on (default): with 20+ tests compared, divide timings by the runner's overall"
-            " speed before judging tests, classes and modules; off.",
+            "on (default): with 20+ tests compared that agree on the runner's speed, a"
+            " finding must also hold after dividing by it (it explains findings away,"
+            " never makes one); off.",
             metavar="MODE",
             default="on",
         ),

@@ -14,7 +14,7 @@ from pytest_accel.github import (
     escape_cell,
     fit,
 )
-from pytest_accel.perf.comparison import Change, Comparison, Finding
+from pytest_accel.perf.findings import Change, Comparison, Finding
 from pytest_accel.text import one_line
 
 
@@ -104,14 +104,27 @@ def terminal_rows(comparison: Comparison, top: int) -> list[str]:
         if len(lines) > top:
             rows.append(f"... and {len(lines) - top} more {label.strip().lower()} row(s)")
     if comparison.warmup:
-        shown = ", ".join(comparison.warmup[:3]) + (" ..." if len(comparison.warmup) > 3 else "")
+        shown = _first(comparison.warmup)
         rows.append(
             one_line(
                 f"not judged: {len(comparison.warmup)} test(s) ran first in their process and"
                 f" paid its warm-up, which no baseline run saw them pay ({shown})"
             )
         )
+    if comparison.unconfirmed:
+        rows.append(
+            one_line(
+                f"order: this run was {comparison.layout}, the baseline's runs"
+                f" {comparison.baseline_layout}; {len(comparison.unconfirmed)} test(s) that"
+                f" moved while their class and module held are not findings"
+                f" ({_first(comparison.unconfirmed)})"
+            )
+        )
     return rows
+
+
+def _first(ids: list[str], count: int = 3) -> str:
+    return ", ".join(ids[:count]) + (" ..." if len(ids) > count else "")
 
 
 Locate = Callable[[str, str], Location | None]  # (kind, id) -> where it is

@@ -25,7 +25,7 @@ from pytest_accel.files import (
     write_atomic,
 )
 from pytest_accel.hardware.detection import Detection, framework_versions
-from pytest_accel.perf import output
+from pytest_accel.perf import output, pauses
 from pytest_accel.perf.baseline import (
     Baseline,
     expected_durations,
@@ -33,16 +33,18 @@ from pytest_accel.perf.baseline import (
     update_baseline_file,
 )
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.comparison import (
-    Comparison,
-    Override,
-    PerfRegressionWarning,
-    compare,
-)
+from pytest_accel.perf.comparison import compare
+from pytest_accel.perf.findings import Comparison, Override, PerfRegressionWarning
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.record import RunInfo, encode_record, record_head
 from pytest_accel.perf.table import TimingTable
-from pytest_accel.perf.timings import RunIdentity, RunTimings, vcs_info
+from pytest_accel.perf.timings import (
+    RunIdentity,
+    RunTimings,
+    layout_of,
+    vcs_info,
+    without_pauses,
+)
 from pytest_accel.reports import fail_session, is_xdist_worker, isolated, warn
 from pytest_accel.session import durations_key, interrupt_on_sigterm, session_key, shard_key
 from pytest_accel.text import one_line
@@ -93,7 +95,7 @@ class PerfPlugin:
         deselected = self.results.deselected
         classes, _ = table.groups(table.class_ids, warmup, deselected.get("classes", {}))
         modules, _ = table.groups(table.module_ids, warmup, deselected.get("modules", {}))
-        return RunTimings(
+        measured = RunTimings(
             key=self.key,
             identity=self.identity,
             ids=table.nodeids,
@@ -107,7 +109,9 @@ class PerfPlugin:
             modules=modules,
             partial_modules=frozenset(g for g, n in deselected.get("modules", {}).items() if n),
             shard=self.config.stash.get(shard_key, None),
+            layout=layout_of(len(self.results.workers), [self.config.stash.get(shard_key, None)]),
         )
+        return without_pauses(measured, table.pauses)
 
     def _compare(self, run: RunTimings) -> Comparison | None:
         if self.baseline is None:
@@ -211,6 +215,7 @@ class PerfPlugin:
         if self.failing:
             fail_session(session, f"{output.alarm_count(comparison)} with --perf-fail")
 
+    @pytest.hookimpl(tryfirst=True)  # the timings, then the flaky section
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write = terminalreporter.write_line
         if self.options.baseline is not None:
@@ -263,6 +268,7 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
     facts = config.stash[session_key]
     if options.baseline is not None:
         _publish_durations(config, options, facts.key)
+    pauses.register(config)
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")

@@ -29,12 +29,20 @@ from pytest_accel.files import (
 )
 from pytest_accel.hardware.detection import Detection
 from pytest_accel.perf.table import TimingTable, rounded
-from pytest_accel.perf.timings import Groups, RunIdentity, RunTimings, whole_groups
+from pytest_accel.perf.timings import (
+    Groups,
+    RunIdentity,
+    RunTimings,
+    layout_of,
+    whole_groups,
+    without_pauses,
+)
 from pytest_accel.reports import OUTCOMES
 
 RECORD_SCHEMA = "pytest-accel/record"
 RECORD_VERSION = 2
 SECONDS = ("setup", "call", "teardown", "total")
+PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
 TEXTS = ("class", "module", "worker")
 GROUP_SECTIONS = ("classes", "modules")
 
@@ -101,6 +109,7 @@ def encode_record(
         "call": rounded(table.calls),
         "teardown": rounded(table.teardowns),
         "total": rounded(table.totals()),
+        "gc": rounded(table.pauses),
         "class": table.class_ids,
         "module": table.module_ids,
         "worker": table.workers,
@@ -140,7 +149,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         expect_object(path, "comparison", record["comparison"])
     if record["version"] == 1:
         return {**record, **_columns_of_version_1(path, record)}
-    _check_columns(path, "tests", record.get("tests"), SECONDS, TEXTS)
+    _check_columns(path, "tests", record.get("tests"), (*SECONDS, PAUSES), TEXTS)
     tests = record["tests"]
     known = set(tests["id"])
     attempts = expect_object(path, "tests.attempts", tests.get("attempts", {}))
@@ -165,6 +174,14 @@ def _check_run(path: str, run: Mapping[str, Any]) -> None:
         expect_text(path, f"run.{name}", run.get(name), optional=True)
     expect_int(path, "run.workers", run.get("workers", 0), minimum=0)
     expect_int(path, "run.exitstatus", run.get("exitstatus", 0))
+    merged = run.get("merged_from", [])
+    if not isinstance(merged, list):
+        raise InputError(path, f"run.merged_from: expected a list, got {_kind(merged)}")
+    for index, entry in enumerate(merged):
+        where = f"run.merged_from[{index}]"
+        expect_text(
+            path, f"{where}.shard", expect_object(path, where, entry).get("shard"), optional=True
+        )
 
 
 def _check_env(path: str, env: Mapping[str, Any]) -> None:
@@ -194,7 +211,7 @@ def _check_columns(
         if where != "tests" and name in ("outcome", *TEXTS):
             continue
         column = columns.get(name)
-        if column is None and name in ("tests", "deselected", "whole", *TEXTS):
+        if column is None and name in ("tests", "deselected", "whole", PAUSES, *TEXTS):
             continue  # optional
         if not isinstance(column, list):
             raise InputError(path, f"{where}.{name}: expected a list, got {_kind(column)}")
@@ -319,7 +336,7 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
             for module, count in zip(columns["id"], columns.get("deselected", ()), strict=False):
                 if count:
                     partial_modules.add(module)
-    return RunTimings(
+    measured = RunTimings(
         key=data["env"]["key"],
         identity=RunIdentity(run.get("commit"), run.get("branch"), run.get("started")),
         ids=tests["id"],
@@ -333,7 +350,12 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         modules=groups[1],
         partial_modules=frozenset(partial_modules),
         shard=run.get("shard"),
+        layout=layout_of(
+            int(run.get("workers", 0)),
+            [m.get("shard") for m in run.get("merged_from", ())] or [run.get("shard")],
+        ),
     )
+    return without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
 
 
 def attempts_of(data: Mapping[str, Any]) -> dict[str, list[str]]:

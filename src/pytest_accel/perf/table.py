@@ -32,6 +32,7 @@ class TimingTable:
         self.setups: list[float] = []
         self.calls: list[float] = []
         self.teardowns: list[float] = []
+        self.pauses: list[float] = []  # full garbage collections in the call (perf.pauses)
         self.starts: list[float] = []
         self.stops: list[float] = []
         # 0: the current attempt has no report yet, 1: it has, 2: it is over (teardown).
@@ -51,7 +52,14 @@ class TimingTable:
         for column in (self.class_ids, self.module_ids, self.workers, self.paths, self.lines):
             column.append(None)
         self.outcomes.append("passed")
-        for numbers in (self.setups, self.calls, self.teardowns, self.starts, self.stops):
+        for numbers in (
+            self.setups,
+            self.calls,
+            self.teardowns,
+            self.pauses,
+            self.starts,
+            self.stops,
+        ):
             numbers.append(0.0)
         self.attempt_state.append(0)
         return row, True
@@ -66,6 +74,7 @@ class TimingTable:
         start: float = 0.0,
         stop: float = 0.0,
         wasxfail: bool = False,
+        pause: float = 0.0,
     ) -> None:
         """Fold one report in; a report after a finished attempt starts the next one.
 
@@ -78,8 +87,10 @@ class TimingTable:
             self.earlier.setdefault(row, []).append(self.attempt(row))
             self.outcomes[row] = "passed"
             self.setups[row] = self.calls[row] = self.teardowns[row] = 0.0
+            self.pauses[row] = 0.0
         if when == "call":
             self.calls[row] += duration
+            self.pauses[row] += pause
         elif when == "setup":
             self.setups[row] += duration
         elif when == "teardown":

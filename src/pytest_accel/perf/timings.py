@@ -9,14 +9,15 @@ the same rules decide what is comparable:
   change: such a timing is kept and judged apart, against the runs where the same test
   also ran first;
 - a class or module is compared when it ran *whole* here: none of its tests deselected
-  (``-k``, ``-m``, another CI shard), failed, or paying the warm-up.
+  (``-k``, ``-m``, another CI shard), failed, or paying the warm-up;
+- full garbage collections are left out of every timing (``perf.pauses``).
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_accel.reports import FAILING
@@ -71,6 +72,7 @@ class RunTimings:
     # is not "missing" (another shard, -k or -m took it).
     partial_modules: frozenset[str] = frozenset()
     shard: str | None = None
+    layout: str | None = None  # how the tests were spread over processes (``layout_of``)
 
     def metric(self, name: str) -> list[float]:
         return self.call if name == "call" else self.total
@@ -88,6 +90,39 @@ class RunTimings:
 
     def ran_modules(self) -> set[str]:
         return {m for m in self.module if m is not None}
+
+
+def layout_of(workers: int, shards: Sequence[str | None] = ()) -> str:
+    """How a run spread its tests over processes, which decides the order each process
+    saw them in: ``serial``, ``xdist 4``, ``serial, shard 2/3``, ``xdist 2, shards
+    1/2+2/2`` (records merged from shards)."""
+    text = f"xdist {workers}" if workers else "serial"
+    named = sorted({shard for shard in shards if shard})
+    if len(named) == 1:
+        text += f", shard {named[0]}"
+    elif named:
+        text += f", shards {'+'.join(named)}"
+    return text
+
+
+def without_pauses(run: RunTimings, pauses: Sequence[float]) -> RunTimings:
+    """``run`` with each test's full garbage collections (``perf.pauses``) taken out of
+    its call and total, and out of its class's and module's totals."""
+    if not any(pauses):
+        return run
+    call = [max(c - p, 0.0) for c, p in zip(run.call, pauses, strict=True)]
+    total = [max(t - p, 0.0) for t, p in zip(run.total, pauses, strict=True)]
+    groups = []
+    for column, found in ((run.cls, run.classes), (run.module, run.modules)):
+        paused: dict[str, float] = {}
+        for group, pause in zip(column, pauses, strict=True):
+            if group is not None and pause:
+                paused[group] = paused.get(group, 0.0) + pause
+        totals = [
+            max(t - paused.get(g, 0.0), 0.0) for g, t in zip(found.ids, found.total, strict=True)
+        ]
+        groups.append(Groups(found.ids, totals, found.whole))
+    return replace(run, call=call, total=total, classes=groups[0], modules=groups[1])
 
 
 def whole_groups(

@@ -1,0 +1,114 @@
+"""Which finding explains which: one cause, one alarm.
+
+A class, a module or the suite total is reported only where its own members' findings
+do not explain at least half of its shift.  And in a run spread over processes unlike
+the baseline's runs, a test's finding stands only where its class or module confirms it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pytest_accel.perf.baseline import EnvHistory
+from pytest_accel.perf.changes import Steps
+from pytest_accel.perf.findings import Change, Finding
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+    BoolArray = npt.NDArray[np.bool_]
+
+EXPLAINED = 0.5  # share of a group's shift its members' findings must account for
+
+
+@dataclass
+class Judged:
+    """One kind's verdicts, before the findings are made."""
+
+    ids: list[str]
+    current: FloatArray
+    medians: FloatArray
+    noise: FloatArray  # each one's spread, in log seconds (NaN: unknown)
+    series: FloatArray  # the baseline's runs and this one, a row per id
+    regressed: BoolArray
+    improved: BoolArray
+    steps: Steps
+    findings: list[tuple[str, Finding]]  # ("regression"|"improvement", finding)
+    changes: list[Change]
+
+
+def usual_layout(env: EnvHistory) -> str | None:
+    """The layout (``timings.layout_of``) most of the baseline's runs had, if known."""
+    from collections import Counter
+
+    known = Counter(run.layout for run in env.runs if run.layout)
+    return known.most_common(1)[0][0] if known else None
+
+
+def confirmed_by_groups(
+    tests: Judged,
+    groups: list[Judged],
+    class_of: Mapping[str, str | None],
+    module_of: Mapping[str, str | None],
+) -> list[str]:
+    """In a run spread over processes unlike the baseline's runs (``-n`` against serial
+    runs, a shard against whole runs), a first use's cost (a JAX compilation, a lazy
+    import) moves to whichever test comes first in its new order.  Such a move stays
+    inside the test's class or module: keep a test's finding only where that group's
+    total, compared whole, moved the same way; the others are returned, not findings."""
+    moved: dict[str, set[str]] = {"regression": set(), "improvement": set()}
+    for group in groups:
+        for what, finding in group.findings:
+            moved[what].add(finding.id)
+        for change in group.changes:
+            moved["regression" if change.slower else "improvement"].add(change.id)
+    compared = {ident for group in groups for ident in group.ids}
+    kept: list[tuple[str, Finding]] = []
+    unconfirmed: list[str] = []
+    for what, finding in tests.findings:
+        holder = next(
+            (g for g in (class_of.get(finding.id), module_of.get(finding.id)) if g in compared),
+            None,
+        )
+        if holder is not None and holder in moved[what]:
+            kept.append((what, finding))
+        else:
+            unconfirmed.append(finding.id)
+    tests.findings = kept
+    return sorted(unconfirmed)
+
+
+def shifts_of(sources: list[tuple[Judged, Mapping[str, str | None]]]) -> dict[str, float]:
+    """Per group, the seconds its members' findings account for (+ slower, - faster);
+    each source maps its ids to their group."""
+    shifts: dict[str, float] = {}
+    for judged, group_of in sources:
+        moved = [(f.id, f.current - f.baseline) for _, f in judged.findings]
+        moved += [(c.id, c.after - c.before) for c in judged.changes]
+        for ident, shift in moved:
+            group = group_of.get(ident)
+            if group is not None:
+                shifts[group] = shifts.get(group, 0.0) + shift
+    return shifts
+
+
+def is_explained(shift: float, accounted: float) -> bool:
+    """Whether ``accounted`` seconds of shift, the same way, cover enough of ``shift``."""
+    return shift * accounted > 0 and abs(accounted) >= EXPLAINED * abs(shift)
+
+
+def unexplained(judged: Judged, shifts: Mapping[str, float]) -> Judged:
+    """The group's findings and changes that its own tests do not explain."""
+    judged.findings = [
+        (what, f)
+        for what, f in judged.findings
+        if not is_explained(f.current - f.baseline, shifts.get(f.id, 0.0))
+    ]
+    judged.changes = [
+        c for c in judged.changes if not is_explained(c.after - c.before, shifts.get(c.id, 0.0))
+    ]
+    return judged

@@ -1,0 +1,129 @@
+"""What a comparison finds, as the outputs and files see it: findings, changes and the
+comparison that holds them (``compare --format json`` is ``Comparison.to_json``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_accel.perf.timings import RunIdentity
+
+
+class PerfRegressionWarning(UserWarning):
+    """A test, class, module or the suite got slower than its baseline."""
+
+
+@dataclass(frozen=True)
+class Override:
+    """A ``perf(threshold=..., min_delta=..., ignore=...)`` marker on one test."""
+
+    threshold: float | None = None
+    min_delta: float | None = None
+    ignore: bool = False
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "test", "class", "module" or "session"
+    id: str
+    baseline: float  # median of the samples (the sum of medians for the session)
+    current: float
+    ratio: float  # current / baseline, as measured
+    samples: int
+    z: float | None = None
+    corrected: float | None = None  # the ratio after the runner-speed correction, if any
+    warmup: bool = False  # a test that ran first in its process, judged against such runs
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "id": self.id,
+            "baseline": round(self.baseline, 6),
+            "current": round(self.current, 6),
+            "ratio": round(self.ratio, 4),
+            "samples": self.samples,
+            "z": None if self.z is None else round(self.z, 2),
+        }
+        if self.corrected is not None:
+            data["corrected_ratio"] = round(self.corrected, 4)
+        if self.warmup:
+            data["warmup"] = True
+        return data
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # "test", "class", "module" or "session"
+    id: str
+    before: float  # seconds: the level before the change point
+    after: float  # seconds: the level from it on
+    runs: int  # consecutive runs at the new level, this one included
+    since: RunIdentity  # the first of them
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before if self.before > 0 else float("inf")
+
+    @property
+    def slower(self) -> bool:
+        return self.after > self.before
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "id": self.id,
+            "before": round(self.before, 6),
+            "after": round(self.after, 6),
+            "ratio": round(self.ratio, 4),
+            "runs": self.runs,
+            "since": self.since.to_json(),
+        }
+
+
+@dataclass
+class Comparison:
+    env: str
+    regressions: list[Finding] = field(default_factory=list)
+    improvements: list[Finding] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+    new_slow: list[tuple[str, float]] = field(default_factory=list)  # (test, seconds)
+    missing: list[str] = field(default_factory=list)
+    compared: int = 0
+    speed: float = 1.0  # the runner's speed, where the correction applied (1.0: none)
+    # Tests that ran first in their process here but in none of the baseline's runs.
+    warmup: list[str] = field(default_factory=list)
+    # When this run spread its tests unlike the baseline's runs: both layouts, and the
+    # tests whose findings their class or module did not confirm (comparison.py).
+    layout: str | None = None
+    baseline_layout: str | None = None
+    unconfirmed: list[str] = field(default_factory=list)
+    found: bool = True  # whether the baseline has the hardware key
+    available_envs: list[str] = field(default_factory=list)  # its keys, when it has not
+
+    @property
+    def slowdowns(self) -> list[Change]:
+        return [c for c in self.changes if c.slower]
+
+    @property
+    def alarms(self) -> int:
+        """What ``--perf-fail`` fails on: regressions and slowdown changes."""
+        return len(self.regressions) + len(self.slowdowns)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "regressions": [f.to_json() for f in self.regressions],
+            "improvements": [f.to_json() for f in self.improvements],
+            "changes": [c.to_json() for c in self.changes],
+            "new": self.new,
+            "new_slow": [{"id": i, "current": round(s, 6)} for i, s in self.new_slow],
+            "missing": self.missing,
+            "compared": self.compared,
+            "speed": round(self.speed, 4),
+            "warmup": self.warmup,
+            "layout": self.layout,
+            "baseline_layout": self.baseline_layout,
+            "unconfirmed": self.unconfirmed,
+            "available_envs": self.available_envs,
+        }
