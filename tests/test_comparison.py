@@ -18,6 +18,7 @@ from pytest_accel.cli import main
 from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run, to_json
 from pytest_accel.perf.comparison import compare
 from pytest_accel.perf.findings import Comparison
+from pytest_accel.perf.output import terminal_rows
 from pytest_accel.perf.record import check_record, timings
 from pytest_accel.perf.rule import Rule
 from pytest_accel.perf.timings import RunTimings
@@ -503,3 +504,33 @@ def test_a_warm_up_is_judged_against_warm_ups_and_only_a_large_change_is_a_findi
         result = compare(run_of(now, 99, warmup=True), env, Rule())
         regressions = [(f.id, f.warmup) for f in result.regressions if f.kind == "test"]
         assert regressions == ([("t.py::first", True)] if found else []), factor
+
+
+def test_a_cost_that_moved_inside_its_class_in_a_run_ordered_otherwise_is_not_a_finding() -> None:
+    from dataclasses import replace
+
+    ids = [f"t.py::TestModel::test_{i}" for i in range(1, 7)]
+    groups = dict.fromkeys(ids, ("t.py::TestModel", "t.py"))
+    # Serially test_1 compiles what the class shares; under -n 2 another test does.
+    then = dict.fromkeys(ids, 0.1) | {ids[0]: 0.25}
+    moved = dict.fromkeys(ids, 0.1) | {ids[3]: 0.25}
+    env = history([then] * 8, groups=groups)
+    assert {run.layout for run in env.runs} == {"serial"}
+
+    serial = compare(run_of(moved, 99, groups=groups), env, Rule())
+    assert [f.id for f in serial.regressions] == [ids[3]]  # same order: a finding
+
+    reordered = replace(run_of(moved, 99, groups=groups), layout="xdist 2")
+    result = compare(reordered, env, Rule())
+    assert result.regressions == result.improvements == []
+    assert result.unconfirmed == sorted([ids[0], ids[3]])
+    assert (result.layout, result.baseline_layout) == ("xdist 2", "serial")
+    rows = terminal_rows(result, 20)
+    assert any(
+        row.startswith("order: this run was xdist 2, the baseline's runs serial") for row in rows
+    )
+
+    # A real slowdown moves its class's total too, in any order.
+    slower = replace(run_of(moved | {ids[3]: 0.7}, 99, groups=groups), layout="xdist 2")
+    result = compare(slower, env, Rule())
+    assert [(f.kind, f.id) for f in result.regressions] == [("test", ids[3])]
