@@ -3,6 +3,7 @@ shared helpers for the tests."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import warnings
@@ -128,17 +129,47 @@ def skip_reasons(pytester: pytest.Pytester, *args: str) -> dict[str, str]:
     return reasons
 
 
-def run_concurrently(pytester: pytest.Pytester, args: list[str], processes: int) -> None:
-    """Start ``processes`` pytest runs in ``pytester.path`` at once; all must pass."""
+# A conftest that holds every process at session end until all have arrived, so that
+# their session-end writes (under the plugin's trylast hooks) start together: a few
+# processes contend harder than many that happen to finish apart.
+BARRIER_CONFTEST = """
+import os, time
+from pathlib import Path
+
+def pytest_sessionfinish(session):
+    barrier = Path(os.environ["ACCEL_TEST_BARRIER"])
+    barrier.mkdir(exist_ok=True)
+    (barrier / str(os.getpid())).touch()
+    expected = int(os.environ["ACCEL_TEST_PROCESSES"])
+    deadline = time.monotonic() + 60
+    while len(list(barrier.iterdir())) < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+"""
+
+
+def run_concurrently(
+    pytester: pytest.Pytester, args: list[str] | list[list[str]], processes: int
+) -> None:
+    """Start ``processes`` pytest runs in ``pytester.path`` at once, released together
+    into their session-end writes; all must pass.  ``args`` is for every run, or one
+    list per run."""
+    pytester.makeconftest(BARRIER_CONFTEST)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    per_run = args if args and isinstance(args[0], list) else [args] * processes
+    env = {
+        **os.environ,
+        "ACCEL_TEST_BARRIER": str(pytester.path / ".barrier"),
+        "ACCEL_TEST_PROCESSES": str(processes),
+    }
     running = [
         subprocess.Popen(
-            [*command, *args],
+            [*command, *run_args],
             cwd=pytester.path,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            env=env,
         )
-        for _ in range(processes)
+        for run_args in per_run
     ]
     errors = [p.communicate(timeout=300)[1].decode() for p in running]
     assert [p.returncode for p in running] == [0] * processes, errors

@@ -458,14 +458,14 @@ def test_the_flaky_command_reads_records_as_runs(
     assert [v["test"] for v in env["broken"]] == ["test_two.py::test_always_fails"]
 
 
-def test_sixteen_processes_updating_one_history_lose_no_run(pytester: pytest.Pytester) -> None:
+def test_six_processes_updating_one_history_at_once_lose_no_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         "import pytest\n@pytest.mark.parametrize('i', range(30))\ndef test_p(i): pass\n"
     )
-    run_concurrently(pytester, ["--flaky-history=shared.json"], processes=16)
+    run_concurrently(pytester, ["--flaky-history=shared.json"], processes=6)
     env = load_history(pytester.path / "shared.json").envs["cpu/x1"]
-    assert len(env.runs) == 16
-    assert set(env.tests.values()) == {"P" * 16}
+    assert len(env.runs) == 6
+    assert set(env.tests.values()) == {"P" * 6}
     assert len(env.tests) == 30
 
 
