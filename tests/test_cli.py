@@ -1,6 +1,10 @@
+"""The ``pytest-accel`` command: every subcommand end to end, its help and its errors."""
+
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from bench import synthetic
-from pytest_accel.cli import main
+from pytest_accel.cli import build_parser, main
 from tests.fakesys import FakeSys
 
 
 def test_detect_json_prints_platform_count_kind_and_evidence(
-    fakesys: FakeSys, capsys: pytest.CaptureFixture[str]
+    fakesys: FakeSys, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(fakesys.root)
     fakesys.add_nvidia(8, "NVIDIA H100 80GB HBM3")
     assert main(["detect", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
@@ -25,10 +30,17 @@ def test_detect_json_prints_platform_count_kind_and_evidence(
     assert payload["probe"] is None
 
 
-def test_detect_text_names_each_check(fakesys: FakeSys, capsys: pytest.CaptureFixture[str]) -> None:
+def test_detect_text_names_each_check(
+    fakesys: FakeSys,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
     assert main(["detect"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "accel: cpu x1 via default"
+    assert out[0].startswith("accel: cpu x1 via default")
+    assert f"  rootdir: {tmp_path}" in out
     assert "  checked: /dev/accel*: 0 node(s)" in out
 
 
@@ -39,6 +51,7 @@ def test_detect_with_the_jax_probe_runs_jax_for_real(fakesys: FakeSys) -> None:
         capture_output=True,
         text=True,
         check=True,
+        cwd=fakesys.root,
     )
     payload = json.loads(completed.stdout)
     assert payload["probe"]["ok"] is True
@@ -48,8 +61,9 @@ def test_detect_with_the_jax_probe_runs_jax_for_real(fakesys: FakeSys) -> None:
 
 @pytest.mark.requires("jax")
 def test_detect_probe_failure_exits_1_and_says_why(
-    fakesys: FakeSys, capsys: pytest.CaptureFixture[str]
+    fakesys: FakeSys, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(fakesys.root)
     fakesys.add_tpu(4)
     assert main(["detect", "--probe", "jax"]) == 1
     out = capsys.readouterr().out
@@ -155,8 +169,87 @@ def test_bad_rule_options_are_usage_errors(
 ) -> None:
     record = write_record(tmp_path / "r.json", "cpu/x1", {"t.py::test_a": 0.2})
     assert main(["compare", str(record), "--baseline", str(record), "--threshold", "0.5"]) == 2
-    assert "--perf-threshold: '0.5' is below 1" in capsys.readouterr().err
-    assert main(["compare", str(record), "--baseline", str(record), "--normalize", "maybe"]) == 2
-    assert (
-        "--perf-normalize: invalid choice 'maybe' (choose from on, off)" in capsys.readouterr().err
+    assert "error: --threshold: '0.5' is below 1" in capsys.readouterr().err  # as typed
+    with pytest.raises(SystemExit) as excinfo:
+        main(["compare", str(record), "--baseline", str(record), "--normalize", "maybe"])
+    assert excinfo.value.code == 2
+    assert "argument --normalize: invalid choice: 'maybe'" in capsys.readouterr().err
+
+
+def test_detect_reads_the_rootdir_ini_and_says_what_the_pytest_header_says(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\naddopts = --accel-cpu-devices=8\n")
+    pytester.makepyfile("def test_ok(): pass")
+    header = next(
+        line for line in pytester.runpytest_subprocess().outlines if line.startswith("accel:")
     )
+    monkeypatch.chdir(pytester.path)
+    capsys.readouterr()  # pytester's own lines
+    assert main(["detect"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == header
+    assert header.startswith("accel: cpu x8 via")
+    assert out[1] == f"  rootdir: {pytester.path}, configfile: tox.ini"
+    # Options after -- go to pytest, as on its command line.
+    assert main(["detect", "--", "--accel-cpu-devices=4"]) == 0
+    assert capsys.readouterr().out.startswith("accel: cpu x4 via")
+
+
+def test_detect_reports_an_ini_that_stops_pytest_in_one_line(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\naddopts = --accel-cpu-devices=lots\n")
+    monkeypatch.chdir(pytester.path)
+    assert main(["detect"]) == 2
+    err = capsys.readouterr().err
+    assert "--accel-cpu-devices" in err
+    assert "pytest-accel: error: pytest stopped before detecting anything (exit status 4)" in err
+    assert "Traceback" not in err
+
+
+def test_the_tool_alone_prints_its_help_with_one_line_per_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name in commands.choices:
+        assert re.search(rf"^    {name} +\S.+$", out, re.MULTILINE), name
+    assert "examples:" in out
+
+
+def test_every_option_of_every_command_says_what_it_does_its_default_and_its_choices() -> None:
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in commands.choices.items():
+        assert parser.description, name
+        assert (parser.epilog or "").startswith("example"), f"{name}: no example"
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            where = f"{name} {'/'.join(action.option_strings) or action.dest}"
+            assert action.help, f"{where}: no help"
+            assert action.help != argparse.SUPPRESS, f"{where}: hidden"
+            for choice in action.choices or ():
+                assert str(choice) in action.help, f"{where}: choice {choice!r} not described"
+            shown = action.default not in (None, False, [], argparse.SUPPRESS)
+            if shown and action.option_strings:
+                assert "default" in action.help, f"{where}: default {action.default!r} not given"
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["shard", "--durations", "d.json", "--splits", "0"], "argument --splits"),
+        (["flaky", "h.json", "--max-pct", "200"], "argument --max-pct"),
+        (["compare", "r.json", "--baseline", "b.json", "--top", "x"], "argument --top"),
+        (["merge", "r.json"], "-o/--output"),
+    ],
+)
+def test_an_argument_error_names_the_flag_as_typed(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        main(argv)
+    assert excinfo.value.code == 2
+    assert named in capsys.readouterr().err

@@ -8,7 +8,7 @@ and everything in Markdown is escaped for a table cell.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -158,3 +158,26 @@ def write_job_summary(session: pytest.Session) -> None:
     if summary is not None:
         with isolated(session, f"append to GITHUB_STEP_SUMMARY {summary.path}"):
             summary.write()
+
+
+def _mermaid_text(text: str) -> str:
+    """Text Mermaid shows inside double quotes: letters, digits and a few signs only, so
+    nothing can end the string, the block, or the chart."""
+    return "".join(c if c.isalnum() or c in " ._:/-()," else "_" for c in text)[:80]
+
+
+def mermaid_line_chart(
+    title: str, labels: Sequence[str], values: Sequence[float], unit: str
+) -> list[str]:
+    """A fenced ``mermaid`` block that GitHub draws: a line of ``values`` over ``labels``."""
+    top = max(values) * 1.1 if values else 1.0
+    axis = ", ".join(f'"{_mermaid_text(label)}"' for label in labels)
+    return [
+        "```mermaid",
+        "xychart-beta",
+        f'    title "{_mermaid_text(title)}"',
+        f"    x-axis [{axis}]",
+        f'    y-axis "{_mermaid_text(unit)}" 0 --> {top:.3g}',
+        f"    line [{', '.join(f'{v:.3f}' for v in values)}]",
+        "```",
+    ]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import flaky, github, hookspecs, perf, reports, scaleout, session
+from pytest_accel import flaky, github, hookspecs, perf, report, reports, scaleout, session
 from pytest_accel.hardware import plugin as hardware
 from pytest_accel.settings import OptionGroup, add_group
 
@@ -23,6 +23,7 @@ OPTION_GROUPS: tuple[OptionGroup, ...] = (
     scaleout.OPTIONS,
     perf.OPTIONS,
     flaky.OPTIONS,
+    report.OPTIONS,
 )
 
 
@@ -50,8 +51,11 @@ def pytest_configure(config: pytest.Config) -> None:
     session.setup(config)
     hardware.register(config)
     scaleout.register(config)
+    report.ask_for_timings(config)  # before the timing feature decides whether it is on
     perf.register(config)
     flaky.register(config)
+    # Last: its trylast session end then runs after theirs, reading what they made.
+    report.register(config)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -4,7 +4,8 @@ features attach to pytest's reports, and where a session's reports are read from
 The features never read each other's state: the flaky feature marks a quarantined
 failure or a rerun's teardown on the report itself, and the timing feature reads those
 marks from the report.  Report attributes are plain values, so pytest-xdist carries
-them from a worker to the controller unchanged.
+them from a worker to the controller unchanged.  At session end, each feature leaves
+what it made in ``SessionOutputs`` for the HTML report.
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_accel.text import line_start, one_line
+
+if TYPE_CHECKING:
+    from pytest_accel.flaky.history import History
+    from pytest_accel.perf.baseline import Baseline
+    from pytest_accel.perf.rule import Rule
 
 # Set on a report by the flaky feature, read by the timing feature:
 # the real outcome of a quarantined failure (reported as an expected failure),
@@ -159,6 +166,24 @@ def warn(config: pytest.Config, warning: Warning, path: str, line: int | None) -
     except type(warning):
         return False
     return True
+
+
+@dataclass
+class SessionOutputs:
+    """What the features made of this session, filled as each finishes, for the ones
+    that show it all (the HTML report)."""
+
+    record: Callable[[], dict[str, Any]] | None = None  # the timing record, as written
+    baseline: Baseline | None = None  # the baseline as read, before this run was added
+    rule: Rule | None = None  # the regression rule the run was judged by
+    history: History | None = None  # the flaky history, with this run
+
+
+outputs_key = pytest.StashKey[SessionOutputs]()
+
+
+def session_outputs(config: pytest.Config) -> SessionOutputs:
+    return config.stash.setdefault(outputs_key, SessionOutputs())
 
 
 exit_reasons_key = pytest.StashKey[list[str]]()

@@ -150,6 +150,9 @@ shard_key = pytest.StashKey[str]()
 # How to learn each test's expected duration (filled by the timing feature when it has a
 # baseline; read by sharding): a callable, so that nothing is loaded unless it is asked.
 durations_key = pytest.StashKey[Callable[[], Mapping[str, float]]]()
+# Set by a feature that needs this run's timings (the HTML report): the timing feature
+# then collects them even without --perf-record or --perf-baseline.
+timings_wanted_key = pytest.StashKey[bool]()
 
 
 def valid_accel_choices(extra_platforms: Collection[str]) -> list[str]:

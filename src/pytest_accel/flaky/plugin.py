@@ -48,6 +48,7 @@ from pytest_accel.reports import (
     isolated,
     report_stats,
     reports_are_relayed,
+    session_outputs,
     test_id,
     warn,
 )
@@ -261,6 +262,7 @@ class FlakyPlugin:
         run = outcomes_from_stats(self.stats)
         letters = run.letters
         history = self._history(letters, session)
+        session_outputs(session.config).history = history
         findings = self.findings = build_findings(
             key=self.key,
             platform=self.platform,

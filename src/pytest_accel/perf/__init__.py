@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_accel import session
 from pytest_accel.perf.options import OPTIONS, resolve
 
 __all__ = ["OPTIONS", "register"]
 
 
 def register(config: pytest.Config) -> None:
-    """With --perf-record or --perf-baseline: workers annotate reports, the process that
-    owns the session compares and writes."""
+    """With --perf-record or --perf-baseline, or when another feature wants the timings
+    (the HTML report): workers annotate reports, the process that owns the session
+    compares and writes."""
     options = resolve(config)
-    if options.enabled:
+    if options.enabled or config.stash.get(session.timings_wanted_key, False):
         from pytest_accel.perf.plugin import register_feature
 
         register_feature(config, options)

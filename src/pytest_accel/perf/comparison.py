@@ -68,6 +68,7 @@ def compare(
     overrides = overrides or {}
     result = Comparison(run.key)
     compared, warm_compared = _inventory(result, run, env, overrides, new_slow)
+    result.suite_history = suite_history(env)
     setting = _Setting(env, run, rule)
     tests = _judge(setting, "test", compared, env.matrix("tests"), overrides)
     speed = runner_speed(tests.current, tests.medians, tests.noise) if rule.normalize else None
@@ -91,6 +92,17 @@ def compare(
     result.improvements.sort(key=lambda f: (f.ratio, f.kind, f.id))
     result.changes.sort(key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id))
     return result
+
+
+def suite_history(env: EnvHistory) -> list[tuple[str, float]]:
+    """Each baseline run's tests (warm-ups included) summed, labelled by its commit."""
+    history = []
+    for run in env.runs:
+        values = [v for kind in ("tests", "warmup") for v in run.values[kind] if v is not None]
+        if values:
+            label = run.identity.commit[:8] if run.identity.commit else run.identity.describe()
+            history.append((label, sum(values)))
+    return history
 
 
 def _inventory(
@@ -300,6 +312,7 @@ def _judge_suite(result: Comparison, kinds: list[Judged], groups: list[Judged], 
         return
     now = sum(float(k.current.sum()) for k in kinds)
     then = sum(float(k.medians.sum()) for k in kinds)
+    result.suite_now, result.suite_then = now, then
     verdict = judge(np.array([now]), np.array([[then]]), rule)
     # A group's finding stands only where its tests' do not explain it, so adding both
     # counts each cause about once.

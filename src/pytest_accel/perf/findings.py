@@ -98,6 +98,11 @@ class Comparison:
     layout: str | None = None
     baseline_layout: str | None = None
     unconfirmed: list[str] = field(default_factory=list)
+    # The suite total the comparison judged: its tests now, and their baseline medians.
+    suite_now: float = 0.0
+    suite_then: float = 0.0
+    # The suite total of each baseline run, oldest first: (its commit or start, seconds).
+    suite_history: list[tuple[str, float]] = field(default_factory=list)
     found: bool = True  # whether the baseline has the hardware key
     available_envs: list[str] = field(default_factory=list)  # its keys, when it has not
 
@@ -125,5 +130,10 @@ class Comparison:
             "layout": self.layout,
             "baseline_layout": self.baseline_layout,
             "unconfirmed": self.unconfirmed,
+            "suite": {
+                "current": round(self.suite_now, 6),
+                "baseline": round(self.suite_then, 6),
+                "history": [{"run": run, "total": round(t, 6)} for run, t in self.suite_history],
+            },
             "available_envs": self.available_envs,
         }

@@ -6,7 +6,7 @@ can afford it; the rule itself is built only when there is something to compare.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -151,9 +151,12 @@ class PerfOptions:
         return build_rule(self.rule_settings)
 
 
-def rule_settings(values: Mapping[str, object]) -> dict[str, float | int | bool]:
+def rule_settings(
+    values: Mapping[str, object], shown: Callable[[str], str] = str
+) -> dict[str, float | int | bool]:
     """Validated rule options keyed by ``Rule`` field, from values keyed by flag; only
-    those that were given."""
+    those that were given.  ``shown`` names a flag in errors as the user typed it (the
+    command line tool's ``--threshold`` for ``--perf-threshold``)."""
 
     def text(flag: str) -> str | None:
         value = values.get(flag)
@@ -162,10 +165,11 @@ def rule_settings(values: Mapping[str, object]) -> dict[str, float | int | bool]
     settings: dict[str, float | int | bool] = {}
     threshold = text("--perf-threshold")
     if threshold is not None:
-        settings["threshold"] = parse_positive_float("--perf-threshold", threshold)
+        settings["threshold"] = parse_positive_float(shown("--perf-threshold"), threshold)
         if settings["threshold"] < 1:
             raise pytest.UsageError(
-                f"--perf-threshold: {threshold!r} is below 1; a regression is a ratio above 1"
+                f"{shown('--perf-threshold')}: {threshold!r} is below 1; a regression is a"
+                " ratio above 1"
             )
     for flag, field in (
         ("--perf-min-delta", "min_delta"),
@@ -174,15 +178,15 @@ def rule_settings(values: Mapping[str, object]) -> dict[str, float | int | bool]
     ):
         given = text(flag)
         if given is not None:
-            settings[field] = parse_non_negative_float(flag, given)
+            settings[field] = parse_non_negative_float(shown(flag), given)
     samples = text("--perf-min-samples")
     if samples is not None:
-        settings["min_samples"] = parse_positive_int("--perf-min-samples", samples)
+        settings["min_samples"] = parse_positive_int(shown("--perf-min-samples"), samples)
     normalize = text("--perf-normalize")
     if normalize is not None:
         mode = normalize.strip().lower()
         if mode not in ("on", "off"):
-            raise choices_error("--perf-normalize", mode, ("on", "off"))
+            raise choices_error(shown("--perf-normalize"), mode, ("on", "off"))
         settings["normalize"] = mode == "on"
     return settings
 
@@ -193,9 +197,9 @@ def build_rule(settings: Mapping[str, float | int | bool]) -> Rule:
     return Rule(**settings)  # type: ignore[arg-type]
 
 
-def rule_from(values: Mapping[str, object]) -> Rule:
+def rule_from(values: Mapping[str, object], shown: Callable[[str], str] = str) -> Rule:
     """The regression rule from option values keyed by flag (None = default)."""
-    return build_rule(rule_settings(values))
+    return build_rule(rule_settings(values, shown))
 
 
 options_key = pytest.StashKey[PerfOptions]()

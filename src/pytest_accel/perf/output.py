@@ -13,6 +13,7 @@ from pytest_accel.github import (
     annotation,
     escape_cell,
     fit,
+    mermaid_line_chart,
 )
 from pytest_accel.perf.findings import Change, Comparison, Finding
 from pytest_accel.text import one_line
@@ -148,6 +149,11 @@ def workflow_commands(
 def summary_section(comparison: Comparison, failing: bool) -> Section:
     """The job-summary section: the summary line, then one table row per finding."""
     head = ["### pytest-accel performance", "", escape_cell(summary_line(comparison, failing)), ""]
+    if comparison.suite_history and comparison.suite_now:
+        labels = [label for label, _ in comparison.suite_history] + ["this run"]
+        totals = [total for _, total in comparison.suite_history] + [comparison.suite_now]
+        title = f"Suite total per run, {comparison.env}"
+        head += [*mermaid_line_chart(title, labels, totals, "seconds"), ""]
     rows = [_row("regression", f, f"{f.samples} samples") for f in comparison.regressions]
     rows += [
         _row("change", c, f"since {escape_cell(c.since.describe())}, {c.runs} runs")

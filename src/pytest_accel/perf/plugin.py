@@ -45,7 +45,13 @@ from pytest_accel.perf.timings import (
     vcs_info,
     without_pauses,
 )
-from pytest_accel.reports import fail_session, is_xdist_worker, isolated, warn
+from pytest_accel.reports import (
+    fail_session,
+    is_xdist_worker,
+    isolated,
+    session_outputs,
+    warn,
+)
 from pytest_accel.session import durations_key, interrupt_on_sigterm, session_key, shard_key
 from pytest_accel.text import one_line
 
@@ -195,17 +201,30 @@ class PerfPlugin:
             self.comparison = self._compare(run)
             if self.comparison is not None:
                 self._report(session, self.comparison)
+        head = self.record_head(session.exitstatus)
         if self.options.record:
             with isolated(session, f"write the timing record {self.options.record}"):
-                head = self.record_head(session.exitstatus)
                 chunks = encode_record(self.table, head, self.results.deselected)
                 write_atomic(self.options.record, chunks)
                 self.record_written = True
+        self._publish(head)
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         # A cut-short run's timings are not a sample of the suite.
         if self.options.update_baseline and self.options.baseline and not interrupted:
             with isolated(session, f"update the baseline {self.options.baseline}"):
                 update_baseline_file(self.options.baseline, [run], self.options.window)
+
+    def _publish(self, head: dict[str, Any]) -> None:
+        """The record, baseline and rule, for the HTML report (``SessionOutputs``)."""
+        import orjson
+
+        def record() -> dict[str, Any]:
+            chunks = encode_record(self.table, head, self.results.deselected)
+            document: dict[str, Any] = orjson.loads(b"".join(chunks))
+            return document
+
+        outputs = session_outputs(self.config)
+        outputs.record, outputs.baseline, outputs.rule = record, self.baseline, self.options.rule
 
     def _report(self, session: pytest.Session, comparison: Comparison) -> None:
         self._emit_warnings(session, comparison)

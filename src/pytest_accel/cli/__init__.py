@@ -1,0 +1,66 @@
+"""The ``pytest-accel`` command (also ``python -m pytest_accel``).
+
+One module per family of commands; each adds its parser (with help for every option
+and examples) and its handler.  The work itself is the features': this package only
+parses arguments and prints.  Exit statuses: 0 fine, 1 findings with ``--fail`` (or
+``--max-pct``), 2 bad input or usage (one line on stderr naming the file and the
+problem, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import pytest
+
+from pytest_accel import __version__
+from pytest_accel.cli import detect, flaky, report, shard, timing
+from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliError, HelpFormatter
+from pytest_accel.files import InputError
+from pytest_accel.hardware.detection import DetectionError
+from pytest_accel.reports import problem
+from pytest_accel.text import one_line
+
+__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "CliError", "build_parser", "main"]
+
+EXAMPLES = """\
+examples:
+  pytest-accel detect
+  pytest-accel compare build/record.json --baseline ci/state/baseline.json
+  pytest-accel report build/record.json --baseline ci/state/baseline.json -o report.html
+  pytest-accel COMMAND --help     (every option, with its default and an example)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytest-accel",
+        description="Accelerator detection, timing records, baselines, flaky tests and"
+        " reports, from files: the pytest-accel plugin's companion on the command line.",
+        epilog=EXAMPLES,
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"pytest-accel {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for family in (detect, timing, flaky, shard, report):
+        family.add(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # the tool alone: what it can do
+        parser.print_help()
+        return EXIT_OK
+    try:
+        code: int = args.handler(args)
+    except (CliError, InputError, DetectionError, pytest.UsageError) as exc:
+        sys.stderr.write(one_line(f"pytest-accel: error: {exc}") + "\n")
+        return EXIT_USAGE
+    except OSError as exc:  # a write that failed after the checks (a full disk)
+        sys.stderr.write(one_line(f"pytest-accel: error: {problem(exc)}") + "\n")
+        return EXIT_USAGE
+    return code

@@ -1,0 +1,97 @@
+"""What every command shares: exit statuses, the error that is one line, argument
+types, the regression-rule options, and help that ends with an example."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from pytest_accel.perf.options import RULE_FLAGS, rule_from
+from pytest_accel.perf.options import option as perf_option
+from pytest_accel.perf.rule import Rule
+from pytest_accel.settings import parse_positive_int
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """Bad input: printed as one line, exit 2."""
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps descriptions to the terminal, and keeps examples as they are written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("example"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def add_command(
+    commands: Any, name: str, summary: str, description: str, examples: Sequence[str]
+) -> argparse.ArgumentParser:
+    """A subcommand whose help says what it does and ends with examples."""
+    lines = "\n".join(f"  {example}" for example in examples)
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example{'s' if len(examples) > 1 else ''}:\n{lines}",
+        formatter_class=HelpFormatter,
+    )
+    return parser
+
+
+def positive_int(text: str) -> int:
+    try:
+        return parse_positive_int("value", text)
+    except pytest.UsageError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from exc
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
+
+
+def percentage(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage between 0 and 100")
+    return value
+
+
+def cli_flag(plugin_flag: str) -> str:
+    """``--perf-threshold`` as this tool spells it: ``--threshold``."""
+    return "--" + plugin_flag.removeprefix("--perf-")
+
+
+def add_rule_options(parser: argparse.ArgumentParser) -> None:
+    """The regression rule's options, as the plugin's --perf-* ones with their help."""
+    group = parser.add_argument_group("the regression rule (as the plugin's --perf-* options)")
+    for flag in RULE_FLAGS:
+        spec = perf_option(flag)
+        extra: dict[str, Any] = {}
+        if flag == "--perf-normalize":
+            extra["choices"] = ("on", "off")
+        group.add_argument(
+            cli_flag(flag), default=None, metavar=spec.metavar, help=spec.help, **extra
+        )
+
+
+def rule_of(args: argparse.Namespace) -> Rule:
+    values = {flag: getattr(args, cli_flag(flag)[2:].replace("-", "_")) for flag in RULE_FLAGS}
+    return rule_from(values, cli_flag)

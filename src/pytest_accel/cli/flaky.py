@@ -1,0 +1,130 @@
+"""``pytest-accel flaky``: flaky and broken tests from histories and records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, add_command, percentage, positive_int
+from pytest_accel.files import InputError, check_writable, read_json, write_json_atomic
+from pytest_accel.flaky.classify import analysis
+from pytest_accel.flaky.history import (
+    HISTORY_SCHEMA,
+    History,
+    RecordedRun,
+    combine,
+    parse_history,
+    run_letters,
+)
+from pytest_accel.flaky.output import analysis_text
+from pytest_accel.flaky.quarantine import propose, utc_today
+from pytest_accel.flaky.quarantine import to_json as quarantine_json
+from pytest_accel.perf.record import RECORD_SCHEMA, attempts_of, check_record
+
+
+def add(commands: Any) -> None:
+    flaky = add_command(
+        commands,
+        "flaky",
+        "flaky and broken tests, and the flaky share",
+        "Classify every test of flaky histories (--flaky-history) and records (each record"
+        " one run) as flaky, broken or fine, report the flaky share per platform, and"
+        " propose a quarantine list of the flaky ones (docs/flaky.md).",
+        [
+            "pytest-accel flaky ci/state/flaky-history.json --max-pct 5",
+            "pytest-accel flaky history.json --write-quarantine ci/quarantine.json",
+        ],
+    )
+    flaky.add_argument(
+        "files", nargs="+", metavar="HISTORY_OR_RECORD", help="flaky histories and records"
+    )
+    flaky.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="text (default), json (the --flaky-report shape) or markdown",
+    )
+    flaky.add_argument(
+        "--max-pct",
+        type=percentage,
+        default=None,
+        metavar="P",
+        help="exit 1 when a platform's flaky share is above P percent (default: no limit)",
+    )
+    flaky.add_argument(
+        "--write-quarantine",
+        metavar="PATH",
+        help="write the flaky tests (never the broken ones) as a JSON quarantine list,"
+        " indented for review",
+    )
+    flaky.add_argument(
+        "--expires-in",
+        type=positive_int,
+        default=30,
+        metavar="DAYS",
+        help="days until the written entries expire (default 30)",
+    )
+    flaky.add_argument(
+        "--window",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="outcomes kept per test (default: the histories' own, else 50)",
+    )
+    flaky.set_defaults(handler=run)
+
+
+def history_inputs(paths: Sequence[str], window: int | None) -> History:
+    """Histories and records (each record one run) as one history."""
+    histories, runs = [], []
+    for path in paths:
+        data = read_json(path)
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if schema == RECORD_SCHEMA:
+            record = check_record(path, data)
+            tests = record["tests"]
+            runs.append(
+                RecordedRun(
+                    record["run"]["started"],
+                    path,
+                    record["env"]["key"],
+                    record["env"]["platform"],
+                    run_letters(
+                        dict(zip(tests["id"], tests["outcome"], strict=True)), attempts_of(record)
+                    ),
+                )
+            )
+        elif schema == HISTORY_SCHEMA:
+            histories.append(parse_history(path, data))
+        else:
+            raise InputError(path, f"is neither a flaky history nor a record (schema {schema!r})")
+    return combine(histories, runs, window)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = analysis(history_inputs(args.files, args.window))
+    over = {
+        platform: pct
+        for platform, pct in report["flaky_pct"].items()
+        if args.max_pct is not None and pct > args.max_pct
+    }
+    report["max_pct"] = args.max_pct
+    report["over_limit"] = sorted(over)
+    if args.write_quarantine:
+        check_writable(args.write_quarantine)
+        expires = utc_today() + timedelta(days=args.expires_in)
+        entries = propose(report, expires)
+        write_json_atomic(args.write_quarantine, quarantine_json(entries), indent=True)
+        sys.stderr.write(
+            f"pytest-accel: wrote {len(entries)} flaky test(s) to {args.write_quarantine}"
+            f" (expires {expires.isoformat()})\n"
+        )
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        sys.stdout.write(analysis_text(report, markdown=args.format == "markdown"))
+    return EXIT_FINDINGS if over else EXIT_OK

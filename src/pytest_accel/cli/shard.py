@@ -1,0 +1,83 @@
+"""``pytest-accel shard``: a duration-balanced plan, printed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pytest_accel.cli.common import EXIT_OK, add_command, positive_int
+from pytest_accel.perf.offline import durations_file
+from pytest_accel.scaleout.options import SHARD_BY
+from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
+
+
+def add(commands: Any) -> None:
+    shard = add_command(
+        commands,
+        "shard",
+        "a duration-balanced plan of CI shards",
+        "Print the plan --accel-shard K/N follows: which tests each shard runs and its"
+        " expected seconds, from a baseline, a record or a pytest-split .test_durations map.",
+        [
+            "pytest-accel shard --durations ci/state/baseline.json --splits 4",
+            "pytest-accel shard --durations build/record.json --splits 2 --by module --format json",
+        ],
+    )
+    shard.add_argument(
+        "--durations",
+        required=True,
+        metavar="PATH",
+        help="a baseline, a record or a pytest-split .test_durations map",
+    )
+    shard.add_argument(
+        "--splits", type=positive_int, required=True, metavar="N", help="how many shards"
+    )
+    shard.add_argument(
+        "--by",
+        choices=SHARD_BY,
+        default="class",
+        help="what a shard takes whole: test, class (default; class fixtures run once) or module",
+    )
+    shard.add_argument(
+        "--env-key",
+        metavar="KEY",
+        help="the hardware key to read from a baseline (default: its first)",
+    )
+    shard.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text (default): one line per shard; json: every shard's tests",
+    )
+    shard.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """A plan from a durations file alone: a record knows each test's class and module;
+    from a baseline or a pytest-split map they are read from the node ids."""
+    known, groups = durations_file(args.durations, args.env_key)
+    plan = plan_tests(known, groups or groups_from_node_ids(known), args.by, args.splits)
+    loads = plan.loads()
+    if args.format == "json":
+        payload = {
+            "splits": args.splits,
+            "by": args.by,
+            "imbalance": plan.imbalance(),
+            "shards": [
+                {"shard": f"{i + 1}/{args.splits}", "estimated": loads[i], "tests": plan.tests(i)}
+                for i in range(args.splits)
+            ],
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return EXIT_OK
+    for i in range(args.splits):
+        sys.stdout.write(
+            f"shard {i + 1}/{args.splits}: {len(plan.tests(i))} test(s),"
+            f" {len(plan.shards[i])} {args.by} unit(s), estimated {loads[i]:.1f}s\n"
+        )
+    sys.stdout.write(
+        f"largest shard: {plan.imbalance():.3f}x the ideal ({sum(loads) / args.splits:.1f}s)\n"
+    )
+    return EXIT_OK

@@ -1,0 +1,249 @@
+"""The timing commands: ``compare``, ``baseline``, ``upgrade`` and ``merge``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pytest_accel.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    CliError,
+    add_command,
+    add_rule_options,
+    non_negative_float,
+    positive_int,
+    rule_of,
+)
+from pytest_accel.files import check_writable, read_json, write_json_atomic
+from pytest_accel.perf import output
+from pytest_accel.perf.merge import MergeError, merge_records
+from pytest_accel.perf.offline import accept_changes, compare_files, fold_records, upgrade_file
+from pytest_accel.perf.options import DEFAULT_WINDOW
+from pytest_accel.perf.record import check_record
+from pytest_accel.text import line_start, one_line
+
+
+def add(commands: Any) -> None:
+    for adder in (_add_compare, _add_baseline, _add_upgrade, _add_merge):
+        adder(commands)
+
+
+def _add_compare(commands: Any) -> None:
+    comp = add_command(
+        commands,
+        "compare",
+        "a record against a baseline: regressions, changes",
+        "Compare a timing record with a baseline, as --perf-baseline does in a run: single-run"
+        " regressions and improvements, changes over the baseline's runs, new and missing"
+        " tests (docs/regressions.md).",
+        [
+            "pytest-accel compare build/record.json --baseline ci/state/baseline.json",
+            "pytest-accel compare merged.json --baseline baseline.json --format markdown --fail",
+        ],
+    )
+    comp.add_argument("record", metavar="RECORD", help="a record written by --perf-record")
+    comp.add_argument(
+        "--baseline",
+        required=True,
+        metavar="PATH",
+        help="a baseline file, a record, or a pytest-split .test_durations map",
+    )
+    comp.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="text (default): the terminal section; json: what the record's comparison"
+        " holds; markdown: the job-summary table",
+    )
+    comp.add_argument(
+        "--fail",
+        action="store_true",
+        help="exit 1 when anything regressed or changed to slower (default: exit 0)",
+    )
+    comp.add_argument(
+        "--env-key",
+        metavar="KEY",
+        help="compare under this hardware key instead of the record's (default: the record's)",
+    )
+    comp.add_argument(
+        "--top", type=positive_int, default=20, metavar="N", help="rows of each kind (default 20)"
+    )
+    comp.add_argument(
+        "--new-slow",
+        type=non_negative_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="name a new test that took SECONDS or more (default 1.0)",
+    )
+    add_rule_options(comp)
+    comp.set_defaults(handler=compare)
+
+
+def compare(args: argparse.Namespace) -> int:
+    comparison = compare_files(
+        args.record, args.baseline, rule_of(args), args.env_key, new_slow=args.new_slow
+    )
+    failing = bool(args.fail and comparison.alarms)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(comparison.to_json(), indent=2) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(output.markdown(comparison, failing))
+    elif not comparison.found:
+        sys.stdout.write(output.missing_env_line(comparison, args.baseline) + "\n")
+    else:
+        for row in output.terminal_rows(comparison, args.top):
+            sys.stdout.write(row + "\n")
+        sys.stdout.write(output.summary_line(comparison, failing) + "\n")
+    return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _add_baseline(commands: Any) -> None:
+    base = add_command(
+        commands,
+        "baseline",
+        "add records to a baseline, or accept a change",
+        "Fold records into a baseline file (created if missing) as its newest runs, oldest"
+        " first, under the same file lock as --perf-update-baseline; or accept a change the"
+        " baseline's own runs show, so that its new level is the baseline and the alarm stops.",
+        [
+            "pytest-accel baseline --into ci/state/baseline.json shard-*.json",
+            "pytest-accel baseline --into ci/state/baseline.json --accept 't.py::test_a'",
+        ],
+    )
+    base.add_argument(
+        "records", nargs="*", metavar="RECORD", help="records written by --perf-record"
+    )
+    base.add_argument(
+        "--into", required=True, metavar="BASELINE", help="the baseline file to add to"
+    )
+    base.add_argument(
+        "--window",
+        type=positive_int,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help=f"runs kept per hardware key (default {DEFAULT_WINDOW})",
+    )
+    base.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="accept the change of this test, class or module (repeatable; 'all' accepts"
+        " every change)",
+    )
+    base.add_argument(
+        "--env-key",
+        metavar="KEY",
+        help="accept changes under this hardware key only (default: every key)",
+    )
+    add_rule_options(base)
+    base.set_defaults(handler=baseline)
+
+
+def baseline(args: argparse.Namespace) -> int:
+    check_writable(args.into)
+    if args.records:
+        folded, runs = fold_records(args.records, args.into, args.window)
+        tests = sum(len(env.ids["tests"]) for env in folded.envs.values())
+        sys.stdout.write(
+            line_start(
+                f"{args.into}: added {runs} run(s); {tests} test(s) under"
+                f" {', '.join(sorted(folded.envs))}"
+            )
+            + "\n"
+        )
+    if args.accept:
+        accepted = accept_changes(args.into, args.accept, rule_of(args), args.env_key)
+        for change in accepted:
+            sys.stdout.write(one_line(f"accepted {output.describe_change(change)}") + "\n")
+        unknown = set(args.accept) - {"all"} - {change.id for change in accepted}
+        if unknown:
+            raise CliError(
+                f"{args.into}: no change to accept for {', '.join(sorted(unknown))}"
+                " (its runs show none; `pytest-accel compare` lists the changes)"
+            )
+        if not accepted:
+            sys.stdout.write(f"{args.into}: no change to accept\n")
+    elif not args.records:
+        raise CliError("give RECORD files to add, or --accept ID")
+    return EXIT_OK
+
+
+def _add_upgrade(commands: Any) -> None:
+    upgrade = add_command(
+        commands,
+        "upgrade",
+        "rewrite version 1 files as version 2",
+        "Rewrite version 1 baselines and records in place as version 2, atomically. Every"
+        " reader still accepts version 1; this is for files you keep.",
+        ["pytest-accel upgrade ci/state/baseline.json build/record.json"],
+    )
+    upgrade.add_argument(
+        "files", nargs="+", metavar="FILE", help="baselines and records to rewrite"
+    )
+    upgrade.set_defaults(handler=upgrade_files)
+
+
+def upgrade_files(args: argparse.Namespace) -> int:
+    for path in args.files:
+        kind, version = upgrade_file(path)
+        sys.stdout.write(line_start(f"{path}: {kind} version {version} -> 2") + "\n")
+    return EXIT_OK
+
+
+def _add_merge(commands: Any) -> None:
+    merge = add_command(
+        commands,
+        "merge",
+        "merge the records of shards into one",
+        "Merge the records of CI shards (or of any runs of one hardware key) into one record:"
+        " a test in two records keeps the later run; classes and modules are recomputed.",
+        [
+            "pytest-accel merge -o build/record.json shard-1.json shard-2.json",
+            "pytest-accel merge --by-env -o build/record.json tpu-*.json cpu-*.json",
+        ],
+    )
+    merge.add_argument("records", nargs="+", metavar="RECORD", help="the records to merge")
+    merge.add_argument(
+        "-o", "--output", required=True, metavar="OUT", help="where to write the merged record"
+    )
+    merge.add_argument(
+        "--by-env",
+        action="store_true",
+        help="records of different hardware keys: write one OUT.<key>.json per key"
+        " (default: refuse to mix them)",
+    )
+    merge.set_defaults(handler=merge_files)
+
+
+def merge_files(args: argparse.Namespace) -> int:
+    check_writable(args.output)
+    records = [(path, check_record(path, read_json(path))) for path in args.records]
+    try:
+        results = merge_records(records, by_env=args.by_env)
+    except MergeError as exc:
+        raise CliError(str(exc)) from None
+    for result in results:
+        out = args.output if len(results) == 1 else _per_key_path(args.output, result.key)
+        write_json_atomic(out, result.record)
+        for note in result.notes:
+            sys.stderr.write(one_line(f"pytest-accel: note: {note}") + "\n")
+        sys.stdout.write(
+            line_start(
+                f"{out}: merged {len(result.record['run']['merged_from'])} record(s) under"
+                f" {result.key}: {len(result.record['tests']['id'])} test(s),"
+                f" {len(result.record['classes']['id'])} class(es),"
+                f" {len(result.record['modules']['id'])} module(s)"
+            )
+            + "\n"
+        )
+    return EXIT_OK
+
+
+def _per_key_path(output_path: str, key: str) -> str:
+    slug = "".join(c if c.isalnum() else "_" for c in key).strip("_") or "env"
+    stem, dot, suffix = output_path.rpartition(".")
+    return f"{stem}.{slug}.{suffix}" if dot else f"{output_path}.{slug}"

@@ -1,0 +1,45 @@
+"""Something to look at: a self-contained HTML report of timings, trends and the flaky
+history (``--accel-report``, ``pytest-accel report``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_accel import session
+from pytest_accel.settings import OptionGroup, OptionSpec, text_setting
+
+__all__ = ["OPTIONS", "ask_for_timings", "register"]
+
+OPTIONS = OptionGroup(
+    "accel-report",
+    "Report",
+    "the HTML report (pytest-accel)",
+    (
+        OptionSpec(
+            "--accel-report",
+            "Write an HTML report of this run (timings, regressions and changes with their"
+            " trends, the flaky history) to PATH at session end: one file, works offline.",
+            metavar="PATH",
+        ),
+    ),
+)
+
+
+def _path(config: pytest.Config) -> str | None:
+    return text_setting(config, OPTIONS.specs[0])
+
+
+def ask_for_timings(config: pytest.Config) -> None:
+    """With --accel-report, the timing feature collects this run's timings even
+    without its own options."""
+    if _path(config):
+        config.stash[session.timings_wanted_key] = True
+
+
+def register(config: pytest.Config) -> None:
+    """With --accel-report: write the page at session end."""
+    path = _path(config)
+    if path:
+        from pytest_accel.report.plugin import register_feature
+
+        register_feature(config, path)

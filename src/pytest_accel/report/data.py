@@ -1,0 +1,315 @@
+"""What the HTML report shows, computed from the files (records, a baseline, a flaky
+history) with no HTML in sight: the page (``report.page``) only lays it out.
+
+The same data comes from ``pytest-accel report`` (files on disk) and from
+``--accel-report`` (this session's record, the baseline as it was read, the history as
+updated), so both pages are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_accel.flaky.classify import classify
+from pytest_accel.flaky.history import History
+from pytest_accel.perf.baseline import Baseline, EnvHistory
+from pytest_accel.perf.comparison import compare
+from pytest_accel.perf.findings import Comparison
+from pytest_accel.perf.record import timings
+from pytest_accel.perf.rule import Rule
+from pytest_accel.perf.timings import RunTimings
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+TRENDS = 30  # findings drawn with their trend; the rest are listed
+FLAKY_ROWS = 200  # tests in the flaky grid: the ones that flip most
+ACROSS_ROWS = 500  # tests compared across hardware keys: the slowest
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One id's durations over the baseline's runs and this one, for a chart."""
+
+    kind: str
+    id: str
+    labels: list[str]  # per run: its commit (short) or start time
+    seconds: list[float | None]  # per run; the last is this run
+    change_at: int | None  # index of the first run at the new level
+    headline: str  # what was found, in one line
+    slower: bool
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    path: str
+    key: str
+    started: str | None
+    commit: str | None
+    branch: str | None
+    shard: str | None
+    layout: str | None
+    duration: float
+    outcomes: dict[str, int]
+    comparison: Comparison | None  # None without a baseline for this key
+    suite_now: float  # sum of the compared tests' timings
+    suite_then: float  # ... of their baseline medians
+
+
+@dataclass(frozen=True)
+class Row:
+    """A test, class or module in the slowest tables."""
+
+    id: str
+    key: str
+    seconds: float
+    detail: str  # outcome, or number of tests
+
+
+@dataclass(frozen=True)
+class FlakyRow:
+    key: str
+    test: str
+    letters: str
+    status: str
+    flip_rate: float
+    failure_rate: float
+
+
+@dataclass(frozen=True)
+class Shard:
+    name: str
+    tests: int
+    seconds: float
+
+
+@dataclass
+class ReportData:
+    title: str = "pytest-accel report"
+    runs: list[RunSummary] = field(default_factory=list)
+    trends: list[Trend] = field(default_factory=list)
+    more_findings: list[str] = field(default_factory=list)  # beyond TRENDS, one line each
+    tests: list[Row] = field(default_factory=list)
+    classes: list[Row] = field(default_factory=list)
+    modules: list[Row] = field(default_factory=list)
+    across_keys: list[str] = field(default_factory=list)
+    across: list[tuple[str, list[float | None]]] = field(default_factory=list)
+    flaky: list[FlakyRow] = field(default_factory=list)
+    flaky_runs: dict[str, int] = field(default_factory=dict)  # key -> runs in the history
+    shards: list[Shard] = field(default_factory=list)
+    suite_trend: Trend | None = None
+
+
+def build(
+    records: Sequence[tuple[str, Mapping[str, Any]]],
+    baseline: Baseline | None = None,
+    history: History | None = None,
+    rule: Rule | None = None,
+) -> ReportData:
+    """The report of checked records (``record.check_record``), a baseline and a flaky
+    history; any of them may be missing."""
+    rule = rule or Rule()
+    data = ReportData()
+    for path, record in records:
+        run = timings(record)
+        env = baseline.for_key(run.key) if baseline is not None else None
+        comparison = compare(run, env, rule) if env is not None else None
+        data.runs.append(_summary(path, record, run, comparison))
+        if env is not None and comparison is not None:
+            _add_trends(data, run, env, comparison)
+            data.suite_trend = data.suite_trend or _suite_trend(run, env)
+        _add_slowest(data, run, record)
+        data.shards += _shards(path, record, run)
+    if baseline is not None:
+        _add_across(data, baseline)
+    if history is not None:
+        _add_flaky(data, history)
+    for rows in (data.tests, data.classes, data.modules):
+        rows.sort(key=lambda r: -r.seconds)
+    return data
+
+
+def _summary(
+    path: str, record: Mapping[str, Any], run: RunTimings, comparison: Comparison | None
+) -> RunSummary:
+    info = record["run"]
+    outcomes: dict[str, int] = {}
+    for outcome in run.outcome:
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return RunSummary(
+        path=path,
+        key=run.key,
+        started=info.get("started"),
+        commit=info.get("commit"),
+        branch=info.get("branch"),
+        shard=info.get("shard"),
+        layout=run.layout,
+        duration=float(info.get("duration") or 0.0),
+        outcomes=outcomes,
+        comparison=comparison,
+        suite_now=comparison.suite_now if comparison else 0.0,
+        suite_then=comparison.suite_then if comparison else 0.0,
+    )
+
+
+def _label(run: Any) -> str:
+    identity = run.identity
+    if identity.commit:
+        return str(identity.commit)[:8]
+    return str(identity.started or "?")[5:16].replace("T", " ")
+
+
+def _series(env: EnvHistory, kind: str, ident: str, now: float | None) -> list[float | None]:
+    ids = env.ids[kind]
+    if ident not in ids:
+        return [None] * len(env.runs) + [now]
+    at = ids.index(ident)
+    values: list[float | None] = [
+        run.values[kind][at] if at < len(run.values[kind]) else None for run in env.runs
+    ]
+    return [*values, now]
+
+
+_KIND_OF = {"test": "tests", "class": "classes", "module": "modules"}
+
+
+def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: Comparison) -> None:
+    from pytest_accel.perf import output
+
+    labels = [_label(r) for r in env.runs] + ["this run"]
+    items: list[Trend] = []
+    for change in comparison.changes:
+        if change.kind not in _KIND_OF:
+            continue  # the suite's change: the suite chart shows it
+        now = _current(run, change.kind, change.id)
+        series = _series(env, _KIND_OF[change.kind], change.id, now)
+        headline = "CHANGED " + output.describe_change(change)
+        change_at = len(series) - change.runs
+        items.append(
+            Trend(change.kind, change.id, labels, series, change_at, headline, change.slower)
+        )
+    for finding, word in [(f, "REGRESSION") for f in comparison.regressions] + [
+        (f, "improved") for f in comparison.improvements
+    ]:
+        if finding.kind not in _KIND_OF:
+            continue
+        kind = "warmup" if finding.warmup else _KIND_OF[finding.kind]
+        items.append(
+            Trend(
+                finding.kind,
+                finding.id,
+                labels,
+                _series(env, kind, finding.id, finding.current),
+                None,
+                f"{word} {output.describe(finding)}",
+                word == "REGRESSION",
+            )
+        )
+    items.sort(key=lambda t: (not t.slower, t.kind, t.id))
+    data.trends += items[:TRENDS]
+    data.more_findings += [t.headline for t in items[TRENDS:]]
+
+
+def _current(run: RunTimings, kind: str, ident: str) -> float | None:
+    if kind == "test":
+        values = dict(zip(run.ids, run.call, strict=True))
+        return values.get(ident)
+    groups = run.classes if kind == "class" else run.modules
+    return dict(zip(groups.ids, groups.total, strict=True)).get(ident)
+
+
+def _suite_trend(run: RunTimings, env: EnvHistory) -> Trend | None:
+    """The suite total over the baseline's runs: each run's tests summed."""
+    totals = suite_totals(env)
+    if not totals:
+        return None
+    now = sum(v for v, o in zip(run.call, run.outcome, strict=True) if o == "passed")
+    labels = [_label(r) for r in env.runs] + ["this run"]
+    return Trend("session", "suite total", labels, [*totals, now], None, "suite total", False)
+
+
+def suite_totals(env: EnvHistory) -> list[float | None]:
+    """Each baseline run's tests summed (None for a run without tests)."""
+    totals: list[float | None] = []
+    for run in env.runs:
+        values = [v for v in run.values["tests"] if v is not None]
+        values += [v for v in run.values["warmup"] if v is not None]
+        totals.append(sum(values) if values else None)
+    return totals
+
+
+def _add_slowest(data: ReportData, run: RunTimings, record: Mapping[str, Any]) -> None:
+    tests = record["tests"]
+    data.tests += [
+        Row(i, run.key, float(total), outcome)
+        for i, total, outcome in zip(tests["id"], tests["total"], tests["outcome"], strict=True)
+    ]
+    for section, rows in (("classes", data.classes), ("modules", data.modules)):
+        columns = record.get(section) or {"id": []}
+        counts = columns.get("tests") or [0] * len(columns["id"])
+        rows += [
+            Row(i, run.key, float(total), f"{count} test(s)")
+            for i, total, count in zip(columns["id"], columns["total"], counts, strict=True)
+        ]
+
+
+def _shards(path: str, record: Mapping[str, Any], run: RunTimings) -> list[Shard]:
+    """A shard's run, or the shards a merged record came from."""
+    info = record["run"]
+    merged = info.get("merged_from") or []
+    if merged:
+        return [
+            Shard(
+                str(m.get("shard") or m.get("path") or "?"),
+                int(m.get("tests") or 0),
+                float(m.get("seconds") or 0.0),
+            )
+            for m in merged
+        ]
+    if info.get("shard"):
+        return [Shard(str(info["shard"]), len(run.ids), sum(run.total))]
+    return []
+
+
+def _add_across(data: ReportData, baseline: Baseline) -> None:
+    """The slowest tests' median per hardware key, where more than one key has them."""
+    import numpy as np
+
+    from pytest_accel.perf.rule import row_median
+
+    keys = sorted(baseline.envs)
+    if len(keys) < 2:
+        return
+    medians: dict[str, dict[str, float]] = {}
+    for key in keys:
+        ids, matrix = baseline.envs[key].matrix("tests")
+        if not ids:
+            continue
+        values: npt.NDArray[np.float64] = row_median(matrix)
+        medians[key] = {i: float(v) for i, v in zip(ids, values, strict=True) if not np.isnan(v)}
+    shared = [
+        t for t in set().union(*medians.values()) if sum(t in m for m in medians.values()) > 1
+    ]
+    shared.sort(key=lambda t: -max(m.get(t, 0.0) for m in medians.values()))
+    data.across_keys = keys
+    data.across = [(t, [medians.get(k, {}).get(t) for k in keys]) for t in shared[:ACROSS_ROWS]]
+
+
+def _add_flaky(data: ReportData, history: History) -> None:
+    rows: list[FlakyRow] = []
+    for key, env in sorted(history.envs.items()):
+        data.flaky_runs[key] = len(env.runs)
+        for test, letters in env.tests.items():
+            verdict = classify(test, letters)
+            if verdict.status == "ok" and "F" not in letters and "K" not in letters:
+                continue
+            rows.append(
+                FlakyRow(
+                    key, test, letters, verdict.status, verdict.flip_rate, verdict.failure_rate
+                )
+            )
+    rows.sort(key=lambda r: (-r.flip_rate, -r.failure_rate, r.key, r.test))
+    data.flaky = rows[:FLAKY_ROWS]

@@ -1,0 +1,215 @@
+"""The report as one self-contained HTML page.
+
+Nothing is fetched at view time: styles, script and charts are inline, and the page's
+Content-Security-Policy forbids any request.  The tables read without JavaScript; the
+small inline script only adds sorting and a search box.  Every text from the data goes
+through ``html.escape``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from html import escape
+
+from pytest_accel.report import svg
+from pytest_accel.report.data import FlakyRow, ReportData, Row, RunSummary
+
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline';"
+    " img-src data:; base-uri 'none'; form-action 'none'"
+)
+
+
+def _asset(name: str) -> str:
+    from importlib import resources
+
+    return resources.files("pytest_accel.report").joinpath(f"assets/{name}").read_text("utf-8")
+
+
+def render(data: ReportData) -> str:
+    return "".join(_page(data))
+
+
+def _page(data: ReportData) -> Iterator[str]:
+    yield '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+    yield f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+    yield '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    yield f"<title>{escape(data.title)}</title><style>{_asset('report.css')}</style>"
+    yield "</head><body>"
+    yield f"<h1>{escape(data.title)}</h1>"
+    yield from _summary(data.runs)
+    yield from _findings(data)
+    yield from _slowest(data)
+    yield from _across(data)
+    yield from _flaky(data.flaky, data.flaky_runs)
+    yield from _shards(data)
+    yield f"<script>{_asset('report.js')}</script></body></html>\n"
+
+
+def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
+    yield '<h2 id="summary">Summary</h2>'
+    if not runs:
+        yield '<p class="muted">No record given: only the baseline and history below.</p>'
+        return
+    yield (
+        "<table><thead><tr><th>hardware key</th><th>commit</th><th>started</th>"
+        "<th>layout</th><th>tests</th><th>wall time</th><th>suite total vs baseline</th>"
+        "<th>findings</th></tr></thead><tbody>"
+    )
+    for run in runs:
+        outcomes = ", ".join(f"{n} {o}" for o, n in sorted(run.outcomes.items()))
+        comparison = run.comparison
+        if comparison is None:
+            suite, findings = '<span class="muted">no baseline for this key</span>', ""
+        else:
+            ratio = run.suite_now / run.suite_then if run.suite_then else 1.0
+            cls = "slower" if ratio > 1.2 else "faster" if ratio < 1 / 1.2 else ""
+            suite = (
+                f'<span class="{cls}">{run.suite_now:.2f} s vs {run.suite_then:.2f} s'
+                f" ({ratio:.2f}x)</span>"
+            )
+            findings = (
+                f"{len(comparison.regressions)} regression(s), {len(comparison.changes)}"
+                f" change(s), {len(comparison.improvements)} improvement(s),"
+                f" {len(comparison.new)} new, {len(comparison.missing)} missing"
+            )
+        yield (
+            f'<tr><td class="id">{escape(run.key)}</td><td class="id">'
+            f"{escape((run.commit or '')[:12])}</td><td>{escape(run.started or '')}</td>"
+            f"<td>{escape(run.layout or '')}</td><td>{escape(outcomes)}</td>"
+            f'<td class="n">{run.duration:.1f} s</td><td>{suite}</td>'
+            f"<td>{escape(findings)}</td></tr>"
+        )
+    yield "</tbody></table>"
+
+
+def _findings(data: ReportData) -> Iterator[str]:
+    yield '<h2 id="findings">Regressions and changes</h2>'
+    if data.suite_trend is not None:
+        yield f'<div class="finding">{svg.trend_chart(data.suite_trend)}</div>'
+    if not data.trends:
+        compared = any(run.comparison is not None for run in data.runs)
+        yield (
+            '<p class="muted">'
+            + ("Nothing got slower or faster." if compared else "No baseline to compare with.")
+            + "</p>"
+        )
+        return
+    for trend in data.trends:
+        cls = "slower" if trend.slower else "faster"
+        yield (
+            f'<div class="finding"><p class="{cls} id">{escape(trend.headline)}</p>'
+            f"{svg.trend_chart(trend)}</div>"
+        )
+    if data.more_findings:
+        yield f"<p>{len(data.more_findings)} more:</p><ul>"
+        yield from (f'<li class="id">{escape(line)}</li>' for line in data.more_findings)
+        yield "</ul>"
+
+
+SINGULAR = {"tests": "test", "classes": "class", "modules": "module"}
+
+
+def _slowest(data: ReportData) -> Iterator[str]:
+    for name, rows, detail in (
+        ("tests", data.tests, "outcome"),
+        ("classes", data.classes, "tests"),
+        ("modules", data.modules, "tests"),
+    ):
+        yield f'<h2 id="slowest-{name}">Slowest {name}</h2>'
+        if not rows:
+            yield f'<p class="muted">No {name} recorded.</p>'
+            continue
+        yield from _table(
+            f"slowest-{name}",
+            ["seconds", name[:-1] if name != "classes" else "class", "hardware key", detail],
+            _rows(rows),
+        )
+
+
+def _rows(rows: Sequence[Row]) -> Iterator[str]:
+    for row in rows:
+        yield (
+            f'<tr><td class="n" data-v="{row.seconds:.6f}">{row.seconds:.3f}</td>'
+            f'<td class="id">{escape(row.id)}</td><td class="id">{escape(row.key)}</td>'
+            f"<td>{escape(row.detail)}</td></tr>"
+        )
+
+
+def _table(ident: str, headers: Sequence[str], rows: Iterator[str]) -> Iterator[str]:
+    yield (
+        f'<input id="{ident}-search" class="search hidden" type="search"'
+        f' placeholder="search {escape(ident.rsplit("-", maxsplit=1)[-1])}" aria-label="search">'
+    )
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    yield f'<table id="{ident}" class="sortable"><thead><tr>{head}</tr></thead><tbody>'
+    yield from rows
+    yield "</tbody></table>"
+
+
+def _across(data: ReportData) -> Iterator[str]:
+    yield '<h2 id="across">The same tests across hardware keys</h2>'
+    if not data.across:
+        yield '<p class="muted">The baseline holds one hardware key, or none.</p>'
+        return
+    yield '<p class="muted">Median seconds in the baseline, per hardware key.</p>'
+
+    def rows() -> Iterator[str]:
+        for test, values in data.across:
+            cells = "".join(
+                f'<td class="n" data-v="{v:.6f}">{v:.3f}</td>' if v is not None else "<td></td>"
+                for v in values
+            )
+            yield f'<tr><td class="id">{escape(test)}</td>{cells}</tr>'
+
+    yield from _table("across", ["test", *data.across_keys], rows())
+
+
+def _flaky(rows: Sequence[FlakyRow], runs: dict[str, int]) -> Iterator[str]:
+    yield '<h2 id="flaky">Flaky history</h2>'
+    if not runs:
+        yield '<p class="muted">No flaky history given (--flaky-history).</p>'
+        return
+    if not rows:
+        yield f"<p>No test failed in the history ({_runs_text(runs)}).</p>"
+        return
+    yield (
+        f'<p class="muted">{_runs_text(runs)}. Each test\'s recorded outcomes, oldest first:'
+        ' <span class="legend">P passed</span>, F failed, K passed on a rerun.</p>'
+    )
+    width = max(runs.values())
+    yield (
+        '<table class="grid sortable" id="flaky-grid"><thead><tr><th>test</th>'
+        "<th>hardware key</th><th>status</th><th>flip rate</th><th>failure rate</th>"
+        f'<th colspan="{width}">outcomes per run</th></tr></thead><tbody>'
+    )
+    for row in rows:
+        letters = row.letters.rjust(width, " ")
+        cells = "".join(
+            f'<td class="c {letter if letter != " " else "x"}" title="{_name(letter)}">'
+            f'<span class="hidden">{letter}</span></td>'
+            for letter in letters
+        )
+        yield (
+            f'<tr><td class="id">{escape(row.test)}</td><td class="id">{escape(row.key)}</td>'
+            f"<td>{escape(row.status)}</td>"
+            f'<td class="n" data-v="{row.flip_rate:.4f}">{row.flip_rate:.2f}</td>'
+            f'<td class="n" data-v="{row.failure_rate:.4f}">{row.failure_rate:.0%}</td>'
+            f"{cells}</tr>"
+        )
+    yield "</tbody></table>"
+
+
+def _name(letter: str) -> str:
+    return {"P": "passed", "F": "failed", "K": "passed on a rerun"}.get(letter, "no outcome")
+
+
+def _runs_text(runs: dict[str, int]) -> str:
+    return "; ".join(f"{escape(k)}: {n} run(s)" for k, n in sorted(runs.items()))
+
+
+def _shards(data: ReportData) -> Iterator[str]:
+    if not data.shards:
+        return
+    yield '<h2 id="shards">Shard balance</h2>'
+    yield svg.shard_chart(data.shards)

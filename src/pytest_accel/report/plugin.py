@@ -1,0 +1,53 @@
+"""``--accel-report PATH``: the HTML report of this session, written at its end.
+
+Registered only with the option, and only in the process that owns the session.  It
+reads what the timing and flaky features left in ``SessionOutputs`` (the record as
+written, the baseline as read, the history with this run), after they finished: like
+theirs its session-end hook is ``trylast``, and it is registered after them, so pluggy
+calls it after them (and before the terminal summary, which reports the file).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_accel.files import InputError, check_writable, write_atomic
+from pytest_accel.reports import is_xdist_worker, isolated, session_outputs
+from pytest_accel.text import one_line
+
+
+class ReportWriter:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.written = False
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        with isolated(session, f"write the HTML report {self.path}"):
+            self._write(session.config)
+
+    def _write(self, config: pytest.Config) -> None:
+        from pytest_accel.report.data import build
+        from pytest_accel.report.page import render
+
+        outputs = session_outputs(config)
+        records = [("this run", outputs.record())] if outputs.record is not None else []
+        data = build(records, outputs.baseline, outputs.history, outputs.rule)
+        write_atomic(self.path, [render(data).encode("utf-8")])
+        self.written = True
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.written:
+            terminalreporter.write_line(
+                one_line(f"pytest-accel: HTML report written to {self.path}")
+            )
+
+
+def register_feature(config: pytest.Config, path: str) -> None:
+    if is_xdist_worker(config):
+        return
+    try:
+        check_writable(path)
+    except InputError as exc:
+        raise pytest.UsageError(f"--accel-report: {exc}") from None
+    config.pluginmanager.register(ReportWriter(path), "pytest_accel:report")

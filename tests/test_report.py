@@ -1,0 +1,310 @@
+"""The HTML report: written at session end (``--accel-report``) and from files
+(``pytest-accel report``), self-contained, escaped, and rendered by a real browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from bench import synthetic
+from pytest_accel.cli import main
+from tests.test_comparison import history, write_baseline
+
+HOSTILE = ["<script>alert(1)</script>", 'q"uote', "</svg>&amp"]
+SUITE = f"""
+import os
+import time
+
+import pytest
+
+
+def test_first():
+    pass
+
+
+def test_slow():
+    time.sleep(float(os.environ.get("SLEEP", "0.1")))
+
+
+@pytest.mark.parametrize("name", {HOSTILE!r})
+def test_hostile(name):
+    time.sleep(float(os.environ.get("SLEEP", "0.1")) if name.startswith("<script") else 0)
+"""
+IDS = [
+    "test_mod.py::test_first",
+    "test_mod.py::test_slow",
+    *(f"test_mod.py::test_hostile[{name}]" for name in HOSTILE),
+]
+FLAKY_HISTORY = {
+    "schema": "pytest-accel/flaky-history",
+    "version": 1,
+    "window": 50,
+    "envs": {
+        "cpu/x1": {
+            "platform": "cpu",
+            "runs": [{"started": f"2026-11-{d:02d}T00:00:00Z"} for d in range(1, 13)],
+            "tests": {
+                "test_mod.py::test_slow": "P" * 12,
+                "t.py::test_<img src=x onerror=alert(1)>": "PFPPFPPKPFPP",
+                "t.py::test_broken": "F" * 12,
+            },
+        }
+    },
+}
+
+
+class Page(HTMLParser):
+    """The text, the tags and the attributes of a page."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    @property
+    def all_text(self) -> str:
+        return " ".join(self.text)
+
+
+def prepare(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    calls = dict.fromkeys(IDS, 0.0005) | {IDS[1]: 0.1, IDS[2]: 0.1}
+    write_baseline(pytester.path / "b.json", history([calls] * 10, warmup=True))
+    (pytester.path / "h.json").write_text(json.dumps(FLAKY_HISTORY))
+
+
+@pytest.fixture
+def report(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
+    prepare(pytester)
+    monkeypatch.setenv("SLEEP", "0.35")
+    result = pytester.runpytest(
+        "--perf-baseline=b.json", "--perf-record=r.json", "--accel-report=out/report.html"
+    )
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["pytest-accel: HTML report written to out/report.html"])
+    return (pytester.path / "out/report.html").read_text(encoding="utf-8")
+
+
+def test_the_report_shows_the_run_its_regressions_with_trends_and_the_slowest_tests(
+    report: str,
+) -> None:
+    page = Page(report)
+    text = page.all_text
+    for heading in ("Summary", "Regressions and changes", "Slowest tests", "Slowest modules"):
+        assert heading in text
+    assert "REGRESSION test test_mod.py::test_slow:" in text
+    charts = [a for tag, a in page.tags if tag == "svg"]
+    titles = re.findall(r"<title>(.*?)</title>", report)
+    assert "test test_mod.py::test_slow: duration per run" in titles
+    assert len(charts) >= 3  # the suite total and the two regressions
+    assert "seconds" in text  # the y axis says its unit
+    assert "run (commit), oldest first" in text
+    rows = [a for tag, a in page.tags if tag == "tr"]
+    assert len(rows) >= 1 + 5  # the slowest tests: every test
+
+
+def test_the_report_is_self_contained_and_fetches_nothing(report: str) -> None:
+    page = Page(report)
+    csp = next(a for tag, a in page.tags if tag == "meta" and a.get("http-equiv"))
+    assert "default-src 'none'" in str(csp["content"])
+    for tag, attrs in page.tags:
+        for name in ("src", "href", "action", "data"):
+            assert name not in attrs, (tag, attrs)
+    assert "url(" not in report
+    assert "@import" not in report
+    assert not re.search(r"fetch\(|XMLHttpRequest|import\(", report)
+    urls = re.findall(r"https?://[^\s\"'<>]+", report)
+    assert set(urls) <= {"http://www.w3.org/2000/svg"}  # a namespace, never fetched
+
+
+def test_hostile_test_ids_are_escaped_in_html_and_svg(report: str) -> None:
+    assert report.count("<script") == 1  # the page's own script
+    assert report.count("<svg") == report.count("</svg>")
+    assert 'q"uote' not in report.replace("&quot;", "")
+    assert "test_hostile[&lt;script&gt;alert(1)&lt;/script&gt;]" in report
+    assert "&lt;/svg&gt;&amp;amp" in report
+    page = Page(report)
+    assert "test_mod.py::test_hostile[<script>alert(1)</script>]" in page.all_text
+
+
+def test_the_cli_report_from_files_has_the_flaky_grid_and_the_shard_balance(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prepare(pytester)
+    monkeypatch.setenv("SLEEP", "0.35")
+    for shard in ("1/2", "2/2"):
+        pytester.runpytest(f"--accel-shard={shard}", f"--perf-record=s{shard[0]}.json")
+    monkeypatch.chdir(pytester.path)
+    assert main(["merge", "-o", "merged.json", "s1.json", "s2.json"]) == 0
+    capsys.readouterr()
+    argv = ["report", "merged.json", "--baseline", "b.json", "--history", "h.json"]
+    assert main([*argv, "-o", "r.html"]) == 0
+    assert re.fullmatch(r"r\.html: HTML report, \d+ KiB\n", capsys.readouterr().out)
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    page = Page(html)
+    text = page.all_text
+    assert "Flaky history" in text
+    grid = html[html.index('id="flaky-grid"') :]
+    assert "t.py::test_broken" in grid
+    assert "t.py::test_&lt;img src=x onerror=alert(1)&gt;" in grid
+    assert "<img" not in html
+    assert "test_mod.py::test_slow" not in grid  # it never failed
+    assert grid.count('class="c F"') == 12 + 3
+    assert "Shard balance" in text
+    assert "shard 1/2" in text
+    assert "shard 2/2" in text
+
+
+def test_a_report_needs_something_to_show_and_a_place_to_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "-o", str(tmp_path / "r.html")]) == 2
+    assert "nothing to report" in capsys.readouterr().err
+    (tmp_path / "dir.html").mkdir()
+    record = tmp_path / "r.json"
+    record.write_text(json.dumps(synthetic.record({"t.py::a": 0.1})))
+    assert main(["report", str(record), "-o", str(tmp_path / "dir.html")]) == 2
+    assert "dir.html" in capsys.readouterr().err
+
+
+def test_the_option_refuses_a_path_it_cannot_write_before_any_test(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    (pytester.path / "taken").mkdir()
+    result = pytester.runpytest("--accel-report=taken")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --accel-report: taken: *"])
+
+
+def test_under_xdist_the_controller_writes_one_report_of_every_test(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        "import pytest\n@pytest.mark.parametrize('i', range(6))\ndef test_p(i): pass"
+    )
+    result = pytester.runpytest("-p", "xdist", "-n", "2", "--accel-report=r.html")
+    result.assert_outcomes(passed=6)
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert html.count("test_p[") == 6
+    assert "No baseline to compare with." in html
+
+
+def test_the_job_summary_draws_the_suite_total_over_runs_as_a_mermaid_chart(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_accel.perf.baseline import Baseline, to_json
+
+    pytester.makepyfile(test_mod=SUITE)
+    hostile_key = 'cpu/x1 "]```<b>,'
+    calls = dict.fromkeys(IDS, 0.0005) | {IDS[1]: 0.1, IDS[2]: 0.1}
+    env = history([calls] * 10, warmup=True)
+    (pytester.path / "b.json").write_text(json.dumps(to_json(Baseline({hostile_key: env}))))
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.runpytest("--perf-baseline=b.json", f"--perf-env-key={hostile_key}")
+    text = summary.read_text(encoding="utf-8")
+    block = text[text.index("```mermaid") :]
+    block = block[: block.index("```", 3) + 3]
+    lines = block.splitlines()
+    assert len(lines) == 7  # nothing in the key opened or closed anything
+    assert lines[1] == "xychart-beta"
+    assert lines[2] == '    title "Suite total per run, cpu/x1 ______b_,"'
+    labels = re.findall(r'"([^"]*)"', lines[3])
+    assert len(labels) == 11
+    assert labels[-1] == "this run"
+    assert lines[4].startswith('    y-axis "seconds" 0 --> ')
+    values = lines[5].removeprefix("    line [").removesuffix("]").split(", ")
+    assert len(values) == 11
+    assert all(float(v) >= 0 for v in values)
+
+
+def _png_pixels_differ(path: Path) -> bool:
+    """Whether a PNG holds more than one colour (decoded with zlib: no image library)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at, idat = 8, b""
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind = data[at + 4 : at + 8]
+        if kind == b"IDAT":
+            idat += data[at + 8 : at + 8 + length]
+        at += 12 + length
+    pixels = zlib.decompress(idat)
+    return len(set(pixels[: 1 << 20])) > 16
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_a_real_browser_renders_the_regression_its_trend_and_the_flaky_grid(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    prepare(pytester)
+    monkeypatch.setenv("SLEEP", "0.35")
+    pytester.runpytest(
+        "--perf-baseline=b.json", "--flaky-history=h.json", "--accel-report=report.html"
+    )
+    url = (pytester.path / "report.html").as_uri()
+    browser = [
+        str(chromium()),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [*browser, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "REGRESSION test test_mod.py::test_slow" in dom
+    assert "<svg" in dom
+    assert "test test_mod.py::test_slow: duration per run" in dom
+    assert 'id="flaky-grid"' in dom
+    # The script ran: the search boxes it shows are no longer hidden.
+    assert re.search(r'<input id="slowest-tests-search" class="search"', dom)
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [*browser, f"--screenshot={shot}", "--window-size=1200,1600", url],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert shot.stat().st_size > 10_000
+    assert _png_pixels_differ(shot)
+
+
+def test_the_same_tests_across_hardware_keys_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_accel.perf.baseline import Baseline, to_json
+
+    cpu = history([{"t.py::test_a": 0.4, "t.py::test_b": 0.1}] * 3)
+    tpu = history([{"t.py::test_a": 0.05, "t.py::test_c": 0.2}] * 3, key="tpu/TPU v5 lite/x8")
+    baseline = tmp_path / "b.json"
+    envs = {"cpu/x1": cpu, "tpu/TPU v5 lite/x8": tpu}
+    baseline.write_text(json.dumps(to_json(Baseline(envs))))
+    assert main(["report", "--baseline", str(baseline), "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    table = html[html.index('id="across"') : html.index("</table>", html.index('id="across"'))]
+    assert "<th>cpu/x1</th><th>tpu/TPU v5 lite/x8</th>" in table
+    assert table.count("<tr>") == 2  # the header and test_a: the only test on both
+    assert re.search(r"t\.py::test_a</td><td[^>]*>0\.40\d</td><td[^>]*>0\.050</td>", table)
+    assert "No record given" in html
