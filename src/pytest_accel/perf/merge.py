@@ -105,7 +105,12 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
             "workers": sum(int(d["run"].get("workers", 0)) for _, d in inputs),
             "exitstatus": max(int(d["run"].get("exitstatus", 0)) for _, d in inputs),
             "merged_from": [
-                {"path": path, "shard": d["run"].get("shard"), "tests": len(d["tests"]["id"])}
+                {
+                    "path": path,
+                    "shard": d["run"].get("shard"),
+                    "tests": len(d["tests"]["id"]),
+                    "seconds": round(sum(d["tests"]["total"]), 6),
+                }
                 for path, d in inputs
             ],
         },

@@ -120,7 +120,7 @@ def build(
         data.runs.append(_summary(path, record, run, comparison))
         if env is not None and comparison is not None:
             _add_trends(data, run, env, comparison)
-            data.suite_trend = data.suite_trend or _suite_trend(run, env)
+            data.suite_trend = data.suite_trend or _suite_trend(comparison)
         _add_slowest(data, run, record)
         data.shards += _shards(path, record, run)
     if baseline is not None:
@@ -180,12 +180,16 @@ def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: 
     from pytest_accel.perf import output
 
     labels = [_label(r) for r in env.runs] + ["this run"]
+    now = {
+        "test": dict(zip(run.ids, run.call, strict=True)),
+        "class": dict(zip(run.classes.ids, run.classes.total, strict=True)),
+        "module": dict(zip(run.modules.ids, run.modules.total, strict=True)),
+    }
     items: list[Trend] = []
     for change in comparison.changes:
         if change.kind not in _KIND_OF:
             continue  # the suite's change: the suite chart shows it
-        now = _current(run, change.kind, change.id)
-        series = _series(env, _KIND_OF[change.kind], change.id, now)
+        series = _series(env, _KIND_OF[change.kind], change.id, now[change.kind].get(change.id))
         headline = "CHANGED " + output.describe_change(change)
         change_at = len(series) - change.runs
         items.append(
@@ -213,32 +217,14 @@ def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: 
     data.more_findings += [t.headline for t in items[TRENDS:]]
 
 
-def _current(run: RunTimings, kind: str, ident: str) -> float | None:
-    if kind == "test":
-        values = dict(zip(run.ids, run.call, strict=True))
-        return values.get(ident)
-    groups = run.classes if kind == "class" else run.modules
-    return dict(zip(groups.ids, groups.total, strict=True)).get(ident)
-
-
-def _suite_trend(run: RunTimings, env: EnvHistory) -> Trend | None:
-    """The suite total over the baseline's runs: each run's tests summed."""
-    totals = suite_totals(env)
-    if not totals:
+def _suite_trend(comparison: Comparison) -> Trend | None:
+    """The suite total over the baseline's runs and this one, as the job summary's chart."""
+    if not comparison.suite_history:
         return None
-    now = sum(v for v, o in zip(run.call, run.outcome, strict=True) if o == "passed")
-    labels = [_label(r) for r in env.runs] + ["this run"]
-    return Trend("session", "suite total", labels, [*totals, now], None, "suite total", False)
-
-
-def suite_totals(env: EnvHistory) -> list[float | None]:
-    """Each baseline run's tests summed (None for a run without tests)."""
-    totals: list[float | None] = []
-    for run in env.runs:
-        values = [v for v in run.values["tests"] if v is not None]
-        values += [v for v in run.values["warmup"] if v is not None]
-        totals.append(sum(values) if values else None)
-    return totals
+    labels = [label for label, _ in comparison.suite_history] + ["this run"]
+    totals: list[float | None] = [total for _, total in comparison.suite_history]
+    totals.append(comparison.suite_now)
+    return Trend("session", "suite total", labels, totals, None, "suite total", False)
 
 
 def _add_slowest(data: ReportData, run: RunTimings, record: Mapping[str, Any]) -> None:
