@@ -37,7 +37,10 @@ def test_multi_device_runs_with_jax_num_cpu_devices_and_skips_beyond_it(
     result = pytester.runpytest_subprocess("-rs")
     result.stdout.fnmatch_lines(["accel: cpu x8 via env JAX_PLATFORMS=cpu*"])
     result.stdout.fnmatch_lines(
-        ["*requires 16 devices (detected: cpu x8 via env JAX_PLATFORMS=cpu)"]
+        [
+            "*requires 16 devices (detected: cpu x8 via env JAX_PLATFORMS=cpu);"
+            " --accel-cpu-devices=16 runs it here"
+        ]
     )
     result.assert_outcomes(passed=2, skipped=1)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -89,3 +91,40 @@ def test_the_changelog_has_a_release_entry_for_the_package_version() -> None:
     assert releases, "no release entry"
     assert releases[0] == __version__
     assert "## [Unreleased]" in changelog
+
+
+def test_scripts_dev_says_what_it_is_doing_while_it_installs(tmp_path: Path) -> None:
+    """A first install takes minutes: the script says so, step by step.  A fake
+    .venv/bin/python stands in for pip, so nothing is installed."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "dev", tmp_path / "scripts" / "dev")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    fake = tmp_path / ".venv" / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\necho "pytest 9, jax 0.10"\n')
+    fake.chmod(0o755)
+    done = subprocess.run(
+        [str(tmp_path / "scripts" / "dev"), "setup"], capture_output=True, text=True, check=True
+    )
+    said = [line.removeprefix("scripts/dev: ") for line in done.stderr.splitlines()]
+    assert said[0] == "upgrading pip"
+    assert said[1].startswith("installing pytest-accel with its dev extra")
+    assert said[-1] == "installed: pytest 9, jax 0.10"
+    calls = (fake.parent / "calls").read_text().splitlines()
+    assert calls[1] == "-m pip install --quiet -e .[dev]"
+    # Installed and current: the next run says nothing about installing.
+    again = subprocess.run(
+        [str(tmp_path / "scripts" / "dev"), "setup"], capture_output=True, text=True, check=True
+    )
+    assert again.stderr == ""
+
+
+def test_every_pytest_accel_command_line_in_the_readme_parses() -> None:
+    import shlex
+
+    lines = re.findall(r"^\$ pytest-accel (.+)$", README, flags=re.MULTILINE)
+    assert len(lines) >= 5
+    parser = cli.build_parser()
+    for line in lines:
+        args = parser.parse_args(shlex.split(line))  # SystemExit (a failure) if it does not
+        assert args.command, line

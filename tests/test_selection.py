@@ -289,5 +289,73 @@ def test_evaluate_marks_rejects_non_positive_counts() -> None:
     cpu = Detection("cpu", 1, "cpu")
     with pytest.raises(MarkerError, match=r"multi_gpu: n must be a positive integer, got 0"):
         evaluate_marks([("multi_gpu", (0,), {})], cpu, KNOWN)
-    with pytest.raises(MarkerError, match=r"tpu takes only min_devices= and kind="):
+    with pytest.raises(MarkerError, match=r"tpu takes no positional arguments, got \(8,\)"):
         evaluate_marks([("tpu", (8,), {})], cpu, KNOWN)
+
+
+@pytest.mark.parametrize(
+    ("mark", "message"),
+    [
+        (
+            '@pytest.mark.accel("tpu", min_devces=4)',
+            "@pytest.mark.accel: unknown keyword 'min_devces' (did you mean min_devices=?);"
+            " it takes min_devices=, kind=",
+        ),
+        (
+            "@pytest.mark.multi_gpu(m=4)",
+            "@pytest.mark.multi_gpu: unknown keyword 'm' (did you mean n=?); it takes n=",
+        ),
+        (
+            "@pytest.mark.tpu_ci(knd='TPU v5*')",
+            "@pytest.mark.tpu_ci: unknown keyword 'knd' (did you mean kind=?)",
+        ),
+        ("@pytest.mark.slow(reason='x')", "@pytest.mark.slow: unknown keyword 'reason';"),
+        ("@pytest.mark.multi_device(2, 4)", "@pytest.mark.multi_device takes at most 1"),
+        (
+            "@pytest.mark.tpu(min_devices='4')",
+            "@pytest.mark.tpu: min_devices must be a positive integer, got '4'",
+        ),
+    ],
+)
+def test_a_misspelled_or_mistyped_marker_argument_stops_the_run_naming_test_and_keyword(
+    pytester: pytest.Pytester, mark: str, message: str
+) -> None:
+    pytester.makepyfile(f"import pytest\n\n{mark}\ndef test_x():\n    pass\n")
+    result = pytester.runpytest("--accel-emulate=tpu:8")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: *test_x: {message}*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("multi_gpus", "multi_gpu"), ("tpu_cl", "tpu_ci")])
+def test_a_marker_two_edits_from_ours_warns_with_the_one_meant(
+    pytester: pytest.Pytester, typo: str, meant: str
+) -> None:
+    pytester.makepyfile(
+        f"import pytest\n\n@pytest.mark.{typo}(4)\ndef test_x():\n    pass\n\n"
+        "@pytest.mark.unrelated_marker\ndef test_y():\n    pass\n"
+    )
+    # Shown as a fresh process would (this suite runs with -W error), minus pytest's own
+    # generic "Unknown pytest.mark" warning.
+    filters = ["-W", "default::pytest.PytestUnknownMarkWarning", "-W", "ignore:Unknown pytest.mark"]
+    result = pytester.runpytest(*filters)
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*PytestUnknownMarkWarning: @pytest.mark.{typo} is not a registered marker; did you"
+            f" mean @pytest.mark.{meant}?*"
+        ]
+    )
+    assert "unrelated_marker is not" not in result.stdout.str()
+    strict = pytester.runpytest("--strict-markers")
+    assert strict.ret == pytest.ExitCode.INTERRUPTED  # pytest refuses it at collection
+
+
+def test_a_multi_device_skip_on_cpu_says_how_to_run_it_here() -> None:
+    verdict = evaluate_marks([("multi_device", (4,), {})], Detection("cpu", 1, "cpu"), KNOWN)
+    assert verdict.skip_reason == (
+        "requires 4 devices (detected: cpu x1 via default); --accel-cpu-devices=4 runs it here"
+    )
+    on_gpu = evaluate_marks([("multi_device", (4,), {})], Detection("cuda", 2, "H100"), KNOWN)
+    assert on_gpu.skip_reason is not None
+    assert "--accel-cpu-devices" not in on_gpu.skip_reason

@@ -45,6 +45,16 @@ MARKERS: dict[str, str] = {
 _PLATFORM_SHORTHANDS = {"tpu": "tpu", "tpu_ci": "tpu", "gpu": "gpu", "cuda": "cuda", "rocm": "rocm"}
 REQUIREMENT_MARKERS = frozenset({*_PLATFORM_SHORTHANDS, "accel", "multi_gpu", "multi_device"})
 SELECTION_MARKERS = frozenset({*REQUIREMENT_MARKERS, "cpu_only", "ray"})
+# What each marker accepts: how many positional arguments (None: any) and which keywords.
+# (perf's own arguments are checked by the timing feature.)
+SIGNATURES: dict[str, tuple[int | None, tuple[str, ...]]] = {
+    "accel": (None, ("min_devices", "kind")),
+    **dict.fromkeys(_PLATFORM_SHORTHANDS, (0, ("min_devices", "kind"))),
+    "multi_gpu": (1, ("n",)),
+    "multi_device": (1, ("n",)),
+    **dict.fromkeys(("cpu_only", "ray", "entry", "slow"), (0, ())),
+}
+CHECKED_MARKERS = frozenset(SIGNATURES)
 
 
 class MarkerError(ValueError):
@@ -99,6 +109,47 @@ class Verdict:
 RUN = Verdict()
 
 
+def edit_distance(a: str, b: str, most: int = 2) -> int:
+    """Levenshtein distance, or ``most + 1`` once it is known to be larger."""
+    if abs(len(a) - len(b)) > most:
+        return most + 1
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            )
+        previous = current
+    return min(previous[-1], most + 1)
+
+
+def closest(word: str, choices: Iterable[str], most: int = 2) -> str | None:
+    """The choice within ``most`` edits of ``word``, the nearest first."""
+    ranked = sorted((edit_distance(word, c, most), c) for c in choices)
+    return ranked[0][1] if ranked and ranked[0][0] <= most else None
+
+
+def check_arguments(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A marker's arguments against what it takes: an unknown keyword is named with the
+    closest valid one, so a typo never passes silently."""
+    positional, keywords = SIGNATURES[name]
+    takes = ", ".join(f"{k}=" for k in keywords) or "no arguments"
+    for keyword in sorted(set(kwargs) - set(keywords)):
+        guess = closest(keyword, keywords)
+        hint = f" (did you mean {guess}=?)" if guess else ""
+        raise MarkerError(
+            f"@pytest.mark.{name}: unknown keyword {keyword!r}{hint}; it takes {takes}"
+        )
+    if positional is not None and len(args) > positional:
+        what = (
+            f"at most {positional} positional argument(s)"
+            if positional
+            else "no positional arguments"
+        )
+        raise MarkerError(f"@pytest.mark.{name} takes {what}, got {args!r}; it takes {takes}")
+
+
 def _positive_int(marker: str, name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise MarkerError(
@@ -117,13 +168,9 @@ def requirement_from_mark(
     name: str, args: tuple[Any, ...], kwargs: dict[str, Any], known_platforms: Collection[str]
 ) -> Requirement | None:
     """The requirement one mark expresses, or None for markers that require nothing."""
+    if name in SIGNATURES:
+        check_arguments(name, args, kwargs)
     if name in _PLATFORM_SHORTHANDS:
-        extra = set(kwargs) - {"min_devices", "kind"}
-        if args or extra:
-            raise MarkerError(
-                f"@pytest.mark.{name} takes only min_devices= and kind=, got"
-                f" {args or sorted(extra)!r}"
-            )
         return Requirement(
             frozenset({_PLATFORM_SHORTHANDS[name]}),
             _positive_int(name, "min_devices", kwargs.get("min_devices", 1)),
@@ -178,10 +225,10 @@ def evaluate_marks(
     cpu_only = False
     needs_ray = False
     for name, args, kwargs in marks:
-        if name == "cpu_only":
-            cpu_only = True
-        elif name == "ray":
-            needs_ray = True
+        if name in ("cpu_only", "ray", "entry", "slow"):
+            check_arguments(name, args, kwargs)
+            cpu_only = cpu_only or name == "cpu_only"
+            needs_ray = needs_ray or name == "ray"
         else:
             requirement = requirement_from_mark(name, args, kwargs, known_platforms)
             if requirement is not None:
@@ -196,6 +243,12 @@ def evaluate_marks(
                     "; this xdist worker holds only its share of the devices: run it in an"
                     " unpinned pass (-n 0, or --accel-pin=off)"
                 )
+            elif (
+                detection.platform == "cpu"
+                and detection.device_count < requirement.min_devices
+                and (requirement.platforms is None or "cpu" in requirement.platforms)
+            ):
+                reason += f"; --accel-cpu-devices={requirement.min_devices} runs it here"
             break
     if reason is None and cpu_only and targets_accelerator:
         reason = f"cpu_only: this run targets an accelerator (detected: {detection.describe()})"

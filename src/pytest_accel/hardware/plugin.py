@@ -23,11 +23,12 @@ from pytest_accel.hardware.detection import (
     platform_matches,
 )
 from pytest_accel.hardware.markers import (
+    CHECKED_MARKERS,
     MARKERS,
     RUN,
-    SELECTION_MARKERS,
     MarkerError,
     Verdict,
+    closest,
     evaluate_marks,
 )
 from pytest_accel.settings import early_setting, parse_positive_int
@@ -90,8 +91,9 @@ Marks = tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...]
 
 
 def _own_selection_marks(node: pytest.Item | pytest.Collector) -> Marks:
+    """The marks this feature reads (selection) or checks (every marker it registers)."""
     return tuple(
-        (m.name, m.args, dict(m.kwargs)) for m in node.own_markers if m.name in SELECTION_MARKERS
+        (m.name, m.args, dict(m.kwargs)) for m in node.own_markers if m.name in CHECKED_MARKERS
     )
 
 
@@ -152,6 +154,40 @@ class Selection:
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
+        warn_near_misses(config, items)
+
+
+def registered_markers(config: pytest.Config) -> set[str]:
+    lines: list[str] = config.getini("markers")
+    return {line.split(":", 1)[0].split("(", 1)[0].strip() for line in lines}
+
+
+def warn_near_misses(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """An unregistered marker within two edits of one of ours (``multi_gpus``,
+    ``tpu_cl``) is most likely a typo that makes a test run where it should not: warn,
+    with the marker meant, even without --strict-markers."""
+    first_use: dict[str, pytest.Item] = {}
+    seen: set[int] = set()
+    for item in items:
+        for mark in item.own_markers:
+            first_use.setdefault(mark.name, item)
+        node = item.parent
+        while node is not None and id(node) not in seen:
+            seen.add(id(node))
+            for mark in node.own_markers:
+                first_use.setdefault(mark.name, item)
+            node = node.parent
+    unknown = set(first_use) - registered_markers(config)
+    for name in sorted(unknown):
+        meant = closest(name, MARKERS)
+        if meant is not None:
+            first_use[name].warn(
+                pytest.PytestUnknownMarkWarning(
+                    f"@pytest.mark.{name} is not a registered marker; did you mean"
+                    f" @pytest.mark.{meant}? As written it selects nothing and the test runs"
+                    " everywhere (--strict-markers makes unknown markers errors)"
+                )
+            )
 
 
 def register(config: pytest.Config) -> None:
