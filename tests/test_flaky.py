@@ -73,7 +73,7 @@ def test_a_test_that_passes_on_its_second_attempt_is_flaky_and_does_not_fail_the
             "*test_flaky RERUN*",
             "*test_flaky FLAKY*",
             "FLAKY test_one.py::test_flaky (2 attempts: failed, passed)",
-            "flaky: 1 of 1 test(s) (100.00%) on cpu",
+            "flaky: 1 of 1 test(s) (100.00%) on cpu: 1 in this run",
         ]
     )
     assert run_summary(load(pytester.path / "report.json"))["flaky"] == {
@@ -415,7 +415,8 @@ def test_twelve_runs_make_one_test_flaky_and_one_broken(pytester: pytest.Pyteste
         [
             "flaky across runs: test_h.py::test_sometimes: failed 4 of 13 run(s), flip rate 0.58",
             "broken across runs: test_h.py::test_never_passes: failed 13 of 13 run(s),*",
-            "flaky: 1 of 3 test(s) (33.33%) on cpu; --flaky-max-pct 10: over the limit*",
+            "flaky: 1 of 3 test(s) (33.33%) on cpu: 0 in this run, 1 more across the history's"
+            " 13 run(s); --flaky-max-pct 10: over the limit*",
         ]
     )
     assert result.ret == 1

@@ -209,19 +209,27 @@ def parse_json(path: str | os.PathLike[str], raw: bytes) -> Any:
             raise InputError(path, f"is not valid JSON ({exc})") from None
 
 
-def lock_path(target: Path) -> Path:
-    """The lock for ``target``: in our cache directory (never beside the user's files),
-    named after the resolved path, so a link and its target share one lock."""
-    digest = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
+def cache_subdir(name: str) -> Path | None:
+    """A writable directory of ours, never beside the user's files (None: there is none)."""
     for base in _cache_dirs():
-        directory = base / "locks"
+        directory = base / name
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError:
             continue
         if os.access(directory, os.W_OK):
-            return directory / f"{digest}.lock"
-    raise InputError(target, "cannot be locked: no writable cache directory for the lock")
+            return directory
+    return None
+
+
+def lock_path(target: Path) -> Path:
+    """The lock for ``target``: in our cache directory (never beside the user's files),
+    named after the resolved path, so a link and its target share one lock."""
+    digest = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
+    directory = cache_subdir("locks")
+    if directory is None:
+        raise InputError(target, "cannot be locked: no writable cache directory for the lock")
+    return directory / f"{digest}.lock"
 
 
 def _cache_dirs() -> Iterator[Path]:

@@ -28,6 +28,7 @@ class OptionSpec:
     is_flag: bool = False
     env: str | None = None
     default: str = "unset"  # as the README's option table shows it
+    repeatable: bool = False  # given several times (ini: one value a line)
 
     @property
     def dest(self) -> str:
@@ -48,6 +49,11 @@ def add_group(parser: pytest.Parser, group: OptionGroup) -> None:
         if spec.is_flag:
             section.addoption(spec.flag, action="store_true", default=None, help=spec.help)
             parser.addini(spec.dest, spec.help, type="bool", default=False)
+        elif spec.repeatable:
+            section.addoption(
+                spec.flag, action="append", default=None, metavar=spec.metavar, help=spec.help
+            )
+            parser.addini(spec.dest, spec.help, type="linelist", default=[])
         else:
             section.addoption(spec.flag, default=None, metavar=spec.metavar, help=spec.help)
             parser.addini(spec.dest, spec.help, default=None)
@@ -71,6 +77,14 @@ def raw_setting(
     if spec.is_flag:
         return bool(ini)
     return str(ini) if ini not in (None, "") else None
+
+
+def list_setting(config: pytest.Config, spec: OptionSpec) -> list[str]:
+    """A repeatable option's values: the command line's, else the ini's lines."""
+    given = config.getoption(spec.dest)
+    if given:
+        return [str(value) for value in given]
+    return [str(line) for line in config.getini(spec.dest) or []]
 
 
 def text_setting(config: pytest.Config, spec: OptionSpec) -> str | None:

@@ -103,22 +103,28 @@ class Share:
 
 def analysis(history: History) -> dict[str, Any]:
     """The offline report: per key, flaky and broken tests; per platform, the share of
-    flaky tests among every test the history knows there."""
+    flaky tests among every test the history knows there: flaky across runs, or flaky
+    in the last run (passed only on a rerun), as the plugin counts a run."""
     envs = {}
     tests: dict[str, set[str]] = {}
     flaky: dict[str, set[str]] = {}
     for key, env in sorted(history.envs.items()):
         platform = platform_of_key(key, env)
         found = classify_all(env.tests)
+        # What a run's own summary calls flaky: passed only on a rerun, in the last run.
+        last_run = sorted(t for t, letters in env.tests.items() if letters.endswith(FLAKY))
         envs[key] = {
             "platform": platform,
             "runs": len(env.runs),
             "tests": len(env.tests),
             "flaky": [v.to_json() for v in found if v.status == "flaky"],
             "broken": [v.to_json() for v in found if v.status == "broken"],
+            "flaky_in_last_run": last_run,
+            "mass_failure_runs": sum(bool(r.get("mass_failure")) for r in env.runs),
         }
         tests.setdefault(platform, set()).update(t for t, s in env.tests.items() if s)
         flaky.setdefault(platform, set()).update(v.test for v in found if v.status == "flaky")
+        flaky[platform].update(last_run)
     shares = {p: Share(p, len(tests[p]), len(flaky[p])) for p in sorted(tests)}
     return {
         "window": history.window,

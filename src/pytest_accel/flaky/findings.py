@@ -10,6 +10,7 @@ from typing import Any
 from pytest_accel.flaky.classify import Classification, Share, classify
 from pytest_accel.flaky.history import FLAKY, History
 from pytest_accel.flaky.quarantine import Entry
+from pytest_accel.flaky.repeats import NEW_RUNS_ATTR
 from pytest_accel.reports import phase_outcome, test_id
 
 
@@ -41,6 +42,12 @@ class Findings:
     stale: list[Entry] = field(default_factory=list)
     expired: list[Entry] = field(default_factory=list)
     across_runs: list[Classification] = field(default_factory=list)  # this run's tests, by history
+    # Quarantined tests that passed here but are flaky or broken across runs: keep them.
+    kept: list[tuple[Quarantined, Classification]] = field(default_factory=list)
+    new_tests: dict[str, int] = field(default_factory=dict)  # --flaky-new-runs: test -> runs
+    context: dict[str, Classification] = field(default_factory=dict)  # the history's verdicts
+    mass_failure: tuple[int, int] | None = None  # (executed, failed) when it tripped
+    budget: tuple[int, int, int] | None = None  # (total, used, refused) of --flaky-rerun-budget
     history: History | None = None
     max_pct: float | None = None
 
@@ -62,6 +69,11 @@ class RunOutcomes:
 
     letters: dict[str, str] = field(default_factory=dict)
     attempts: dict[str, list[str]] = field(default_factory=dict)
+    new_runs: dict[str, int] = field(default_factory=dict)  # new tests run several times
+
+    @property
+    def first_attempt_failures(self) -> int:
+        return sum(letter != "P" for letter in self.letters.values())
 
 
 def outcomes_from_stats(stats: Mapping[str, Sequence[Any]]) -> RunOutcomes:
@@ -94,6 +106,11 @@ def outcomes_from_stats(stats: Mapping[str, Sequence[Any]]) -> RunOutcomes:
         earlier.sort(key=lambda r: getattr(r, "start", 0.0) or 0.0)
         failed = [phase_outcome(r.when, "failed", False) for r in earlier]
         run.attempts[test] = failed + run.attempts.get(test, ["passed"])
+    for category in ("passed", "flaky", "failed", "error"):
+        for report in stats.get(category, ()):
+            times = getattr(report, NEW_RUNS_ATTR, None)
+            if times:
+                run.new_runs[test_id(report.nodeid)] = int(times)
     return run
 
 
@@ -128,19 +145,39 @@ def build_findings(
             findings.quarantined.append(Quarantined(test, entry, attempts[-1], messages.get(test)))
         elif letter == "F":
             findings.failed.append(test)
+    findings.new_tests = dict(run.new_runs)
+    across = _across_runs(history, key, letters)
     for test, entry in quarantined.items():
         if letters.get(test) == "P":
-            findings.candidates.append(Quarantined(test, entry, "passed"))
-    env = history.envs.get(key) if history is not None else None
-    if env is not None:
-        for test in letters:
-            series = env.tests.get(test)
-            # One run is what the run section shows; without F or K there is nothing.
-            if series and len(series) > 1 and ("F" in series or FLAKY in series):
-                verdict = classify(test, series)
-                if verdict.status != "ok":
-                    findings.across_runs.append(verdict)
-        findings.across_runs.sort(
-            key=lambda v: (v.status != "flaky", -v.flip_rate, -v.failure_rate, v.test)
-        )
+            passed = Quarantined(test, entry, "passed")
+            if test in across:  # one sentence: it passed here, but not across runs
+                findings.kept.append((passed, across.pop(test)))
+            else:
+                findings.candidates.append(passed)
+    findings.context = dict(across)
+    # One status per test: a test shown as flaky or quarantined here carries its history
+    # in that line; a failed one (pytest shows the failure) gets the across-runs line.
+    told = {t for t, _ in findings.flaky} | {q.test for q in findings.quarantined}
+    findings.across_runs = sorted(
+        (v for t, v in across.items() if t not in told),
+        key=lambda v: (v.status != "flaky", -v.flip_rate, -v.failure_rate, v.test),
+    )
     return findings
+
+
+def _across_runs(
+    history: History | None, key: str, letters: Mapping[str, str]
+) -> dict[str, Classification]:
+    """This run's tests that the history calls flaky or broken."""
+    env = history.envs.get(key) if history is not None else None
+    if env is None:
+        return {}
+    found = {}
+    for test in letters:
+        series = env.tests.get(test)
+        # One run is what the run section shows; without F or K there is nothing.
+        if series and len(series) > 1 and ("F" in series or FLAKY in series):
+            verdict = classify(test, series)
+            if verdict.status != "ok":
+                found[test] = verdict
+    return found

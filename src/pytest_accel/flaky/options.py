@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from pytest_accel.settings import (
     OptionGroup,
     OptionSpec,
+    list_setting,
     parse_non_negative_float,
     parse_non_negative_int,
     parse_positive_int,
@@ -59,12 +62,70 @@ OPTIONS = OptionGroup(
             "Exit with status 1 when the share of flaky tests exceeds P percent (e.g. 5).",
             metavar="P",
         ),
+        OptionSpec(
+            "--flaky-rerun-budget",
+            "At most N reruns in the whole session, all xdist workers together (default: no"
+            " limit); the summary says when the budget ran out.",
+            metavar="N",
+        ),
+        OptionSpec(
+            "--flaky-mass-failure",
+            "Once more than PCT% of at least 20 executed tests have failed, stop rerunning"
+            " (a lost accelerator is not flakiness); the history marks the run and infers"
+            " nothing from it (default 30; 100: never).",
+            metavar="PCT",
+            default="30",
+        ),
+        OptionSpec(
+            "--flaky-only-rerun",
+            "Rerun only failures whose 'ExceptionType: message' matches REGEX (repeatable).",
+            metavar="REGEX",
+            repeatable=True,
+        ),
+        OptionSpec(
+            "--flaky-rerun-except",
+            "Never rerun failures whose 'ExceptionType: message' matches REGEX (repeatable).",
+            metavar="REGEX",
+            repeatable=True,
+        ),
+        OptionSpec(
+            "--flaky-rerun-delay",
+            "Wait SECONDS before each rerun (default 0).",
+            metavar="SECONDS",
+            default="0",
+        ),
+        OptionSpec(
+            "--flaky-new-runs",
+            "With --flaky-history: run each test the history has never seen N times; mixed"
+            " outcomes make it flaky before anyone trusts it (default 1).",
+            metavar="N",
+            default="1",
+        ),
     ),
 )
 
 
 def option(flag: str) -> OptionSpec:
     return spec_in(OPTIONS.specs, flag)
+
+
+@dataclass(frozen=True)
+class RerunPolicy:
+    """When a failure is tried again."""
+
+    reruns: int = 0
+    budget: int | None = None  # reruns in the whole session, all workers together
+    mass_failure: float = 30.0  # percent of executed tests failed: stop rerunning
+    only: tuple[re.Pattern[str], ...] = ()  # on "ExceptionType: message"
+    never: tuple[re.Pattern[str], ...] = ()
+    delay: float = 0.0
+
+    def allows(self, failure: str) -> bool:
+        """Whether the filters let a failure described as ``ExceptionType: message``
+        be rerun."""
+        if self.only and not any(p.search(failure) for p in self.only):
+            return False
+        return not any(p.search(failure) for p in self.never)
 
 
 @dataclass(frozen=True)
@@ -75,6 +136,8 @@ class FlakyOptions:
     window: int
     report: str | None
     max_pct: float | None
+    policy: RerunPolicy = RerunPolicy()
+    new_runs: int = 1
 
     @property
     def enabled(self) -> bool:
@@ -104,12 +167,56 @@ def resolve(config: pytest.Config) -> FlakyOptions:
             raise pytest.UsageError(
                 f"--flaky-max-pct: {max_pct!r} is above 100; give a percentage such as 5"
             )
+    history = get("--flaky-history")
+    new_runs_text = get("--flaky-new-runs")
+    new_runs = parse_positive_int("--flaky-new-runs", new_runs_text) if new_runs_text else 1
+    if new_runs > 1 and not history:
+        raise pytest.UsageError(
+            "--flaky-new-runs needs --flaky-history PATH: a test is new when the history"
+            " has never seen it"
+        )
+    count = parse_non_negative_int("--flaky-reruns", reruns) if reruns else 0
     resolved = config.stash[options_key] = FlakyOptions(
-        reruns=parse_non_negative_int("--flaky-reruns", reruns) if reruns else 0,
+        reruns=count,
         quarantine=get("--flaky-quarantine"),
-        history=get("--flaky-history"),
+        history=history,
         window=parse_positive_int("--flaky-window", window) if window else DEFAULT_WINDOW,
         report=get("--flaky-report"),
         max_pct=pct,
+        policy=_policy(config, count, get),
+        new_runs=new_runs,
     )
     return resolved
+
+
+def _policy(config: pytest.Config, reruns: int, get: Callable[[str], str | None]) -> RerunPolicy:
+    budget, mass, delay = (
+        get("--flaky-rerun-budget"),
+        get("--flaky-mass-failure"),
+        get("--flaky-rerun-delay"),
+    )
+    mass_failure = parse_non_negative_float("--flaky-mass-failure", mass) if mass else 30.0
+    if mass_failure > 100:
+        raise pytest.UsageError(
+            f"--flaky-mass-failure: {mass!r} is above 100; give a percentage such as 30"
+        )
+    return RerunPolicy(
+        reruns=reruns,
+        budget=parse_non_negative_int("--flaky-rerun-budget", budget) if budget else None,
+        mass_failure=mass_failure,
+        only=_patterns(config, "--flaky-only-rerun"),
+        never=_patterns(config, "--flaky-rerun-except"),
+        delay=parse_non_negative_float("--flaky-rerun-delay", delay) if delay else 0.0,
+    )
+
+
+def _patterns(config: pytest.Config, flag: str) -> tuple[re.Pattern[str], ...]:
+    patterns = []
+    for text in list_setting(config, option(flag)):
+        try:
+            patterns.append(re.compile(text))
+        except re.error as exc:
+            raise pytest.UsageError(
+                f"{flag}: {text!r} is not a regular expression ({exc})"
+            ) from None
+    return tuple(patterns)

@@ -11,9 +11,15 @@ from pytest_accel.text import line_start, one_line
 
 def summary_line(findings: Findings) -> str:
     share = findings.share
+    in_run = len(findings.flaky)
     line = (
-        f"flaky: {share.flaky} of {share.tests} test(s) ({share.pct:.2f}%) on {findings.platform}"
+        f"flaky: {share.flaky} of {share.tests} test(s) ({share.pct:.2f}%) on {findings.platform}:"
+        f" {in_run} in this run"
     )
+    if findings.history is not None:
+        runs = len(env.runs) if (env := findings.history.envs.get(findings.key)) else 0
+        across = share.flaky - in_run
+        line += f", {across} more across the history's {runs} run(s)"
     if findings.max_pct is not None:
         verdict = "over the limit: exit status 1" if findings.over_limit else "within"
         line += f"; --flaky-max-pct {findings.max_pct:g}: {verdict}"
@@ -22,17 +28,48 @@ def summary_line(findings: Findings) -> str:
     return line
 
 
+def _history_of(findings: Findings, test: str) -> str:
+    verdict = findings.context.get(test)
+    if verdict is None:
+        return ""
+    return f"; {verdict.status} across {verdict.runs} run(s): failed {verdict.failures}" + (
+        f", flaky in {verdict.flaky_runs}" if verdict.flaky_runs else ""
+    )
+
+
 def terminal_lines(findings: Findings, top: int = 20) -> list[str]:
+    """One line per test with something to say, and one status per test: what this run
+    saw, and what the history says where it has more."""
     lines = []
+    if findings.mass_failure is not None:
+        executed, failed = findings.mass_failure
+        lines.append(
+            f"mass failure: {failed} of {executed} test(s) ({100 * failed / executed:.0f}%)"
+            " failed: reruns stopped, and the history infers no flakiness from this run"
+        )
     for test, attempts in findings.flaky:
-        lines.append(f"FLAKY {test} ({len(attempts)} attempts: {', '.join(attempts)})")
+        runs = findings.new_tests.get(test)
+        if runs:
+            lines.append(
+                f"NEW AND FLAKY {test} (a new test, ran {runs} times: {', '.join(attempts)})"
+            )
+        else:
+            lines.append(
+                f"FLAKY {test} ({len(attempts)} attempts: {', '.join(attempts)})"
+                + _history_of(findings, test)
+            )
     for q in findings.quarantined:
         detail = f" - {q.message}" if q.message else ""
         lines.append(
             f"QUARANTINED {q.entry.describe() if q.entry.test == q.test else q.test}"
-            f" [{q.outcome}]{detail}"
+            f" [{q.outcome}]{detail}{_history_of(findings, q.test)}"
         )
     notes = [
+        f"quarantined, keep it: {q.test} passed this run, but is {v.status} across"
+        f" {v.runs} run(s) (failed {v.failures})"
+        for q, v in findings.kept
+    ]
+    notes += [
         f"passed while quarantined, candidate for removal: {q.test}" for q in findings.candidates
     ]
     notes += [
@@ -54,6 +91,19 @@ def terminal_lines(findings: Findings, top: int = 20) -> list[str]:
         )
     if len(findings.across_runs) > len(shown):
         lines.append(f"... and {len(findings.across_runs) - len(shown)} more (see --flaky-report)")
+    if findings.new_tests:
+        runs = max(findings.new_tests.values())
+        flaky_new = sum(t in findings.new_tests for t, _ in findings.flaky)
+        lines.append(
+            f"new tests: {len(findings.new_tests)} ran {runs} times each"
+            f" (--flaky-new-runs); {flaky_new} of them flaky"
+        )
+    if findings.budget is not None:
+        total, used, refused = findings.budget
+        line = f"rerun budget: {used} of {total} rerun(s) used"
+        if refused:
+            line += f"; it ran out: {refused} failure(s) were not rerun"
+        lines.append(line)
     lines.append(summary_line(findings))
     return [one_line(line) for line in lines]
 
@@ -86,10 +136,17 @@ def analysis_text(report: Mapping[str, object], *, markdown: bool) -> str:
     lines = ["### pytest-accel flaky tests", ""] if markdown else []
     for key, env in envs.items():
         name = escape_cell(key) if markdown else line_start(key)
-        lines.append(
+        line = (
             f"{name} ({env['runs']} run(s), {env['tests']} test(s)):"
-            f" {len(env['flaky'])} flaky, {len(env['broken'])} broken"
+            f" {len(env['flaky'])} flaky across runs, {len(env['broken'])} broken"
         )
+        if env.get("flaky_in_last_run"):
+            line += f"; {len(env['flaky_in_last_run'])} flaky in the last run (passed on a rerun)"
+        if env["runs"] < 10:
+            line += "; across runs needs 10 runs"
+        if env.get("mass_failure_runs"):
+            line += f"; {env['mass_failure_runs']} mass-failure run(s) left out"
+        lines.append(line)
         rows = [("flaky", v) for v in env["flaky"]] + [("broken", v) for v in env["broken"]]
         if markdown and rows:
             lines += ["", "| status | test | failed | flip rate |", "| --- | --- | ---: | ---: |"]

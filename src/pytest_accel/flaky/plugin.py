@@ -26,6 +26,7 @@ from pytest_accel.files import (
     utc_timestamp,
     write_json_atomic,
 )
+from pytest_accel.flaky.budget import WORKERINPUT_BUDGET, Budget, is_mass_failure
 from pytest_accel.flaky.findings import Findings, build_findings, outcomes_from_stats
 from pytest_accel.flaky.history import History, load_history, update_history_file
 from pytest_accel.flaky.options import FlakyOptions
@@ -192,9 +193,21 @@ class FlakyPlugin:
         self.findings: Findings | None = None
         self.history_written = False
         self.started = datetime.now(timezone.utc).timestamp()
+        self.budget: Budget | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.stats = report_stats(self.config)
+        if self.rerunner is not None:
+            # pytest's JUnit XML exists once every plugin is configured: now.
+            from pytest_accel.flaky import junit
+
+            junit.register(self.config)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: each worker takes reruns from the session's one budget."""
+        if self.budget is not None:
+            node.workerinput[WORKERINPUT_BUDGET] = self.budget.path
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -231,9 +244,12 @@ class FlakyPlugin:
                         known[test] = entry
         return known
 
-    def _history(self, letters: Mapping[str, str], session: pytest.Session) -> History | None:
+    def _history(
+        self, letters: Mapping[str, str], session: pytest.Session, *, mass_failure: bool
+    ) -> History | None:
         """This run added to the history (not an interrupted one), or the history as it
-        was; None without a history, or when it could not be updated."""
+        was; None without a history, or when it could not be updated.  A mass failure
+        is recorded as a run without outcomes: nothing is inferred from it."""
         path = self.options.history
         if path is None:
             return None
@@ -241,11 +257,14 @@ class FlakyPlugin:
         with isolated(session, f"update the flaky history {path}"):
             if session.exitstatus == pytest.ExitCode.INTERRUPTED:
                 return load_history(path) if os.path.exists(path) else None
-            run = {
+            run: dict[str, Any] = {
                 "started": utc_timestamp(self.started),
                 "exitstatus": int(session.exitstatus),
                 "tests": len(letters),
             }
+            if mass_failure:
+                run["mass_failure"] = True
+                letters = {}
             history = update_history_file(
                 path, [(self.key, self.platform, letters, run)], self.options.window
             )
@@ -261,7 +280,9 @@ class FlakyPlugin:
     def _finish(self, session: pytest.Session) -> None:
         run = outcomes_from_stats(self.stats)
         letters = run.letters
-        history = self._history(letters, session)
+        failed = run.first_attempt_failures
+        mass = is_mass_failure(len(letters), failed, self.options.policy.mass_failure)
+        history = self._history(letters, session, mass_failure=mass)
         session_outputs(session.config).history = history
         findings = self.findings = build_findings(
             key=self.key,
@@ -274,6 +295,11 @@ class FlakyPlugin:
             history=history,
             max_pct=self.options.max_pct,
         )
+        if mass:
+            findings.mass_failure = (len(letters), failed)
+        if self.budget is not None:
+            findings.budget = (self.budget.total, *self.budget.counts())
+            self.budget.remove()
         self._warn(session, findings)
         if self.options.report:
             with isolated(session, f"write the flaky report {self.options.report}"):
@@ -347,8 +373,12 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
     if options.reruns or quarantine is not None or config.pluginmanager.has_plugin("rerunfailures"):
         config.pluginmanager.register(StatusLetters(), "pytest_accel:status_letters")
     rerunner = None
-    if options.reruns:
-        rerunner = Rerunner(config, options.reruns)
+    budget = _budget(config, options)
+    if options.reruns or options.new_runs > 1:
+        known = _known_tests(options, facts.key) if options.new_runs > 1 else None
+        rerunner = Rerunner(
+            config, options.policy, budget, new_runs=options.new_runs, known_tests=known
+        )
         config.pluginmanager.register(rerunner, "pytest_accel:reruns")
     if is_xdist_worker(config):
         return
@@ -363,4 +393,29 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
     github.job_summary(config)  # checked before any test runs
     interrupt_on_sigterm(config)
     plugin = FlakyPlugin(config, options, facts.detection, runner, key=facts.key, rerunner=rerunner)
+    plugin.budget = budget
     config.pluginmanager.register(plugin, "pytest_accel:flaky")
+
+
+def _budget(config: pytest.Config, options: FlakyOptions) -> Budget | None:
+    """The session's rerun budget: made by the process that owns the session, shared
+    with xdist workers through a file they are told of."""
+    total = options.policy.budget
+    if total is None or not options.reruns:
+        return None
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return Budget(total, workerinput.get(WORKERINPUT_BUDGET))
+    return Budget.create(total)
+
+
+def _known_tests(options: FlakyOptions, key: str) -> frozenset[str] | None:
+    """The tests the history has seen under this key; None when it has no run yet (a
+    first run makes nothing "new": there is nothing to be new against)."""
+    path = options.history
+    if path is None or not os.path.exists(path):
+        return None
+    env = load_history(path).envs.get(key)
+    if env is None or not env.runs:
+        return None
+    return frozenset(env.tests)

@@ -27,6 +27,19 @@ def report_json(findings: Findings) -> dict[str, Any]:
             "candidates_for_removal": [q.to_json() for q in findings.candidates],
             "stale_quarantine": [e.to_json() for e in findings.stale],
             "expired_quarantine": [e.to_json() for e in findings.expired],
+            "keep_quarantine": [
+                {**q.to_json(), "across_runs": v.to_json()} for q, v in findings.kept
+            ],
+            "new_tests": [
+                {"test": t, "runs": n, "flaky": t in dict(findings.flaky)}
+                for t, n in sorted(findings.new_tests.items())
+            ],
+            "mass_failure": findings.mass_failure is not None,
+            "rerun_budget": (
+                None
+                if findings.budget is None
+                else dict(zip(("total", "used", "refused"), findings.budget, strict=True))
+            ),
         },
         "across_runs": {
             "flaky": [v.to_json() for v in findings.across_runs if v.status == "flaky"],

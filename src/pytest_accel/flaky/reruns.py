@@ -10,23 +10,46 @@ its teardown report is not logged, so JUnit XML keeps one ``<testcase>`` per tes
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
 from _pytest.runner import call_and_report
 
-from pytest_accel.reports import RERUN_TEARDOWN_ATTR
+from pytest_accel.flaky.budget import Budget, MassFailure
+from pytest_accel.flaky.options import RerunPolicy
+from pytest_accel.reports import RERUN_TEARDOWN_ATTR, test_id
 
 RERUN = "rerun"
 ATTEMPTS_PROPERTY = "attempts"
 
 
 class Rerunner:
-    def __init__(self, config: pytest.Config, reruns: int) -> None:
-        self.reruns = reruns
+    """Reruns failures as the policy allows: filters on the failure, the session's
+    budget, the mass-failure guard, a delay between attempts.  With ``new_tests`` it
+    also runs each of those tests ``new_runs`` times (``--flaky-new-runs``)."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        policy: RerunPolicy,
+        budget: Budget | None = None,
+        *,
+        new_runs: int = 1,
+        known_tests: frozenset[str] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.budget = budget
+        self.mass = MassFailure(policy.mass_failure)
+        self.new_runs = new_runs
+        self.known_tests = known_tests  # None: every test is known
+        self.repeated: list[str] = []  # new tests run new_runs times here
         # pytest-rerunfailures, when installed: it reruns what it is configured for.
         self.rerunfailures: Any = config.pluginmanager.get_plugin("rerunfailures")
         self.deferred = 0
+        self.refused = {"filter": 0, "mass failure": 0}
         # Interactive and setup-only modes keep pytest's own protocol.
         self.off = any(
             config.getoption(name, False) for name in ("usepdb", "setuponly", "setupshow")
@@ -41,25 +64,78 @@ class Rerunner:
         except Exception:  # its internals, not ours: then we rerun
             return False
 
+    def is_new(self, item: pytest.Item) -> bool:
+        return (
+            self.new_runs > 1
+            and self.known_tests is not None
+            and test_id(item.nodeid) not in self.known_tests
+        )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome in ("failed", RERUN):
+            self.mass.failed.add(report.nodeid)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.mass.executed.add(nodeid)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         if self.off or item.get_closest_marker("xfail") is not None:
             return None  # never rerun an expected failure
+        if self.is_new(item):
+            from pytest_accel.flaky.repeats import run_repeated
+
+            self.repeated.append(test_id(item.nodeid))
+            run_repeated(item, nextitem, self.new_runs)
+            return True
+        if not self.policy.reruns:
+            return None
         if self.defers_to_rerunfailures(item):
             self.deferred += 1
             return None
         item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         properties = list(item.user_properties)
-        for attempt in range(1, self.reruns + 2):
+        for attempt in range(1, self.policy.reruns + 2):
             item.user_properties[:] = properties  # record_property once per attempt
-            if not _run_attempt(item, nextitem, attempt, may_retry=attempt <= self.reruns):
+            retry = partial(self.retries, may_retry=attempt <= self.policy.reruns)
+            if not _run_attempt(item, nextitem, attempt, retry):
                 break
+            if self.policy.delay:
+                time.sleep(self.policy.delay)
         item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
+    def retries(self, item: pytest.Item, report: pytest.TestReport, may_retry: bool) -> bool:
+        """Whether this failed attempt is tried again: the policy, in the order that
+        spends nothing on a failure that is not to be rerun anyway."""
+        if not (
+            may_retry
+            and report.failed
+            and not hasattr(report, "wasxfail")
+            and not (item.session.shouldfail or item.session.shouldstop)
+        ):
+            return False
+        if not self.policy.allows(failure_text(report)):
+            self.refused["filter"] += 1
+            return False
+        if self.mass.stops_reruns(report.nodeid):
+            self.refused["mass failure"] += 1
+            return False
+        return self.budget is None or self.budget.take()
+
+
+def failure_text(report: pytest.TestReport) -> str:
+    """``ExceptionType: message``, as pytest's crash line shows it."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    return str(message if message is not None else report.longrepr or "")
+
 
 def _run_attempt(
-    item: pytest.Item, nextitem: pytest.Item | None, attempt: int, *, may_retry: bool
+    item: pytest.Item,
+    nextitem: pytest.Item | None,
+    attempt: int,
+    retries: Callable[[pytest.Item, pytest.TestReport], bool],
 ) -> bool:
     """Run setup, call and teardown once; True when the test is to be tried again."""
     log = item.ihook.pytest_runtest_logreport
@@ -69,14 +145,14 @@ def _run_attempt(
         failing = None
         report = call_and_report(item, "setup", log=False)
         report.rerun = attempt - 1  # type: ignore[attr-defined]  # rerunfailures' field
-        if _retries(item, report, may_retry):
+        if retries(item, report):
             failing = report
         else:
             log(report=report)
             if report.passed:
                 report = call_and_report(item, "call", log=False)
                 report.rerun = attempt - 1  # type: ignore[attr-defined]
-                if _retries(item, report, may_retry):
+                if retries(item, report):
                     failing = report
                 else:
                     log(report=report)
@@ -85,7 +161,7 @@ def _run_attempt(
             teardown = call_and_report(item, "teardown", log=False, nextitem=_retry_boundary(item))
             setattr(failing, RERUN_TEARDOWN_ATTR, teardown.duration)
             log(report=failing)
-            _forget_failures(item)
+            forget_failures(item)
             return True
         if attempt > 1:
             # Before the teardown report is made: JUnit XML reads properties from it.
@@ -102,15 +178,6 @@ def _run_attempt(
             item.funcargs = None  # type: ignore[attr-defined]
 
 
-def _retries(item: pytest.Item, report: pytest.TestReport, may_retry: bool) -> bool:
-    return (
-        may_retry
-        and report.failed
-        and not hasattr(report, "wasxfail")
-        and not (item.session.shouldfail or item.session.shouldstop)
-    )
-
-
 def _retry_boundary(item: pytest.Item) -> pytest.Item | None:
     """What the teardown before a retry keeps: the test's parents, up to (not including)
     the highest collector whose setup failed, which is set up again.
@@ -124,7 +191,7 @@ def _retry_boundary(item: pytest.Item) -> pytest.Item | None:
     return item.parent  # type: ignore[return-value]
 
 
-def _forget_failures(item: pytest.Item) -> None:
+def forget_failures(item: pytest.Item) -> None:
     """Drop cached fixture failures (they would be re-raised) and the old test instance."""
     info = getattr(item, "_fixtureinfo", None)
     for definitions in getattr(info, "name2fixturedefs", {}).values():
