@@ -101,6 +101,9 @@ def _hermetic_accel_env(
     ``-W error`` would otherwise turn them into errors inside every inner run."""
     for name in ACCEL_ENV:
         monkeypatch.delenv(name, raising=False)
+    # Child processes (pytester's subprocess runs, xdist workers) may cache bytecode, as
+    # an installed package has it: otherwise each one compiles pytest, numpy and jax anew.
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     # Locks go to a cache directory: this one, not the developer's ~/.cache.
     monkeypatch.setenv("PYTEST_ACCEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     with warnings.catch_warnings():

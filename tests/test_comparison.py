@@ -311,12 +311,12 @@ compiled = []
 @pytest.fixture(autouse=True)
 def jit():
     if not compiled:
-        time.sleep(0.4)
+        time.sleep(0.25)
         compiled.append(True)
 """
     )
     pytester.makepyfile(test_mod="".join(f"def test_{i}():\n    pass\n" for i in range(8)))
-    for _ in range(5):  # serial runs: test_0 pays every time
+    for _ in range(3):  # serial runs: test_0 pays every time
         pytester.runpytest("--perf-baseline=b.json", "--perf-update-baseline").assert_outcomes(
             passed=8
         )
@@ -447,7 +447,7 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
 GC_SUITE = """
 import gc
 
-HEAP = [(i,) for i in range(1_000_000)]  # a big heap makes a full collection slow
+HEAP = [(i,) for i in range(500_000)]  # a big heap makes a full collection slow
 
 
 def test_first():
@@ -455,7 +455,7 @@ def test_first():
 
 
 def test_collects():
-    for _ in range(4):
+    for _ in range(6):
         gc.collect()
 """
 

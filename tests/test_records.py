@@ -116,9 +116,9 @@ def test_xdist_records_each_test_once_with_its_worker_and_matches_a_serial_run(
             for m in range(4)
         }
     )
-    pytester.runpytest_subprocess("-n", "2", "--perf-record=parallel.json").assert_outcomes(
-        passed=200
-    )
+    pytester.runpytest_subprocess(
+        "-n", "2", "--perf-record=parallel.json", "--accel-report=report.html"
+    ).assert_outcomes(passed=200)
     pytester.runpytest_subprocess("-n", "0", "--perf-record=serial.json").assert_outcomes(
         passed=200
     )
@@ -134,6 +134,11 @@ def test_xdist_records_each_test_once_with_its_worker_and_matches_a_serial_run(
     assert set(serial["tests"]["worker"]) == {None}
     # Each worker's first test paid that process's warm-up.
     assert len(parallel["tests"]["warmup"]) == 2
+    # The controller writes one HTML report with every test, from both workers.
+    html = (pytester.path / "report.html").read_text(encoding="utf-8")
+    assert html.count('<td class="id">test_m0.py::TestK0::test_') == 25
+    assert "<td>xdist 2</td>" in html
+    assert "No baseline to compare with." in html
     assert len(serial["tests"]["warmup"]) == 1
     validate(parallel)
 

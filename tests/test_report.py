@@ -194,19 +194,6 @@ def test_the_option_refuses_a_path_it_cannot_write_before_any_test(
     result.stderr.fnmatch_lines(["ERROR: --accel-report: taken: *"])
 
 
-def test_under_xdist_the_controller_writes_one_report_of_every_test(
-    pytester: pytest.Pytester,
-) -> None:
-    pytester.makepyfile(
-        "import pytest\n@pytest.mark.parametrize('i', range(6))\ndef test_p(i): pass"
-    )
-    result = pytester.runpytest("-p", "xdist", "-n", "2", "--accel-report=r.html")
-    result.assert_outcomes(passed=6)
-    html = (pytester.path / "r.html").read_text(encoding="utf-8")
-    assert html.count("test_p[") == 6
-    assert "No baseline to compare with." in html
-
-
 def test_the_job_summary_draws_the_suite_total_over_runs_as_a_mermaid_chart(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

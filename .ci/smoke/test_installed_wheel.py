@@ -106,12 +106,10 @@ def test_records_and_flaky_reruns_work_from_the_wheel(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines(["*1 rerun, 1 flaky*"])
     record = json.loads((pytester.path / "record.json").read_text())
     assert record["schema"] == "pytest-accel/record"
-    assert [
-        a["outcome"]
-        for a in record["tests"][
-            "test_records_and_flaky_reruns_work_from_the_wheel.py::test_flaky"
-        ]["attempts"]
-    ] == ["failed", "passed"]
+    test_id = "test_records_and_flaky_reruns_work_from_the_wheel.py::test_flaky"
+    assert record["tests"]["id"] == [test_id]
+    assert record["tests"]["outcome"] == ["passed"]
+    assert [a["outcome"] for a in record["tests"]["attempts"][test_id]] == ["failed", "passed"]
 
 
 def test_the_command_line_tool_runs(tmp_path: Path) -> None:
