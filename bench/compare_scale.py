@@ -1,7 +1,11 @@
-"""The offline comparison at scale: a 100,000-test baseline (20 samples each) against a
-100,000-test record, through the CLI.  Reports wall time and peak RSS of the process.
+"""The offline comparison at scale, as a CI user runs it: 20 records folded into a
+baseline by ``pytest-accel baseline``, then ``pytest-accel compare`` of a 21st record
+against it.  Reports the median wall time and peak RSS of each command, per size.
 
-    python bench/compare_scale.py [--tests 100000] [--repeat 3]
+    python bench/compare_scale.py --tests 10000,50000,100000,200000 --repeat 3
+
+The records come from the plugin's own encoder (``bench/synthetic.py``): the exact
+format a run writes.  Each size's inputs are built once and reused by every repeat.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,72 +26,105 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import synthetic
 
+RUNS = 20
+KEY = "tpu/TPU v6 lite/x8"
 
-def write_inputs(directory: Path, tests: int, samples: int = 20) -> tuple[Path, Path]:
+
+@dataclass
+class Measured:
+    walls: list[float] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+
+    def row(self) -> str:
+        return f"{statistics.median(self.walls):.2f} | {statistics.median(self.rss_mb):.0f}"
+
+
+def write_records(directory: Path, tests: int, runs: int = RUNS) -> list[Path]:
+    """``runs`` baseline records and, last, the record to compare: log-normal spread
+    around per-test medians from 10 ms to 5 s, the last run with 1% of tests 2x slower."""
     rng = np.random.default_rng(3)
     medians = np.exp(rng.uniform(np.log(0.01), np.log(5.0), tests))
-    history = medians[:, None] * np.exp(0.1 * rng.standard_normal((tests, samples)))
-    current = medians * np.exp(0.1 * rng.standard_normal(tests))
-    current[: tests // 100] *= 2  # some regressions to report
     ids = [f"tests/test_mod_{i // 100:04d}.py::TestC::test_{i}[case-{i % 7}]" for i in range(tests)]
-    key = "tpu/TPU v6 lite/x8"
-    baseline = {
-        "schema": "pytest-accel/baseline",
-        "version": 1,
-        "window": samples,
-        "envs": {
-            key: {
-                "tests": {i: {"samples": h} for i, h in zip(ids, history.tolist(), strict=True)},
-                "classes": {},
-                "modules": {},
-            }
-        },
-    }
-    record = synthetic.record(
-        dict(zip(ids, current.tolist(), strict=True)),
-        key=key,
-        groups={i: (i.rsplit("::", 1)[0], i.split("::")[0]) for i in ids},
-    )
-    base_path, record_path = directory / "baseline.json", directory / "record.json"
-    base_path.write_bytes(orjson.dumps(baseline))
-    record_path.write_bytes(orjson.dumps(record))
-    return base_path, record_path
+    groups = {i: (i.rsplit("::", 1)[0], i.split("::")[0]) for i in ids}
+    template = synthetic.record(dict.fromkeys(ids, 1.0), key=KEY, groups=groups)
+    # Each class and module total is the sum of its tests' seconds, as in a real run.
+    group_rows = {}
+    for kind, column in (("classes", 0), ("modules", 1)):
+        position = {ident: n for n, ident in enumerate(template[kind]["id"])}
+        group_rows[kind] = np.array([position[groups[i][column]] for i in ids])
+    paths = []
+    for run in range(runs + 1):
+        values = medians * np.exp(0.1 * rng.standard_normal(tests))
+        if run == runs:
+            values[: tests // 100] *= 2  # regressions for the comparison to report
+        # The template's columns with this run's call seconds: what synthetic.record
+        # would give for these values, without re-encoding 21 times.
+        record = dict(template)
+        record["tests"] = dict(template["tests"])
+        calls = [round(v, 6) for v in values.tolist()]
+        record["tests"]["call"] = calls
+        record["tests"]["total"] = calls
+        for kind, rows in group_rows.items():
+            totals = np.bincount(rows, weights=values, minlength=len(template[kind]["id"]))
+            seconds = [round(v, 6) for v in totals.tolist()]
+            record[kind] = dict(template[kind], total=seconds, span=seconds)
+        started = f"2026-11-{1 + run // 24:02d}T{run % 24:02d}:00:00Z"
+        record["run"] = dict(template["run"], started=started)
+        path = directory / f"record-{run:02d}.json"
+        path.write_bytes(orjson.dumps(record))
+        paths.append(path)
+    return paths
+
+
+def timed(command: list[str], into: Measured) -> None:
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    into.walls.append(time.perf_counter() - start)
+    into.rss_mb.append(usage.ru_maxrss / 1024)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        stderr = process.stderr.read().decode() if process.stderr else ""
+        raise SystemExit(f"{' '.join(command[2:5])} failed with exit {code}:\n{stderr[-2000:]}")
+
+
+def measure(tests: int, repeat: int) -> tuple[Measured, Measured, float, float]:
+    cli = [sys.executable, "-m", "pytest_accel"]
+    fold, compare = Measured(), Measured()
+    with tempfile.TemporaryDirectory() as tmp:
+        records = write_records(Path(tmp), tests)
+        baseline = Path(tmp) / "baseline.json"
+        for _ in range(repeat):
+            baseline.unlink(missing_ok=True)
+            timed([*cli, "baseline", "--into", str(baseline), *map(str, records[:-1])], fold)
+        command = [*cli, "compare", str(records[-1]), "--baseline", str(baseline)]
+        for _ in range(repeat):
+            timed([*command, "--format", "json"], compare)
+        sizes = baseline.stat().st_size / 1e6, records[-1].stat().st_size / 1e6
+    return fold, compare, *sizes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tests", type=int, default=100_000)
+    parser.add_argument(
+        "--tests", default="100000", help="comma-separated suite sizes (default 100000)"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        base, record = write_inputs(Path(tmp), args.tests)
-        walls, rss = [], []
-        command = [
-            sys.executable,
-            "-m",
-            "pytest_accel",
-            "compare",
-            str(record),
-            "--baseline",
-            str(base),
-            "--format",
-            "json",
-        ]
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-            _, status, usage = os.wait4(process.pid, 0)
-            walls.append(time.perf_counter() - start)
-            rss.append(usage.ru_maxrss / 1024)
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise SystemExit("compare failed")
-        print(
-            f"pytest-accel compare: {args.tests} tests x 20 samples against a {args.tests}-test"
-            f" record ({base.stat().st_size / 1e6:.0f} MB + {record.stat().st_size / 1e6:.0f} MB"
-            f" of JSON), {args.repeat} runs\n"
+    rows = []
+    for tests in (int(n) for n in args.tests.split(",")):
+        fold, compare, base_mb, record_mb = measure(tests, args.repeat)
+        rows.append(
+            f"| {tests:,} | {base_mb:.0f} | {record_mb:.0f} | {compare.row()} | {fold.row()} |"
         )
-        print("| median wall (s) | peak RSS (MB) |\n| ---: | ---: |")
-        print(f"| {statistics.median(walls):.2f} | {statistics.median(rss):.0f} |")
+        print(f"{tests}: compare {compare.row()}; baseline of {RUNS} records {fold.row()}")
+    print(f"\n{RUNS}-run baseline per size; median of {args.repeat} runs of each command\n")
+    print(
+        "| tests | baseline (MB) | record (MB) | compare wall (s) | compare peak RSS (MB)"
+        f" | baseline of {RUNS} records wall (s) | its peak RSS (MB) |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

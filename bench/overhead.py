@@ -1,12 +1,15 @@
-"""Wall time and peak memory of pytest runs with and without pytest-accel, side by side.
+"""Wall time and peak memory of pytest runs with and without pytest-accel, paired.
 
-Variants run interleaved (round-robin) so that machine noise hits all of them alike;
-the table reports the median wall time, its ratio to bare pytest, and peak RSS.  Plugin
+Every round runs each variant once, in alternating order (forward, then backward), so
+machine noise falls on all of them alike.  A variant's ratio is the median over rounds
+of its wall time (and peak RSS) divided by the reference's in the same round: the
+median of per-pair ratios, steadier on a noisy machine than a ratio of medians.  Plugin
 autoloading is off in every run: each variant loads exactly the plugin it measures.
 
     python bench/overhead.py --set collect --tests 10000 --repeat 7
     # peers installed in a separate venv (see docs/benchmarks.md):
-    build/bench-venv/bin/python bench/overhead.py --set record --tests 10000 --repeat 5
+    build/bench-venv/bin/python bench/overhead.py --set everything --tests 10000 --repeat 9
+    build/bench-venv/bin/python bench/overhead.py --set flaky --reference 1 --repeat 9
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.suite import generate
 
@@ -34,27 +39,33 @@ class Variant:
     rss_mb: list[float] = field(default_factory=list)
 
 
+ACCEL = ["-p", "pytest_accel"]
+RECORD = "--perf-record={tmp}/record.json"
+BASELINE = "--perf-baseline={tmp}/baseline.json"
+SPLIT = ["-p", "pytest_split.plugin", "--store-durations", "--durations-path={tmp}/.durations"]
+
 VARIANT_SETS: dict[str, list[Variant]] = {
     "collect": [
         Variant("bare pytest", []),
-        Variant("pytest-accel --accel=auto", ["-p", "pytest_accel", "--accel=auto"]),
+        Variant("pytest-accel --accel=auto", [*ACCEL, "--accel=auto"]),
+    ],
+    # Issue 17: everything on, the record alone, and pytest-split storing durations.
+    "everything": [
+        Variant("bare pytest", []),
+        Variant("pytest-accel (no option)", ACCEL),
+        Variant(
+            "pytest-accel --perf-record --perf-baseline --flaky-history",
+            [*ACCEL, RECORD, BASELINE, "--flaky-history={tmp}/history.json"],
+            prepare=[*ACCEL, BASELINE, "--perf-update-baseline"],
+        ),
+        Variant("pytest-accel --perf-record", [*ACCEL, RECORD]),
+        Variant("pytest-split --store-durations", SPLIT),
     ],
     "record": [
         Variant("bare pytest", []),
-        Variant("pytest-accel (auto, no record)", ["-p", "pytest_accel"]),
-        Variant(
-            "pytest-accel --perf-record",
-            ["-p", "pytest_accel", "--perf-record={tmp}/record.json"],
-        ),
-        Variant(
-            "pytest-split --store-durations",
-            [
-                "-p",
-                "pytest_split.plugin",
-                "--store-durations",
-                "--durations-path={tmp}/.test_durations",
-            ],
-        ),
+        Variant("pytest-accel (no option)", ACCEL),
+        Variant("pytest-accel --perf-record", [*ACCEL, RECORD]),
+        Variant("pytest-split --store-durations", SPLIT),
         Variant("pytest-speedguard (default)", ["-p", "pytest_speedguard.plugin"]),
         Variant("junitxml", ["--junitxml={tmp}/junit.xml"]),
         Variant(
@@ -69,42 +80,32 @@ VARIANT_SETS: dict[str, list[Variant]] = {
         Variant("bare pytest", []),
         Variant(
             "pytest-accel --perf-record --perf-baseline",
-            [
-                "-p",
-                "pytest_accel",
-                "--perf-record={tmp}/record.json",
-                "--perf-baseline={tmp}/baseline.json",
-            ],
-            prepare=[
-                "-p",
-                "pytest_accel",
-                "--perf-baseline={tmp}/baseline.json",
-                "--perf-update-baseline",
-            ],
+            [*ACCEL, RECORD, BASELINE],
+            prepare=[*ACCEL, BASELINE, "--perf-update-baseline"],
         ),
         Variant("pytest-speedguard (default)", ["-p", "pytest_speedguard.plugin"]),
     ],
-    # {tmp}/quarantine.txt: 1,000 entries, written by main() for this set.
+    # {tmp}/quarantine.txt: 1,000 entries; {tmp}/history.json stretched to 50 runs, both
+    # written by main() for this set.  Issue 15 measures against variant 1.
     "flaky": [
         Variant("bare pytest", []),
-        Variant("pytest-accel (auto, no flaky option)", ["-p", "pytest_accel"]),
+        Variant("pytest-accel (no flaky option)", ACCEL),
         Variant(
-            "pytest-accel --flaky-history --flaky-quarantine",
+            "pytest-accel --flaky-history (50 runs) --flaky-quarantine (1,000)",
             [
-                "-p",
-                "pytest_accel",
+                *ACCEL,
                 "--flaky-history={tmp}/history.json",
                 "--flaky-quarantine={tmp}/quarantine.txt",
             ],
-            prepare=["-p", "pytest_accel", "--flaky-history={tmp}/history.json"],
         ),
         Variant(
-            "pytest-accel --flaky-history",
-            ["-p", "pytest_accel", "--flaky-history={tmp}/history-only.json"],
-            prepare=["-p", "pytest_accel", "--flaky-history={tmp}/history-only.json"],
+            "pytest-accel --flaky-history (50 runs)", [*ACCEL, "--flaky-history={tmp}/history.json"]
         ),
-        Variant("pytest-accel --flaky-reruns=2", ["-p", "pytest_accel", "--flaky-reruns=2"]),
-        Variant("pytest-rerunfailures --reruns=2", ["-p", "pytest_rerunfailures", "--reruns=2"]),
+        Variant("pytest-accel --flaky-reruns=2 (nothing fails)", [*ACCEL, "--flaky-reruns=2"]),
+        Variant(
+            "pytest-rerunfailures --reruns=2 (nothing fails)",
+            ["-p", "pytest_rerunfailures", "--reruns=2"],
+        ),
     ],
 }
 
@@ -117,6 +118,20 @@ def write_quarantine(path: Path, tests: int, entries: int = 1000) -> None:
         for function in range(25)
     ]
     path.write_text("# generated by bench/overhead.py\n" + "\n".join(ids[:entries]) + "\n")
+
+
+def stretch_history(path: Path, runs: int = 50) -> None:
+    """A one-run history made ``runs`` runs long, one test in a hundred flaky in one of
+    them: the window full, as a suite's nightly history is after 50 nights."""
+    data = orjson.loads(path.read_bytes())
+    for env in data["envs"].values():
+        env["runs"] = env["runs"] * runs
+        for n, (test, letters) in enumerate(env["tests"].items()):
+            stretched = letters * runs
+            if n % 100 == 0:
+                stretched = stretched[:-7] + "K" + stretched[-6:]
+            env["tests"][test] = stretched[-runs:]
+    path.write_bytes(orjson.dumps(data))
 
 
 def run_once(variant: Variant, suite: Path, common: list[str], workdir: Path) -> None:
@@ -139,17 +154,22 @@ def run_once(variant: Variant, suite: Path, common: list[str], workdir: Path) ->
     variant.rss_mb.append(usage.ru_maxrss / 1024)
 
 
-def table(variants: list[Variant]) -> str:
-    bare = statistics.median(variants[0].walls)
-    bare_rss = statistics.median(variants[0].rss_mb)
+def paired(values: list[float], reference: list[float]) -> float:
+    return statistics.median(v / r for v, r in zip(values, reference, strict=True))
+
+
+def table(variants: list[Variant], reference: int) -> str:
+    ref = variants[reference]
     lines = [
-        "| variant | median wall (s) | ratio to bare | peak RSS (MB) | RSS ratio |",
+        f"| variant | median wall (s) | paired wall ratio to {ref.name} | peak RSS (MB)"
+        " | paired RSS ratio |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for v in variants:
         wall, rss = statistics.median(v.walls), statistics.median(v.rss_mb)
         lines.append(
-            f"| {v.name} | {wall:.3f} | {wall / bare:.3f}x | {rss:.0f} | {rss / bare_rss:.3f}x |"
+            f"| {v.name} | {wall:.3f} | {paired(v.walls, ref.walls):.3f}x | {rss:.0f}"
+            f" | {paired(v.rss_mb, ref.rss_mb):.3f}x |"
         )
     return "\n".join(lines)
 
@@ -157,12 +177,17 @@ def table(variants: list[Variant]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tests", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=7, help="rounds (pairs); at least 5")
     parser.add_argument("--set", choices=sorted(VARIANT_SETS), default="collect")
     parser.add_argument(
         "--only", help="comma-separated variant numbers of the set to run (0 = bare), e.g. 0,2"
     )
+    parser.add_argument(
+        "--reference", type=int, default=0, help="the variant the ratios are to (default 0)"
+    )
     args = parser.parse_args()
+    if args.repeat < 5:
+        parser.error("--repeat: at least 5 pairs")
     variants = VARIANT_SETS[args.set]
     if args.only:
         variants = [variants[int(i)] for i in args.only.split(",")]
@@ -173,18 +198,22 @@ def main() -> None:
         count = generate(suite, args.tests)
         if args.set == "flaky":
             write_quarantine(Path(tmp) / "quarantine.txt", count)
+            history = ["-p", "pytest_accel", "--flaky-history={tmp}/history.json"]
+            run_once(Variant("prepare", history), suite, common, Path(tmp))
+            stretch_history(Path(tmp) / "history.json")
         for variant in variants:  # warm-up: page cache, .pyc files, baselines
             if variant.prepare:
                 run_once(Variant("prepare", variant.prepare), suite, common, Path(tmp))
             run_once(variant, suite, common, Path(tmp))
             variant.walls.clear()
             variant.rss_mb.clear()
-        for _ in range(args.repeat):
-            for variant in variants:
+        for round_number in range(args.repeat):
+            order = variants if round_number % 2 == 0 else variants[::-1]
+            for variant in order:
                 run_once(variant, suite, common, Path(tmp))
     mode = "pytest --collect-only" if collect_only else "pytest"
-    print(f"{mode} on {count} generated tests, {args.repeat} interleaved rounds\n")
-    print(table(variants))
+    print(f"{mode} on {count} generated tests, {args.repeat} alternating rounds\n")
+    print(table(variants, args.reference))
 
 
 if __name__ == "__main__":

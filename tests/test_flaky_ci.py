@@ -16,7 +16,11 @@ from pytest_accel.flaky.classify import analysis
 from pytest_accel.flaky.history import load_history
 
 SERIAL_AND_XDIST = pytest.mark.parametrize(
-    "workers", [[], ["-p", "xdist", "-n", "2"]], ids=["serial", "xdist"]
+    "workers",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-p", "xdist", "-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
+    ],
 )
 
 # Flaky through a counter file beside the test: fails its first `FAIL_FIRST` attempts.

@@ -370,7 +370,12 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
     runner = QuarantineRunner(config, quarantine, facts.detection.platform)
     if quarantine is not None:
         config.pluginmanager.register(runner, "pytest_accel:quarantine")
-    if options.reruns or quarantine is not None or config.pluginmanager.has_plugin("rerunfailures"):
+    if (
+        options.reruns
+        or options.new_runs > 1
+        or quarantine is not None
+        or config.pluginmanager.has_plugin("rerunfailures")
+    ):
         config.pluginmanager.register(StatusLetters(), "pytest_accel:status_letters")
     rerunner = None
     budget = _budget(config, options)
