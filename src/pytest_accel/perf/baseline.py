@@ -61,17 +61,35 @@ class EnvHistory:
     ids: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
     runs: list[Run] = field(default_factory=list)
     accepted: list[dict[str, Any]] = field(default_factory=list)  # changes accepted, for review
+    _matrices: dict[str, tuple[int, list[Run], Any]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def matrix(self, kind: str) -> tuple[list[str], npt.NDArray[np.float64]]:
-        """The ids of ``kind`` and their samples: one row per id, one column per run."""
+        """The ids of ``kind`` and their samples: one row per id, one column per run.
+
+        Built once per kind and set of runs (a comparison asks several times); read-only.
+        """
         import numpy as np
 
         ids = self.ids[kind]
         width = len(ids)
+        cached = self._matrices.get(kind)
+        if (
+            cached is not None
+            and cached[0] == width
+            and len(cached[1]) == len(self.runs)
+            and all(a is b for a, b in zip(cached[1], self.runs, strict=True))
+        ):
+            return ids, cached[2]
         rows = [run.values[kind] + [None] * (width - len(run.values[kind])) for run in self.runs]
         if not rows or not width:
-            return ids, np.zeros((width, len(rows)))
-        return ids, np.array(rows, dtype=np.float64).T
+            built = np.zeros((width, len(rows)))
+        else:
+            built = np.array(rows, dtype=np.float64).T
+        built.flags.writeable = False
+        self._matrices[kind] = (width, list(self.runs), built)
+        return ids, built
 
     def samples(self, kind: str) -> dict[str, list[float]]:
         """Each id's samples, oldest first (for sharding, reports and tests)."""
@@ -256,6 +274,7 @@ def add_run(env: EnvHistory, run: RunTimings, window: int) -> None:
     env.runs.append(Run(run.identity, values, run.layout))
     del env.runs[:-window]
     _compact(env)
+    env._matrices.clear()
 
 
 def _compact(env: EnvHistory) -> None:
@@ -284,6 +303,7 @@ def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, An
         if at < len(run.values[kind]):
             run.values[kind][at] = None
     env.accepted.append(note)
+    env._matrices.clear()  # the samples changed in place
 
 
 def to_json(baseline: Baseline) -> dict[str, Any]:

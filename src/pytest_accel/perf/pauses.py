@@ -13,63 +13,76 @@ they stay in.
 from __future__ import annotations
 
 import gc
-from collections.abc import Generator
+import time
+from bisect import bisect_right
+from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
 
 import pytest
 
-# The call report attribute that carries the seconds of full collections in the call.
-PAUSE_ATTR = "pytest_accel_gc"
+# xdist ``workeroutput``: a worker's pauses, as (wall-clock start, seconds) pairs.
+WORKEROUTPUT_PAUSES = "pytest_accel_gc"
 
-_pause_key = pytest.StashKey[float]()
+Pause = tuple[float, float]  # when it started (time.time(), as pytest's reports), seconds
 
 
 class FullCollections:
-    """Seconds spent in full collections, and per test, in its call phase."""
+    """The full collections of this process, each with its wall-clock start.
 
-    def __init__(self) -> None:
-        self.seconds = 0.0
+    No per-test hook: the collection times are matched to the tests' call phases once,
+    at the end (``attribute``), from the reports' own start and stop times.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.pauses: list[Pause] = []
         self._started = 0.0
+        self._wall = 0.0
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if info.get("generation") != 2:
             return
         if phase == "start":
-            self._started = perf_counter()
+            self._started, self._wall = perf_counter(), time.time()
         elif self._started:
-            self.seconds += perf_counter() - self._started
+            self.pauses.append((self._wall, perf_counter() - self._started))
             self._started = 0.0
 
     def install(self) -> None:
         gc.callbacks.append(self._callback)
 
+    def pytest_sessionfinish(self) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[WORKEROUTPUT_PAUSES] = self.pauses
+
     def pytest_unconfigure(self) -> None:
         if self._callback in gc.callbacks:
             gc.callbacks.remove(self._callback)
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        before = self.seconds
-        try:
-            return (yield)
-        finally:
-            item.stash[_pause_key] = self.seconds - before
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        if call.when == "call":
-            # A plain float: it crosses pytest-xdist's channel with the report.
-            seconds: float = item.stash.get(_pause_key, 0.0)
-            setattr(report, PAUSE_ATTR, round(seconds, 6))
-        return report
+pauses_key = pytest.StashKey[FullCollections]()
+
+
+def attribute(
+    pauses: Sequence[Pause], calls: Sequence[tuple[float, float, int]]
+) -> dict[int, float]:
+    """Each pause given to the call phase it started in: ``calls`` are one process's
+    call phases as (start, stop, row), sorted by start; the seconds per row."""
+    starts = [start for start, _, _ in calls]
+    found: dict[int, float] = {}
+    for when, seconds in pauses:
+        at = bisect_right(starts, when) - 1
+        if at >= 0 and when <= calls[at][1]:
+            row = calls[at][2]
+            found[row] = found.get(row, 0.0) + seconds
+    return found
 
 
 def register(config: pytest.Config) -> None:
     """Time full collections in the process that runs the tests (each xdist worker)."""
-    collections = FullCollections()
+    collections = FullCollections(config)
     collections.install()
+    config.stash[pauses_key] = collections
     config.pluginmanager.register(collections, "pytest_accel:full_collections")

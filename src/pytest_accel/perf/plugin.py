@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,7 +25,6 @@ from pytest_accel.files import (
     write_atomic,
 )
 from pytest_accel.hardware.detection import Detection, framework_versions
-from pytest_accel.perf import output, pauses
 from pytest_accel.perf.baseline import (
     Baseline,
     expected_durations,
@@ -33,9 +32,8 @@ from pytest_accel.perf.baseline import (
     update_baseline_file,
 )
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.comparison import compare
-from pytest_accel.perf.findings import Comparison, Override, PerfRegressionWarning
 from pytest_accel.perf.options import PerfOptions
+from pytest_accel.perf.pauses import register as register_pauses
 from pytest_accel.perf.record import RunInfo, encode_record, record_head
 from pytest_accel.perf.table import TimingTable
 from pytest_accel.perf.timings import (
@@ -54,6 +52,9 @@ from pytest_accel.reports import (
 )
 from pytest_accel.session import durations_key, interrupt_on_sigterm, session_key, shard_key
 from pytest_accel.text import one_line
+
+if TYPE_CHECKING:  # the comparison and its output load only with a baseline
+    from pytest_accel.perf.findings import Comparison
 
 
 class PerfPlugin:
@@ -122,6 +123,9 @@ class PerfPlugin:
     def _compare(self, run: RunTimings) -> Comparison | None:
         if self.baseline is None:
             return None
+        from pytest_accel.perf.comparison import compare
+        from pytest_accel.perf.findings import Comparison, Override
+
         env = self.baseline.for_key(self.key)
         if env is None:
             return Comparison(self.key, found=False, available_envs=sorted(self.baseline.envs))
@@ -151,6 +155,9 @@ class PerfPlugin:
 
     def _emit_warnings(self, session: pytest.Session, comparison: Comparison) -> None:
         """One PerfRegressionWarning per regression and slowdown change, at the test file."""
+        from pytest_accel.perf import output
+        from pytest_accel.perf.findings import PerfRegressionWarning
+
         escalated = 0
         alarms: list[tuple[str, str, str]] = [
             (f.kind, f.id, output.describe(f)) for f in comparison.regressions
@@ -196,11 +203,13 @@ class PerfPlugin:
         commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
         self.identity = RunIdentity(commit, branch, utc_timestamp(self.started))
         self.results.session_table()
-        run = self.run_timings()
-        with isolated(session, "compare the timings with the baseline"):
-            self.comparison = self._compare(run)
-            if self.comparison is not None:
-                self._report(session, self.comparison)
+        # What the baseline compares and keeps; a record alone does not need it.
+        run = self.run_timings() if self.options.baseline is not None else None
+        if run is not None:
+            with isolated(session, "compare the timings with the baseline"):
+                self.comparison = self._compare(run)
+                if self.comparison is not None:
+                    self._report(session, self.comparison)
         head = self.record_head(session.exitstatus)
         if self.options.record:
             with isolated(session, f"write the timing record {self.options.record}"):
@@ -210,9 +219,10 @@ class PerfPlugin:
         self._publish(head)
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         # A cut-short run's timings are not a sample of the suite.
-        if self.options.update_baseline and self.options.baseline and not interrupted:
-            with isolated(session, f"update the baseline {self.options.baseline}"):
-                update_baseline_file(self.options.baseline, [run], self.options.window)
+        baseline = self.options.baseline
+        if run is not None and baseline and self.options.update_baseline and not interrupted:
+            with isolated(session, f"update the baseline {baseline}"):
+                update_baseline_file(baseline, [run], self.options.window)
 
     def _publish(self, head: dict[str, Any]) -> None:
         """The record, baseline and rule, for the HTML report (``SessionOutputs``)."""
@@ -227,6 +237,8 @@ class PerfPlugin:
         outputs.record, outputs.baseline, outputs.rule = record, self.baseline, self.options.rule
 
     def _report(self, session: pytest.Session, comparison: Comparison) -> None:
+        from pytest_accel.perf import output
+
         self._emit_warnings(session, comparison)
         summary = github.job_summary(self.config)
         if summary is not None:
@@ -236,6 +248,8 @@ class PerfPlugin:
 
     @pytest.hookimpl(tryfirst=True)  # the timings, then the flaky section
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        from pytest_accel.perf import output
+
         write = terminalreporter.write_line
         if self.options.baseline is not None:
             terminalreporter.section("pytest-accel performance", sep="-")
@@ -287,7 +301,7 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
     facts = config.stash[session_key]
     if options.baseline is not None:
         _publish_durations(config, options, facts.key)
-    pauses.register(config)
+    register_pauses(config)  # by module path: pytester reruns import it afresh
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")
