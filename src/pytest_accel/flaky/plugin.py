@@ -1,12 +1,9 @@
 """The ``--flaky-*`` features: reruns, quarantine, cross-run history and the flaky share.
 
 Registered in ``pytest_configure`` only when one of those options is on.
-``QuarantineRunner`` runs wherever tests run (an xdist worker included): it turns a
-quarantined failure into a report that does not fail the session and notes which
-entries matched a collected test.  ``StatusLetters`` gives reruns, flaky passes and
-quarantined failures their letters.  ``FlakyPlugin`` runs only in the process that
-owns the session: it updates the history, writes the report and shows the summary.
-The reruns themselves are in ``reruns``.
+What runs wherever tests run (quarantine, status letters) is in ``runner``, the reruns
+in ``reruns``.  ``FlakyPlugin`` runs only in the process that owns the session: it
+updates the history, writes the report and shows the summary.
 """
 
 from __future__ import annotations
@@ -33,141 +30,30 @@ from pytest_accel.flaky.options import FlakyOptions
 from pytest_accel.flaky.output import summary_section, terminal_lines
 from pytest_accel.flaky.quarantine import (
     Entry,
-    Matcher,
-    Quarantine,
-    candidate_keys,
     load_quarantine,
-    utc_today,
 )
 from pytest_accel.flaky.report import report_json
 from pytest_accel.flaky.reruns import Rerunner
+from pytest_accel.flaky.runner import (
+    WORKEROUTPUT_KEY,
+    QuarantineRunner,
+    StatusLetters,
+)
 from pytest_accel.hardware.detection import Detection
 from pytest_accel.reports import (
-    QUARANTINED_ATTR,
     fail_session,
     is_xdist_worker,
     isolated,
     report_stats,
-    reports_are_relayed,
     session_outputs,
-    test_id,
     warn,
 )
 from pytest_accel.session import interrupt_on_sigterm, session_key
 from pytest_accel.text import one_line
 
-QUARANTINE_PROPERTY = "quarantined"
-# What a worker tells the controller about its collection (xdist ``workeroutput``).
-WORKEROUTPUT_KEY = "pytest_accel_quarantine"
-
 
 class FlakyQuarantineWarning(pytest.PytestWarning):
     """A quarantine entry that expired or matches no test."""
-
-
-def _short_message(report: pytest.TestReport) -> str | None:
-    crash = getattr(report.longrepr, "reprcrash", None)
-    message = getattr(crash, "message", None) or (str(report.longrepr) if report.longrepr else "")
-    first = message.strip().splitlines()[0] if message.strip() else ""
-    return first[:200] or None
-
-
-class StatusLetters:
-    """``R``/RERUN, ``K``/FLAKY and ``Q``/QUARANTINED, and their summary-line counts.
-
-    Registered only when something produces those reports (our reruns or quarantine,
-    or pytest-rerunfailures): the hook runs for every report.
-    """
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport) -> Any:
-        # Called for every report: the common case (a passing phase) returns first.
-        if report.outcome == "passed":
-            if report.when == "call" and getattr(report, "rerun", None):
-                return "flaky", "K", ("FLAKY", {"yellow": True})
-            return None
-        if getattr(report, QUARANTINED_ATTR, None):
-            return "quarantined", "Q", ("QUARANTINED", {"yellow": True})
-        if report.outcome not in ("failed", "skipped"):  # "rerun": not pytest's own
-            return "rerun", "R", ("RERUN", {"yellow": True})
-        return None
-
-
-class QuarantineRunner:
-    """Quarantine where the tests run: registered as a plugin only with a quarantine list
-    (its hooks see every test and report); otherwise it is just empty state."""
-
-    def __init__(self, config: pytest.Config, quarantine: Quarantine | None, platform: str):
-        self.config = config
-        self.quarantine = quarantine
-        applying, self.expired = quarantine.split(platform, utc_today()) if quarantine else ([], [])
-        self.matcher = Matcher(applying)
-        self.all_entries: dict[str, list[int]] = {}
-        for index, entry in enumerate(quarantine.entries if quarantine else ()):
-            self.all_entries.setdefault(entry.test, []).append(index)
-        self.matched: set[int] = set()  # entries covering a collected test
-        self.files: set[str] = set()  # files tests were collected from
-        self.quarantined: dict[str, Entry] = {}  # collected tests an entry applies to
-        self.messages: dict[str, str] = {}  # quarantined failure -> its message
-        # The xdist controller: reports arrive from workers, already quarantined there.
-        self.relayed = reports_are_relayed(config)
-
-    @pytest.hookimpl(tryfirst=True)  # before -k, -m and sharding deselect anything
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        if self.quarantine is None:
-            return
-        all_entries, matcher, files = self.all_entries, self.matcher, self.files
-        entry_files = {test.split("::", 1)[0] for test in all_entries}
-        by_parent: dict[int, bool] = {}  # parent node -> whether an entry names its file
-        for item in items:
-            named = by_parent.get(id(item.parent))
-            if named is None:
-                path = test_id(item.nodeid).partition("::")[0]
-                files.add(path)
-                named = by_parent[id(item.parent)] = path in entry_files
-            if not named:
-                continue  # most tests: no entry names their file
-            nodeid = test_id(item.nodeid)
-            entry = None  # the most specific entry that applies here
-            for key in candidate_keys(nodeid):
-                indices = all_entries.get(key)
-                if indices:
-                    self.matched.update(indices)
-                    entry = entry or matcher.by_test.get(key)
-            if entry is not None:
-                self.quarantined[nodeid] = entry
-                item.user_properties.append((QUARANTINE_PROPERTY, entry.reason or "true"))
-
-    @pytest.hookimpl(tryfirst=True)  # before the session, xdist and the terminal see it
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.outcome != "failed" or not self.matcher:
-            if self.relayed and getattr(report, QUARANTINED_ATTR, None):  # from a worker
-                self._note_message(report)
-            return
-        nodeid = test_id(report.nodeid)
-        entry = self.quarantined.get(nodeid) or self.matcher.match(nodeid)
-        if entry is None:
-            return
-        # Reported like an expected failure, so nothing counts it as one: the session,
-        # -x, xdist's --maxfail, JUnit XML (a <skipped>).  The real outcome travels along.
-        setattr(report, QUARANTINED_ATTR, "failed")
-        self._note_message(report)
-        report.outcome = "skipped"
-        report.wasxfail = f"quarantined: {entry.describe()}"
-
-    def _note_message(self, report: pytest.TestReport) -> None:
-        message = _short_message(report)
-        nodeid = test_id(report.nodeid)
-        if message and nodeid not in self.messages:  # the first failure tells most
-            self.messages[nodeid] = message
-
-    def pytest_sessionfinish(self) -> None:
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:
-            workeroutput[WORKEROUTPUT_KEY] = {
-                "matched": sorted(self.matched),
-                "files": sorted(self.files),
-            }
 
 
 class FlakyPlugin:
