@@ -440,7 +440,8 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
     assert result.ret == 0
     result.stdout.fnmatch_lines(
-        ["CHANGED test test_mod.py::test_a: 0.4s -> 0.2*s (0.5*x) since c12, 4 runs"]
+        # The sleep overshoots on a loaded machine: any level below 0.4 s is the change.
+        ["CHANGED test test_mod.py::test_a: 0.4s -> 0.*s (0.*x) since c12, 4 runs"]
     )
     assert "PerfRegressionWarning" not in result.stdout.str()
 

@@ -51,6 +51,9 @@ class Run:
     identity: RunIdentity
     values: dict[str, Values]  # per kind, aligned with the ids (a shorter list: no more)
     layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
+    # The values of each kind as a float array (NaN: no sample), kept from validation
+    # while ``values`` is unchanged; a kind absent here is converted when needed.
+    arrays: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -62,6 +65,9 @@ class EnvHistory:
     runs: list[Run] = field(default_factory=list)
     accepted: list[dict[str, Any]] = field(default_factory=list)  # changes accepted, for review
     _matrices: dict[str, tuple[int, list[Run], Any]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _positions: dict[str, tuple[list[str], dict[str, int]]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -82,14 +88,28 @@ class EnvHistory:
             and all(a is b for a, b in zip(cached[1], self.runs, strict=True))
         ):
             return ids, cached[2]
-        rows = [run.values[kind] + [None] * (width - len(run.values[kind])) for run in self.runs]
-        if not rows or not width:
-            built = np.zeros((width, len(rows)))
+        if not self.runs or not width:
+            built = np.zeros((width, len(self.runs)))
         else:
-            built = np.array(rows, dtype=np.float64).T
+            built = np.full((width, len(self.runs)), np.nan)
+            for column, run in enumerate(self.runs):
+                values = run.arrays.get(kind)
+                if values is None:
+                    values = np.array(run.values[kind], dtype=np.float64)
+                built[: len(values), column] = values
         built.flags.writeable = False
         self._matrices[kind] = (width, list(self.runs), built)
         return ids, built
+
+    def positions(self, kind: str) -> dict[str, int]:
+        """Each id of ``kind`` and its row in ``matrix(kind)`` (built once per id list)."""
+        ids = self.ids[kind]
+        cached = self._positions.get(kind)
+        if cached is not None and cached[0] is ids and len(cached[1]) == len(ids):
+            return cached[1]
+        index = {ident: row for row, ident in enumerate(ids)}
+        self._positions[kind] = (ids, index)
+        return index
 
     def samples(self, kind: str) -> dict[str, list[float]]:
         """Each id's samples, oldest first (for sharding, reports and tests)."""
@@ -187,6 +207,7 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
     identity = RunIdentity(entry.get("commit"), entry.get("branch"), started)
     layout = expect_text(path, f"{where}.layout", entry.get("layout"), optional=True)
     values: dict[str, Values] = {}
+    arrays: dict[str, Any] = {}
     for kind in KINDS:
         column = entry.get(kind, [])
         if not isinstance(column, list):
@@ -195,19 +216,32 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
             raise InputError(
                 path, f"{where}.{kind}: {len(column)} values for {len(ids[kind])} {kind}"
             )
-        if not _samples_look_right(column):
+        seconds = _seconds_array(column)
+        if seconds is None:
             for ident, sample in zip(ids[kind], column, strict=False):  # name the bad one
                 if sample is not None:
                     expect_seconds(path, f"{where}.{kind}[{ident!r}]", sample)
+        else:
+            arrays[kind] = seconds
         values[kind] = column
-    return Run(identity, values, layout)
+    return Run(identity, values, layout, arrays)
 
 
-def _samples_look_right(column: list[Any]) -> bool:
+def _seconds_array(column: list[Any]) -> npt.NDArray[np.float64] | None:
+    """The column as a float array (NaN for null) when every value is a number of
+    seconds or null, checked in bulk; None when one is not (the slow path names it)."""
+    import numpy as np
+
     if not set(map(type, column)) <= _SAMPLE_TYPES:
-        return False
-    present = [v for v in column if v is not None] if None in column else column
-    return not present or (min(present) >= 0 and max(present) <= 1e6)
+        return None
+    try:
+        seconds = np.array(column, dtype=np.float64)
+    except OverflowError:  # an integer beyond any float
+        return None
+    with np.errstate(invalid="ignore"):
+        if np.any(seconds < 0) or np.any(seconds > 1e6):
+            return None
+    return seconds
 
 
 def _parse_env_version_1(path: str, where: str, value: Any) -> EnvHistory:
@@ -293,6 +327,7 @@ def _compact(env: EnvHistory) -> None:
         for run in env.runs:
             column = run.values[kind]
             run.values[kind] = [column[i] if i < len(column) else None for i in keep]
+            run.arrays.pop(kind, None)
 
 
 def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, Any]) -> None:
@@ -302,6 +337,7 @@ def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, An
     for run in env.runs[: max(len(env.runs) - runs, 0)]:
         if at < len(run.values[kind]):
             run.values[kind][at] = None
+            run.arrays.pop(kind, None)
     env.accepted.append(note)
     env._matrices.clear()  # the samples changed in place
 

@@ -64,6 +64,7 @@ def compare(
     new_slow: float = 1.0,
 ) -> Comparison:
     """Compare ``run`` with the baseline's runs ``env`` of the same hardware key."""
+    import numpy as np
 
     overrides = overrides or {}
     result = Comparison(run.key)
@@ -73,6 +74,8 @@ def compare(
     tests = _judge(setting, "test", compared, env.matrix("tests"), overrides)
     speed = runner_speed(tests.current, tests.medians, tests.noise) if rule.normalize else None
     speeds = run_speeds(tests.series) if rule.normalize else None
+    if speeds is not None and bool(np.all(speeds == 1.0)):
+        speeds = None  # every run at the usual speed: nothing to correct
     if speed is not None or speeds is not None:
         result.speed = speed or 1.0
         setting = _Setting(env, run, rule, speed, speeds)
@@ -96,12 +99,20 @@ def compare(
 
 def suite_history(env: EnvHistory) -> list[tuple[str, float]]:
     """Each baseline run's tests (warm-ups included) summed, labelled by its commit."""
+    import numpy as np
+
+    sampled = np.zeros(len(env.runs), dtype=bool)
+    totals = np.zeros(len(env.runs))
+    for kind in ("tests", "warmup"):
+        _, matrix = env.matrix(kind)
+        if matrix.size:
+            sampled |= np.any(~np.isnan(matrix), axis=0)
+            totals += np.nansum(matrix, axis=0)
     history = []
-    for run in env.runs:
-        values = [v for kind in ("tests", "warmup") for v in run.values[kind] if v is not None]
-        if values:
+    for run, has_values, total in zip(env.runs, sampled.tolist(), totals.tolist(), strict=True):
+        if has_values:
             label = run.identity.commit[:8] if run.identity.commit else run.identity.describe()
-            history.append((label, sum(values)))
+            history.append((label, total))
     return history
 
 
@@ -189,6 +200,10 @@ class _Setting:
     run_speeds: FloatArray | None = None  # each run's speed, this one last (speed.py)
 
 
+# The baseline's kind that holds each kind of id judged (a warm-up is a test).
+_KIND_NAMES = {"test": "tests", "class": "classes", "module": "modules"}
+
+
 def _judge(
     setting: _Setting,
     kind: str,
@@ -203,11 +218,14 @@ def _judge(
     env, rule, speed = setting.env, setting.rule, setting.speed
     ids, matrix = baseline
 
-    index = {ident: row for row, ident in enumerate(ids)}
-    present = [i for i in now if i in index]
-    rows = np.array([index[i] for i in present], dtype=np.int64)
+    index = env.positions(_KIND_NAMES[kind]) if env.ids[_KIND_NAMES[kind]] is ids else None
+    if index is None:
+        index = {ident: row for row, ident in enumerate(ids)}
+    found = [(i, index[i], seconds) for i, seconds in now.items() if i in index]
+    present = [i for i, _, _ in found]
+    rows = np.fromiter((row for _, row, _ in found), dtype=np.int64, count=len(found))
     samples = matrix[rows] if len(rows) else np.zeros((0, len(env.runs)))
-    current = np.array([now[i] for i in present], dtype=np.float64)
+    current = np.fromiter((s for _, _, s in found), dtype=np.float64, count=len(found))
     medians = row_median(samples) if len(rows) else np.zeros(0)
     thresholds, deltas = _overrides(present, overrides, rule)
     raw = judge(current, samples, rule, threshold=thresholds, min_delta=deltas, median=medians)
