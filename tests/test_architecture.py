@@ -1,0 +1,80 @@
+"""The package's shape, checked from its source: the import chart in
+docs/architecture.md is the code's, shared modules import no feature, features do not
+import each other, no module passes 400 lines and plugin.py only wires."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = {"session", "reports", "files", "github", "settings", "text", "hookspecs"}
+FEATURES = {"hardware", "scaleout", "perf", "flaky"}
+
+
+@pytest.fixture(scope="module")
+def graph() -> object:
+    path = ROOT / "scripts" / "import_graph.py"
+    if not path.exists():
+        pytest.skip("the source tree's scripts/ is not here (an installed wheel)")
+    spec = importlib.util.spec_from_file_location("import_graph", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["import_graph"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_chart_in_the_architecture_page_is_the_codes(graph: object) -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert graph.chart() in doc, "run: python scripts/import_graph.py"  # type: ignore[attr-defined]
+
+
+def test_no_shared_module_imports_a_feature(graph: object) -> None:
+    edges = graph.edges()  # type: ignore[attr-defined]
+    wrong = sorted(
+        (a, b) for a, b in edges if a in SHARED - {"session", "hookspecs"} and b in FEATURES
+    )
+    assert wrong == []
+
+
+def test_features_import_no_other_feature_but_the_detection_they_are_keyed_by(
+    graph: object,
+) -> None:
+    edges = graph.edges()  # type: ignore[attr-defined]
+    across = sorted((a, b) for a, b in edges if a in FEATURES and b in FEATURES and b != "hardware")
+    assert across == []
+
+
+def test_there_is_no_import_circle_between_packages(graph: object) -> None:
+    edges = graph.edges()  # type: ignore[attr-defined]
+    following: dict[str, set[str]] = {}
+    for a, b in edges:
+        following.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for step in following.get(start, ()):
+            if step == goal or (step not in seen and reaches(step, goal, seen | {step})):
+                return True
+        return False
+
+    circles = sorted(a for a in following if reaches(a, a, {a}))
+    # The one documented pair: session.py runs hardware's detection, and hardware's skip
+    # hooks read the Session it built (no module imports itself back).
+    assert circles == ["hardware", "session"]
+
+
+def test_no_module_passes_four_hundred_lines_and_the_plugin_only_wires() -> None:
+    package = ROOT / "src" / "pytest_accel"
+    if not package.exists():
+        pytest.skip("the source tree is not here")
+    lengths = {
+        str(p.relative_to(package)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in package.rglob("*.py")
+    }
+    assert {name: n for name, n in lengths.items() if n > 400} == {}
+    assert lengths["plugin.py"] <= 150
