@@ -131,14 +131,14 @@ def _inventory(
     sampled = _sampled(ids, matrix)
     warm_sampled = _sampled(*env.matrix("warmup"))
     result.new = [i for i in (*now, *warm_now) if not sampled.get(i) and not warm_sampled.get(i)]
-    timed = {**now, **warm_now}
+    timed = {i: now[i] if i in now else warm_now[i] for i in result.new}
     result.new_slow = sorted(
         ((i, timed[i]) for i in result.new if timed[i] >= new_slow), key=lambda item: -item[1]
     )
     result.warmup = [i for i in warm_now if sampled.get(i) and not warm_sampled.get(i)]
     result.missing = _missing(run, [i for i in ids if sampled[i]] + list(warm_sampled))
     ignored = {i for i, o in overrides.items() if o.ignore}
-    compared = {i: now[i] for i in now if sampled.get(i) and i not in ignored}
+    compared = {i: v for i, v in now.items() if sampled.get(i) and i not in ignored}
     warm_compared = {i: warm_now[i] for i in warm_now if warm_sampled.get(i) and i not in ignored}
     result.compared = len(compared) + len(warm_compared)
     return compared, warm_compared
@@ -148,8 +148,14 @@ def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[
     """Classes and modules; the tests' findings go into ``result`` after a run ordered
     unlike the baseline's has had them confirmed by their groups."""
     run, env = setting.run, setting.env
-    class_of = dict(zip(run.ids, run.cls, strict=True))
-    module_of = dict(zip(run.ids, run.module, strict=True))
+    # The groups of the tests with a finding (a handful), not of every test run.
+    wanted = {f.id for _, f in tests.findings} | {c.id for c in tests.changes}
+    class_of: dict[str, str | None] = {}
+    module_of: dict[str, str | None] = {}
+    if wanted:
+        for ident, cls, module in zip(run.ids, run.cls, run.module, strict=True):
+            if ident in wanted:
+                class_of[ident], module_of[ident] = cls, module
     classes = _judge(setting, "class", run.classes.comparable(), env.matrix("classes"), {})
     modules = _judge(setting, "module", run.modules.comparable(), env.matrix("modules"), {})
     usual = usual_layout(env)

@@ -62,7 +62,13 @@ def run_speeds(series: FloatArray) -> FloatArray | None:
         logs = np.log(np.where(series > 0, series, np.nan))
         ratios = logs - row_median(logs)[:, None]
     counts = np.sum(~np.isnan(ratios), axis=0)
-    estimate = row_median(ratios.T)
+    # A column holds every test: a partition per column, not a sort of 100,000 values.
+    estimate = np.array(
+        [
+            np.median(column[~np.isnan(column)]) if n else np.nan
+            for column, n in zip(ratios.T, counts, strict=True)
+        ]
+    )
     estimate = np.where((counts >= MIN_FOR_SPEED) & (np.abs(estimate) >= NEGLIGIBLE), estimate, 0.0)
     if not np.any(counts >= MIN_FOR_SPEED):
         return None
