@@ -8,8 +8,6 @@ must cost milliseconds and never grab a device that a test is about to use.
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -251,11 +249,13 @@ def describe_evidence(evidence: Sequence[str]) -> str:
 
 def framework_versions() -> dict[str, str]:
     """Installed framework versions, read from metadata (never by importing them)."""
+    from importlib import metadata, util  # only with a record: a 20 ms import otherwise
+
     versions: dict[str, str] = {}
     for name in ("jax", "jaxlib", "torch", "torch_xla"):
-        if name in sys.modules or importlib.util.find_spec(name) is not None:
+        if name in sys.modules or util.find_spec(name) is not None:
             try:
-                versions[name] = importlib.metadata.version(name.replace("_", "-"))
-            except importlib.metadata.PackageNotFoundError:
+                versions[name] = metadata.version(name.replace("_", "-"))
+            except metadata.PackageNotFoundError:
                 continue
     return versions

@@ -50,7 +50,13 @@ from pytest_accel.reports import (
     session_outputs,
     warn,
 )
-from pytest_accel.session import durations_key, interrupt_on_sigterm, session_key, shard_key
+from pytest_accel.session import (
+    durations_key,
+    interrupt_on_sigterm,
+    session_key,
+    shard_key,
+    timings_wanted_key,
+)
 from pytest_accel.text import one_line
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
@@ -226,6 +232,8 @@ class PerfPlugin:
 
     def _publish(self, head: dict[str, Any]) -> None:
         """The record, baseline and rule, for the HTML report (``SessionOutputs``)."""
+        if not self.config.stash.get(timings_wanted_key, False):
+            return  # no report asked for them
         import orjson
 
         def record() -> dict[str, Any]:
@@ -248,10 +256,10 @@ class PerfPlugin:
 
     @pytest.hookimpl(tryfirst=True)  # the timings, then the flaky section
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        from pytest_accel.perf import output
-
         write = terminalreporter.write_line
         if self.options.baseline is not None:
+            from pytest_accel.perf import output
+
             terminalreporter.section("pytest-accel performance", sep="-")
         comparison = self.comparison
         if self.baseline_missing:
@@ -286,6 +294,8 @@ def load_for_session(options: PerfOptions) -> Baseline | None:
     A missing one is an empty baseline: a cold CI cache is normal."""
     if options.baseline is None:
         return None
+    from pytest_accel.perf.baseline import Baseline, load_baseline
+
     try:
         if not resolved(options.baseline).exists():
             return Baseline({})
@@ -294,7 +304,7 @@ def load_for_session(options: PerfOptions) -> Baseline | None:
         raise pytest.UsageError(f"--perf-baseline: {exc}") from None
 
 
-baseline_key = pytest.StashKey[Baseline | None]()
+baseline_key = pytest.StashKey["Baseline | None"]()
 
 
 def register_feature(config: pytest.Config, options: PerfOptions) -> None:

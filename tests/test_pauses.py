@@ -1,0 +1,73 @@
+"""Full garbage collections placed on the call phase they started in: the callback's
+bookkeeping and the matching, on hand-made times (the end-to-end test, serial and under
+xdist, is in test_comparison.py)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from pytest_accel.perf.pauses import FullCollections, attribute
+
+
+def test_a_pause_inside_a_call_goes_to_that_test() -> None:
+    calls = [(10.0, 10.5, 0), (11.0, 12.0, 1), (12.5, 13.0, 2)]
+    assert attribute([(11.2, 0.1)], calls) == {1: 0.1}
+
+
+def test_pauses_in_one_call_add_up() -> None:
+    calls = [(10.0, 12.0, 7)]
+    assert attribute([(10.1, 0.1), (11.0, 0.25)], calls) == {7: pytest.approx(0.35)}
+
+
+def test_a_pause_between_calls_belongs_to_no_test() -> None:
+    # In a setup, a teardown or pytest's own work between tests: not a test's call.
+    calls = [(10.0, 10.5, 0), (11.0, 12.0, 1)]
+    assert attribute([(10.7, 0.2)], calls) == {}
+
+
+def test_a_pause_before_the_first_call_belongs_to_no_test() -> None:
+    assert attribute([(5.0, 0.2)], [(10.0, 10.5, 0)]) == {}
+
+
+def test_a_pause_at_the_very_start_or_end_of_a_call_counts() -> None:
+    calls = [(10.0, 10.5, 0), (11.0, 12.0, 1)]
+    assert attribute([(10.0, 0.1), (12.0, 0.1)], calls) == {0: 0.1, 1: 0.1}
+
+
+def test_no_calls_or_no_pauses_give_nothing() -> None:
+    assert attribute([(1.0, 0.1)], []) == {}
+    assert attribute([], [(0.0, 1.0, 0)]) == {}
+
+
+def test_only_full_collections_are_noted_with_their_wall_clock_start() -> None:
+    collections = FullCollections.__new__(FullCollections)
+    collections.pauses, collections._started, collections._wall = [], 0.0, 0.0
+    collections._callback("start", {"generation": 0})
+    collections._callback("stop", {"generation": 0})
+    assert collections.pauses == []
+    collections._callback("start", {"generation": 2})
+    collections._callback("stop", {"generation": 2})
+    assert len(collections.pauses) == 1
+    when, seconds = collections.pauses[0]
+    assert when > 1_700_000_000  # time.time(), as pytest's reports give start and stop
+    assert 0 <= seconds < 1
+
+
+def test_a_stop_without_a_start_is_ignored() -> None:
+    collections = FullCollections.__new__(FullCollections)
+    collections.pauses, collections._started, collections._wall = [], 0.0, 0.0
+    collections._callback("stop", {"generation": 2})
+    assert collections.pauses == []
+
+
+def test_installed_it_sees_a_real_full_collection(pytestconfig: pytest.Config) -> None:
+    collections = FullCollections(pytestconfig)
+    collections.install()
+    try:
+        gc.collect()
+    finally:
+        collections.pytest_unconfigure()
+    assert len(collections.pauses) == 1
+    assert collections._callback not in gc.callbacks

@@ -1,0 +1,183 @@
+"""The pieces a run's timings are made of, as pure functions: outcomes from phases,
+whole groups, the first test of each process, pauses taken out, the run's layout, and
+commit and branch from CI variables or git."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_accel import reports
+from pytest_accel.perf.table import TimingTable
+from pytest_accel.perf.timings import (
+    RunIdentity,
+    RunTimings,
+    first_per_process,
+    layout_of,
+    vcs_info,
+    whole_groups,
+    without_pauses,
+)
+from pytest_accel.reports import OUTCOME_RANK, phase_outcome
+
+
+@pytest.mark.parametrize(
+    ("when", "outcome", "wasxfail", "expected"),
+    [
+        ("call", "passed", False, "passed"),
+        ("setup", "passed", False, "passed"),
+        ("call", "failed", False, "failed"),
+        ("setup", "failed", False, "error"),
+        ("teardown", "failed", False, "error"),
+        ("call", "rerun", False, "failed"),
+        ("setup", "rerun", False, "error"),
+        ("call", "skipped", False, "skipped"),
+        ("setup", "skipped", False, "skipped"),
+        ("call", "skipped", True, "xfailed"),
+        ("call", "passed", True, "xpassed"),
+        ("setup", "passed", True, "passed"),
+        ("???", "failed", False, "crashed"),
+    ],
+)
+def test_each_phase_counts_toward_its_tests_outcome_as_pytest_counts_it(
+    when: str, outcome: str, wasxfail: bool, expected: str
+) -> None:
+    assert phase_outcome(when, outcome, wasxfail) == expected
+
+
+def test_a_failed_call_outranks_the_teardown_error_after_it() -> None:
+    assert OUTCOME_RANK["failed"] > OUTCOME_RANK["error"] > OUTCOME_RANK["skipped"]
+    assert OUTCOME_RANK["crashed"] > OUTCOME_RANK["failed"]
+
+
+def test_an_id_that_is_not_utf8_is_written_with_its_bytes_escaped() -> None:
+    assert reports.test_id("t.py::test") == "t.py::test"
+    assert reports.test_id("t_é.py::test") == "t_é.py::test"
+    undecodable = b"test_\xff.py::t".decode("utf-8", "surrogateescape")
+    assert reports.test_id(undecodable) == "test_\\xff.py::t"
+
+
+def test_a_group_runs_whole_unless_a_test_failed_warmed_up_or_was_deselected() -> None:
+    groups = whole_groups(
+        column=["a", "a", "b", None, "c", "d"],
+        outcomes=["passed", "passed", "failed", "passed", "passed", "passed"],
+        warmup=[False, False, False, False, True, False],
+        totals=[1.0, 2.0, 0.5, 9.0, 0.1, 0.2],
+        partial=frozenset({"d"}),
+    )
+    assert groups.ids == ["a", "b", "c", "d"]
+    assert groups.total == [3.0, 0.5, 0.1, 0.2]
+    assert groups.whole == [True, False, False, False]
+
+
+def test_the_first_test_of_each_process_is_the_one_that_started_earliest() -> None:
+    workers = ["gw0", "gw1", "gw0", "gw1", None]
+    starts = [5.0, 3.0, 4.0, 6.0, 0.0]
+    assert first_per_process(workers, starts) == [False, True, True, False, False]
+
+
+def test_a_serial_run_has_one_first_test() -> None:
+    assert first_per_process([None, None, None], [2.0, 1.0, 3.0]) == [False, True, False]
+
+
+@pytest.mark.parametrize(
+    ("workers", "shards", "layout"),
+    [
+        (0, [], "serial"),
+        (4, [], "xdist 4"),
+        (0, ["2/3"], "serial, shard 2/3"),
+        (2, ["2/2", "1/2", None], "xdist 2, shards 1/2+2/2"),
+        (0, ["1/2", "1/2"], "serial, shard 1/2"),
+    ],
+)
+def test_a_runs_layout_says_how_it_spread_its_tests(
+    workers: int, shards: list[str | None], layout: str
+) -> None:
+    assert layout_of(workers, shards) == layout
+
+
+def timings(call: list[float], cls: list[str | None], module: list[str | None]) -> RunTimings:
+    classes = whole_groups(cls, ["passed"] * len(call), [False] * len(call), call)
+    modules = whole_groups(module, ["passed"] * len(call), [False] * len(call), call)
+    return RunTimings(
+        key="cpu/x1",
+        identity=RunIdentity(),
+        ids=[f"t{i}" for i in range(len(call))],
+        outcome=["passed"] * len(call),
+        call=call,
+        total=call,
+        cls=cls,
+        module=module,
+        warmup=[False] * len(call),
+        classes=classes,
+        modules=modules,
+    )
+
+
+def test_pauses_come_out_of_the_test_its_class_and_its_module() -> None:
+    run = timings([1.0, 0.5, 0.2], ["m::C", "m::C", None], ["m", "m", "n"])
+    clean = without_pauses(run, [0.3, 0.0, 0.25])
+    assert clean.call == pytest.approx([0.7, 0.5, 0.0])  # never below zero
+    assert clean.total == pytest.approx([0.7, 0.5, 0.0])
+    assert clean.classes.ids == ["m::C"]
+    assert clean.classes.total == pytest.approx([1.2])
+    assert clean.classes.whole == [True]
+    assert clean.modules.total == pytest.approx([1.2, 0.0])
+
+
+def test_no_pause_leaves_the_run_as_it_is() -> None:
+    run = timings([1.0], [None], ["m"])
+    assert without_pauses(run, [0.0]) is run
+
+
+def test_ci_variables_name_the_commit_and_branch_in_order_of_preference() -> None:
+    github = {"GITHUB_SHA": "abc", "GITHUB_REF_NAME": "main", "GITHUB_HEAD_REF": "feature"}
+    assert vcs_info(github) == ("abc", "feature")
+    assert vcs_info({"GITHUB_SHA": "abc", "GITHUB_HEAD_REF": "", "GITHUB_REF_NAME": "main"}) == (
+        "abc",
+        "main",
+    )
+    assert vcs_info({"CI_COMMIT_SHA": "def", "CI_COMMIT_REF_NAME": "mr"}) == ("def", "mr")
+    assert vcs_info({"BUILDKITE_COMMIT": "1", "BUILDKITE_BRANCH": "b"}) == ("1", "b")
+    assert vcs_info({"CIRCLE_SHA1": "2"}) == ("2", None)
+
+
+def test_without_ci_variables_git_is_asked(tmp_path: Path) -> None:
+    assert vcs_info({}, cwd=str(tmp_path)) == (None, None)  # not a repository
+    subprocess.run(["git", "init", "-q", "-b", "trunk", str(tmp_path)], check=True)
+    for setting in (("user.email", "t@example.com"), ("user.name", "t")):
+        subprocess.run(["git", "-C", str(tmp_path), "config", *setting], check=True)
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "x"], check=True
+    )
+    commit, branch = vcs_info({}, cwd=str(tmp_path))
+    assert commit is not None
+    assert len(commit) == 40
+    assert branch == "trunk"
+
+
+def test_a_table_folds_phases_into_one_attempt_and_a_new_setup_into_the_next() -> None:
+    table = TimingTable()
+    row, new = table.row("t.py::a")
+    assert new
+    assert table.row("t.py::a") == (row, False)
+    table.add(row, "setup", "passed", 0.1, start=1.0, stop=1.1)
+    table.add(row, "call", "rerun", 0.2, start=1.1, stop=1.3)
+    table.add(row, "setup", "passed", 0.1, start=2.0, stop=2.1)  # the rerun begins
+    table.add(row, "call", "passed", 0.3, start=2.1, stop=2.4)
+    table.add(row, "teardown", "passed", 0.05, start=2.4, stop=2.45)
+    assert table.attempts(row) == [
+        ("failed", 0.1, 0.2, 0.0),
+        ("passed", 0.1, 0.3, 0.05),
+    ]
+    assert table.starts[row] == 1.0
+    assert table.stops[row] == 2.45
+    assert table.total(row) == pytest.approx(0.45)
+    assert table.attempts_json() == {
+        "t.py::a": [
+            {"outcome": "failed", "setup": 0.1, "call": 0.2, "teardown": 0.0},
+            {"outcome": "passed", "setup": 0.1, "call": 0.3, "teardown": 0.05},
+        ]
+    }
