@@ -301,17 +301,27 @@ class ResultsCollector:
 CallSpan = tuple[float, float, int]  # a call phase's start, stop and table row
 # A report's nodeid, when, outcome, duration, start and stop, and the report.
 Phase = tuple[str, str, str, float, float, float, pytest.TestReport]
-_PHASE_ORDER = ("setup", "call", "teardown")
 _PHASE_FIELDS = operator.attrgetter("nodeid", "when", "outcome", "duration", "start", "stop")
 
 
 def _chronological(reports: list[pytest.TestReport]) -> list[Phase]:
     """The reports' fields in the order the phases happened: by start time, a tie in
-    phase order; xdist's crash reports (no start) last.  Sorted with C-level keys: a
-    10,000-test run has 30,000 reports."""
-    fields = map(_PHASE_FIELDS, reports)
-    phases = [(*values, report) for values, report in zip(fields, reports, strict=True)]
-    timed = [p for when in _PHASE_ORDER for p in phases if p[1] == when and p[4]]
-    timed.sort(key=operator.itemgetter(4))  # stable: a tie keeps the phase order
-    untimed = [p for p in phases if not p[4] or p[1] not in _PHASE_ORDER]
-    return timed + untimed
+    phase order; xdist's crash reports (no start) last.  Built and sorted with C-level
+    keys and maps: a 10,000-test run has 30,000 reports."""
+    fields = list(map(_PHASE_FIELDS, reports))
+    whens = map(operator.itemgetter(1), fields)
+    starts = list(map(operator.itemgetter(4), fields))
+    ranks = map(_PHASE_RANK.__getitem__, whens)
+    keys = sorted(zip(starts, ranks, range(len(fields)), strict=True))
+    untimed = starts.count(0.0)  # no start (a crash report): they sorted first, go last
+    order = [index for _, _, index in keys]
+    order = order[untimed:] + order[:untimed]
+    return [(*fields[index], reports[index]) for index in order]
+
+
+class _PhaseRank(dict[str, int]):
+    def __missing__(self, key: str) -> int:
+        return 3  # "???": after a test's own phases
+
+
+_PHASE_RANK = _PhaseRank(setup=0, call=1, teardown=2)

@@ -4,6 +4,8 @@ per-module aggregates, as the collector folds pytest's reports in."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
+from operator import add
 from typing import Any
 
 from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
@@ -114,7 +116,7 @@ class TimingTable:
         return self.setups[row] + self.calls[row] + self.teardowns[row]
 
     def totals(self) -> list[float]:
-        return [s + c + t for s, c, t in zip(self.setups, self.calls, self.teardowns, strict=True)]
+        return list(map(add, map(add, self.setups, self.calls), self.teardowns))
 
     def warmup(self) -> list[bool]:
         return first_per_process(self.workers, self.starts)
@@ -169,4 +171,4 @@ class TimingTable:
 
 def rounded(values: list[float]) -> list[float]:
     """Seconds to the microsecond: the files stay small and parse fast."""
-    return [round(value, 6) for value in values]
+    return list(map(round, values, repeat(6, len(values))))
