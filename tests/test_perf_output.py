@@ -1,0 +1,194 @@
+"""A comparison as a CI user reads it, from hand-made findings: the lines in the
+terminal, the warning text, the annotations and the job-summary table, each exact.
+(The same output from real runs is in test_comparison.py and test_github_output.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_accel.github import Location
+from pytest_accel.perf import output
+from pytest_accel.perf.findings import Change, Comparison, Finding
+from pytest_accel.perf.timings import RunIdentity
+
+SLOWER = Finding("test", "t.py::test_a", 0.21, 0.43, 0.43 / 0.21, 20, z=9.5)
+FASTER = Finding("test", "t.py::test_b", 1.0, 0.5, 0.5, 12, z=-6.0)
+STEP = Change("test", "t.py::test_c", 0.2, 0.4, 3, RunIdentity("4f2c9e1aa0b1c2d3", "main"))
+BACK = Change("module", "u.py", 2.0, 1.0, 4, RunIdentity(None, None, "2026-11-20T02:00:00Z"))
+
+
+def comparison(**fields: object) -> Comparison:
+    found = Comparison("cpu/x1", compared=250)
+    for name, value in fields.items():
+        setattr(found, name, value)
+    return found
+
+
+def test_seconds_show_three_significant_digits() -> None:
+    assert output.seconds(0.2134) == "0.213s"
+    assert output.seconds(1.523) == "1.52s"
+    assert output.seconds(12.34) == "12.3s"
+
+
+def test_a_regression_names_both_times_the_ratio_and_the_evidence() -> None:
+    assert output.describe(SLOWER) == (
+        "test t.py::test_a: 0.430s vs baseline 0.210s (2.05x, 20 sample(s))"
+    )
+
+
+def test_a_corrected_finding_shows_both_ratios() -> None:
+    corrected = Finding("test", "t.py::a", 0.2, 0.5, 2.5, 10, corrected=1.9)
+    assert "(2.50x as measured, 1.90x for this runner's speed, 10 sample(s))" in output.describe(
+        corrected
+    )
+
+
+def test_a_warm_up_and_the_suite_say_what_they_were_judged_against() -> None:
+    warm = Finding("test", "t.py::first", 3.0, 9.0, 3.0, 8, warmup=True)
+    assert output.describe(warm).endswith("(3.00x, 8 sample(s), first in its process, as in them)")
+    suite = Finding("session", "suite", 100.0, 130.0, 1.3, 250)
+    assert output.describe(suite).endswith("(1.30x, over 250 test(s))")
+
+
+def test_a_change_names_its_levels_and_the_run_it_started_in() -> None:
+    assert output.describe_change(STEP) == (
+        "test t.py::test_c: 0.2s -> 0.4s (2.00x) since 4f2c9e1aa0b1, 3 runs"
+    )
+    assert output.describe_change(BACK) == (
+        "module u.py: 2s -> 1s (0.50x) since 2026-11-20T02:00:00Z, 4 runs"
+    )
+
+
+def test_a_hostile_id_stays_on_one_line() -> None:
+    hostile = Finding("test", "t.py::a[\n::error::x]", 0.1, 0.3, 3.0, 5)
+    text = output.describe(hostile)
+    assert "\n" not in text
+    assert "\\n::error::x" in text
+
+
+def test_the_alarm_count_is_what_perf_fail_fails_on() -> None:
+    assert output.alarm_count(comparison(regressions=[SLOWER])) == "1 regression(s)"
+    assert output.alarm_count(comparison(regressions=[SLOWER], changes=[STEP, BACK])) == (
+        "1 regression(s) and 1 slowdown change(s)"
+    )
+
+
+def test_the_summary_line_counts_everything_and_says_when_it_fails_the_run() -> None:
+    found = comparison(
+        regressions=[SLOWER],
+        improvements=[FASTER],
+        changes=[STEP],
+        new=["t.py::n1", "t.py::n2"],
+        new_slow=[("t.py::n1", 3.0)],
+        missing=["t.py::gone"],
+        speed=1.21,
+    )
+    assert output.summary_line(found, failing=True) == (
+        "perf: 1 regression(s), 1 change(s), 1 improvement(s), 2 new (1 slow), 1 missing,"
+        " 250 test(s) compared under cpu/x1; this run was 1.21x the baseline overall"
+        " -- failing the run (--perf-fail)"
+    )
+    assert output.summary_line(comparison(), failing=False) == (
+        "perf: 0 regression(s), 0 change(s), 0 improvement(s), 0 new, 0 missing,"
+        " 250 test(s) compared under cpu/x1"
+    )
+
+
+def test_a_baseline_without_this_hardware_says_which_keys_it_has() -> None:
+    found = comparison(found=False, available_envs=["tpu/v5e/x8", "cuda/H100/x2"])
+    assert output.missing_env_line(found, "ci/baseline.json") == (
+        "perf: ci/baseline.json has no timings for 'cpu/x1'; nothing compared"
+        " (it has: tpu/v5e/x8, cuda/H100/x2). Use --perf-env-key to pick one."
+    )
+    assert "(it has: none)" in output.missing_env_line(comparison(found=False), "b.json")
+
+
+def test_terminal_rows_come_in_order_and_are_cut_at_top() -> None:
+    many = [Finding("test", f"t.py::r{i}", 0.1, 0.3, 3.0, 10) for i in range(5)]
+    rows = output.terminal_rows(
+        comparison(
+            regressions=many,
+            changes=[STEP],
+            improvements=[FASTER],
+            new_slow=[("t.py::slow_new", 2.5)],
+        ),
+        top=2,
+    )
+    assert rows == [
+        "REGRESSION test t.py::r0: 0.300s vs baseline 0.100s (3.00x, 10 sample(s))",
+        "REGRESSION test t.py::r1: 0.300s vs baseline 0.100s (3.00x, 10 sample(s))",
+        "... and 3 more regression row(s)",
+        "CHANGED test t.py::test_c: 0.2s -> 0.4s (2.00x) since 4f2c9e1aa0b1, 3 runs",
+        "improved   test t.py::test_b: 0.500s vs baseline 1.000s (0.50x, 12 sample(s))",
+        "NEW SLOW test t.py::slow_new: 2.5s (no baseline yet)",
+    ]
+
+
+def test_warm_ups_and_reordered_tests_are_explained_not_listed_one_by_one() -> None:
+    rows = output.terminal_rows(
+        comparison(
+            warmup=["a", "b", "c", "d"],
+            layout="xdist 2",
+            baseline_layout="serial",
+            unconfirmed=["t.py::x"],
+        ),
+        top=5,
+    )
+    assert rows == [
+        "not judged: 4 test(s) ran first in their process and paid its warm-up, which no"
+        " baseline run saw them pay (a, b, c ...)",
+        "order: this run was xdist 2, the baseline's runs serial; 1 test(s) that moved while"
+        " their class and module held are not findings (t.py::x)",
+    ]
+
+
+def test_annotations_cover_regressions_and_slowdowns_only_up_to_the_limit() -> None:
+    def locate(kind: str, ident: str) -> Location | None:
+        return Location(ident.split("::", maxsplit=1)[0], 7) if kind == "test" else None
+
+    found = comparison(regressions=[SLOWER], changes=[STEP, BACK], improvements=[FASTER])
+    lines = output.workflow_commands(found, locate)
+    assert lines == [
+        "::warning file=t.py,line=7,title=perf regression (test)::" + output.describe(SLOWER),
+        "::warning file=t.py,line=7,title=perf change (test)::" + output.describe_change(STEP),
+    ]
+    assert output.workflow_commands(found, locate, limit=1) == lines[:1]
+
+
+def test_the_job_summary_is_a_table_with_one_row_per_finding() -> None:
+    section = output.summary_section(
+        comparison(regressions=[SLOWER], changes=[STEP], new_slow=[("t.py::n|ew", 1.5)]),
+        failing=False,
+    )
+    assert section.head[0] == "### pytest-accel performance"
+    assert section.head[-2:] == [
+        "| | kind | id | baseline (s) | current (s) | ratio | evidence |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    assert section.rows == [
+        "| regression | test | t.py::test\\_a | 0.210 | 0.430 | 2.05x | 20 samples |",
+        "| change | test | t.py::test\\_c | 0.200 | 0.400 | 2.00x | since 4f2c9e1aa0b1, 3 runs |",
+        "| new, slow | test | t.py::n\\|ew | | 1.500 | | no baseline yet |",
+    ]
+
+
+def test_a_clean_comparison_has_no_table() -> None:
+    section = output.summary_section(comparison(), failing=False)
+    assert section.rows == []
+    assert not any(line.startswith("| |") for line in section.head)
+
+
+def test_the_suite_history_becomes_a_mermaid_chart_in_the_summary() -> None:
+    found = comparison(suite_history=[("abc1234", 10.0), ("def5678", 11.0)], suite_now=12.5)
+    head = output.summary_section(found, failing=False).head
+    assert "```mermaid" in head
+    assert '    x-axis ["abc1234", "def5678", "this run"]' in head
+    assert "    line [10.000, 11.000, 12.500]" in head
+
+
+@pytest.mark.parametrize("failing", [True, False])
+def test_the_markdown_is_the_section_alone(failing: bool) -> None:
+    text = output.markdown(comparison(regressions=[SLOWER]), failing=failing)
+    assert text.startswith("### pytest-accel performance\n")
+    assert ("failing the run" in text) is failing
+    assert text.count("| regression |") == 1
