@@ -128,7 +128,6 @@ def test_an_unchanged_run_has_no_trends_but_a_suite_chart() -> None:
 def test_beyond_the_trend_limit_findings_are_one_line_each() -> None:
     # TRENDS + 3 tests slow down, as many stay as they were: not a slower runner.
     calls = {f"t.py::test_{i:02d}": 0.5 for i in range(2 * (TRENDS + 3))}
-    GROUPS.update(dict.fromkeys(calls, (None, "t.py")))
     runs = [record(calls, started=3600.0 * i, commit=f"c{i}", jitter=i + 1) for i in range(8)]
     slow = {i: 1.5 if n < TRENDS + 3 else 0.5 for n, i in enumerate(calls)}
     data = build([("now.json", record(slow, started=3600.0 * 9, jitter=9))], baseline_of(*runs))
