@@ -1,0 +1,289 @@
+"""The shared I/O every file format goes through, unit by unit: atomic writes that keep
+links and permissions and leave nothing behind, the checks a writable path gets before
+a run, strict reading, and the field checks whose messages name the file and field.
+(Each format's files, malformed on purpose, are in test_input_files.py.)"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_accel.files import (
+    STALE_TEMP_SECONDS,
+    TEMP_SUFFIX,
+    InputError,
+    all_plausible,
+    check_header,
+    check_version,
+    check_writable,
+    dumps,
+    expect_int,
+    expect_object,
+    expect_seconds,
+    expect_text,
+    finite_number,
+    gc_paused,
+    parse_utc_timestamp,
+    read_bytes,
+    read_json,
+    remove_stale_temp_files,
+    resolved,
+    update_locked,
+    utc_timestamp,
+    write_atomic,
+    write_json_atomic,
+)
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_ACCEL_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(TEMP_SUFFIX))
+
+
+def test_a_write_replaces_the_file_whole_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "record.json"
+    write_atomic(target, [b'{"a": ', b"1}"])
+    assert json.loads(target.read_text()) == {"a": 1}
+    write_json_atomic(target, {"b": 2})
+    assert json.loads(target.read_text()) == {"b": 2}
+    assert leftovers(target.parent) == []
+
+
+def test_a_failed_write_keeps_the_old_file_and_removes_its_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "record.json"
+    target.write_text("old")
+
+    def chunks() -> object:
+        yield b"new, half"
+        raise RuntimeError("the encoder failed")
+
+    with pytest.raises(RuntimeError):
+        write_atomic(target, chunks())  # type: ignore[arg-type]
+    assert target.read_text() == "old"
+    assert leftovers(tmp_path) == []
+
+
+def test_a_write_through_a_link_keeps_the_link(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "base.json").write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(shared / "base.json")
+    write_json_atomic(link, {"runs": 1})
+    assert link.is_symlink()
+    assert json.loads((shared / "base.json").read_text()) == {"runs": 1}
+
+
+def test_a_dangling_link_creates_its_target(tmp_path: Path) -> None:
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "target.json")
+    write_json_atomic(link, {})
+    assert link.is_symlink()
+    assert (tmp_path / "target.json").exists()
+
+
+def test_a_link_loop_is_an_input_error_naming_the_path(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    with pytest.raises(InputError) as raised:
+        resolved(loop)
+    assert str(raised.value).startswith(f"{loop}: cannot be resolved")
+
+
+def test_a_rewrite_keeps_the_files_permissions(tmp_path: Path) -> None:
+    target = tmp_path / "record.json"
+    target.write_text("{}")
+    target.chmod(0o640)
+    write_json_atomic(target, {"x": 1})
+    assert target.stat().st_mode & 0o777 == 0o640
+
+
+def test_a_new_file_gets_the_umasks_permissions_not_a_temp_files(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "new.json", {})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_only_old_temp_files_of_ours_are_cleaned_up(tmp_path: Path) -> None:
+    target = tmp_path / "record.json"
+    old = tmp_path / f".record.json.abc{TEMP_SUFFIX}"
+    fresh = tmp_path / f".record.json.def{TEMP_SUFFIX}"
+    other = tmp_path / f".other.json.ghi{TEMP_SUFFIX}"
+    for path in (old, fresh, other):
+        path.write_text("")
+    past = time.time() - STALE_TEMP_SECONDS - 10
+    os.utime(old, (past, past))
+    os.utime(other, (past, past))
+    remove_stale_temp_files(target)
+    assert leftovers(tmp_path) == sorted([fresh.name, other.name])
+
+
+def test_compact_and_indented_json_both_end_with_a_newline() -> None:
+    assert dumps({"a": [1, 2]}) == b'{"a":[1,2]}\n'
+    assert dumps({"a": 1}, indent=True) == b'{\n  "a": 1\n}\n'
+
+
+def test_a_writable_path_is_proved_before_the_run(tmp_path: Path) -> None:
+    assert check_writable(tmp_path / "new" / "dir" / "record.json").parent.is_dir()
+    with pytest.raises(InputError, match="is a directory; give a file path"):
+        check_writable(tmp_path)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(InputError, match="is not a directory"):
+        check_writable(blocker / "record.json")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_a_read_only_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "record.json"
+    target.write_text("{}")
+    target.chmod(0o444)
+    with pytest.raises(InputError, match="cannot be written"):
+        check_writable(target)
+
+
+def test_reading_refuses_what_is_not_a_regular_file_or_too_large(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        read_bytes(tmp_path / "missing.json")
+    with pytest.raises(InputError) as raised:
+        read_bytes(tmp_path)
+    assert "directory" in str(raised.value)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 100)
+    with pytest.raises(InputError, match="is 100 bytes, over the 10-byte limit"):
+        read_bytes(big, limit=10)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="FIFO"):
+        read_bytes(fifo)
+
+
+def test_reading_json_names_the_file_and_what_is_wrong(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": NaN}')
+    with pytest.raises(InputError) as raised:
+        read_json(bad)
+    assert str(raised.value).startswith(f"{bad}: is not valid JSON")
+    good = tmp_path / "good.json"
+    good.write_text('{"a": [1, null]}')
+    assert read_json(good) == {"a": [1, None]}
+
+
+def test_the_collector_is_paused_inside_and_restored_after() -> None:
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
+
+
+def test_a_locked_update_creates_changes_and_writes_once(tmp_path: Path) -> None:
+    path = tmp_path / "history.json"
+
+    def load(name: str) -> dict[str, int]:
+        data: dict[str, int] = json.loads(Path(name).read_text())
+        return data
+
+    def add_one(data: dict[str, int]) -> None:
+        data["runs"] = data.get("runs", 0) + 1
+
+    for _ in range(3):
+        result = update_locked(path, load, dict, add_one, lambda d: d)
+    assert result == {"runs": 3}
+    assert json.loads(path.read_text()) == {"runs": 3}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1, True),
+        (0.5, True),
+        (True, False),
+        (float("nan"), False),
+        (float("inf"), False),
+        ("1", False),
+    ],
+)
+def test_a_finite_number_is_an_int_or_float_not_a_bool(value: object, expected: bool) -> None:
+    assert finite_number(value) is expected
+
+
+def test_plausible_seconds_are_checked_in_bulk() -> None:
+    assert all_plausible([0.0, 1.5, 1e6])
+    assert not all_plausible([0.1, -0.1])
+    assert not all_plausible([1e7])
+    assert not all_plausible([float("nan")])
+
+
+def test_field_checks_name_the_file_and_the_field() -> None:
+    with pytest.raises(InputError) as raised:
+        expect_object("r.json", "run", [1])
+    assert str(raised.value) == "r.json: run: expected an object, got list"
+    with pytest.raises(InputError, match=r"r.json: tests.call\[3\]: expected a number of seconds"):
+        expect_seconds("r.json", "tests.call[3]", True)
+    with pytest.raises(InputError, match="is negative"):
+        expect_seconds("r.json", "x", -1)
+    with pytest.raises(InputError, match="implausibly large"):
+        expect_seconds("r.json", "x", 1e9)
+    assert expect_seconds("r.json", "x", 2) == 2.0
+    assert expect_text("r.json", "x", None, optional=True) is None
+    with pytest.raises(InputError, match="expected a string, got 5"):
+        expect_text("r.json", "x", 5)
+    with pytest.raises(InputError, match="expected an integer, got True"):
+        expect_int("r.json", "x", True)
+    with pytest.raises(InputError, match="0 is below 1"):
+        expect_int("r.json", "x", 0, minimum=1)
+
+
+def test_a_long_bad_value_is_cut_short_in_the_message() -> None:
+    with pytest.raises(InputError) as raised:
+        expect_text("r.json", "x", ["y" * 500])
+    assert len(str(raised.value)) < 120
+
+
+def test_versions_from_one_to_the_supported_one_are_read() -> None:
+    assert check_version("f.json", {"version": 2}, supported=2) == 2
+    with pytest.raises(InputError, match="version 3 is newer than this pytest-accel reads"):
+        check_version("f.json", {"version": 3}, supported=2)
+    with pytest.raises(InputError, match="is not a valid version"):
+        check_version("f.json", {"version": 0}, supported=2)
+    with pytest.raises(InputError, match="expected an integer, got '2'"):
+        check_version("f.json", {"version": "2"}, supported=2)
+
+
+def test_the_header_check_reads_the_same_for_every_format() -> None:
+    with pytest.raises(InputError) as raised:
+        check_header("b.json", {"schema": "x", "version": 1}, schema="s", supported=1, what="a B")
+    assert str(raised.value) == "b.json: is not a B (schema 'x', expected 's')"
+    with pytest.raises(InputError, match="expected a JSON object, got list"):
+        check_header("b.json", [], schema="s", supported=1, what="a B")
+    data = {"version": 1}
+    assert check_header("q.json", data, schema="s", supported=1, what="a Q", schema_required=False)
+
+
+def test_timestamps_round_trip_in_utc() -> None:
+    stamp = utc_timestamp(1795305600.0)
+    assert stamp == "2026-11-22T00:00:00Z"
+    assert parse_utc_timestamp("f.json", "run.started", stamp) == 1795305600.0
+    expected = "run.started: '22/11/2026' is not YYYY-MM-DDTHH:MM:SSZ"
+    with pytest.raises(InputError, match=re.escape(expected)):
+        parse_utc_timestamp("f.json", "run.started", "22/11/2026")
