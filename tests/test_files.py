@@ -254,6 +254,14 @@ def test_field_checks_name_the_file_and_the_field() -> None:
         expect_int("r.json", "x", 0, minimum=1)
 
 
+def test_a_four_hundred_digit_integer_is_implausible_not_an_overflow() -> None:
+    assert finite_number(10**400)
+    with pytest.raises(InputError) as raised:
+        expect_seconds("r.json", "x", 10**400)
+    assert str(raised.value).endswith("... seconds is implausibly large")
+    assert len(str(raised.value)) < 120
+
+
 def test_a_long_bad_value_is_cut_short_in_the_message() -> None:
     with pytest.raises(InputError) as raised:
         expect_text("r.json", "x", ["y" * 500])

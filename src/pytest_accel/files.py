@@ -288,7 +288,11 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
 
 
 def finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """An int or a finite float, not a bool (an int is always finite, however large:
+    ``math.isfinite`` would overflow on a 400-digit one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 # Larger than any test duration could be: a unit error or corruption.
@@ -317,9 +321,9 @@ def expect_seconds(path: str, where: str, value: Any) -> float:
     if not finite_number(value):  # bools included: True is no duration
         raise InputError(path, f"{where}: expected a number of seconds, got {_shown(value)}")
     if value < 0:
-        raise InputError(path, f"{where}: {value!r} is negative")
+        raise InputError(path, f"{where}: {_shown(value)} is negative")
     if value > MAX_SECONDS:
-        raise InputError(path, f"{where}: {value!r} seconds is implausibly large")
+        raise InputError(path, f"{where}: {_shown(value)} seconds is implausibly large")
     return float(value)
 
 

@@ -1,0 +1,168 @@
+"""The baseline in memory: runs folded in with their identity, the matrices and indexes
+a comparison reads (built once, rebuilt when the runs change), accepting a change,
+validation in bulk with the bad value named, and the JSON written back.  (Baselines
+made by real runs, and read from broken files, are in test_baseline.py.)"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bench import synthetic
+from pytest_accel.files import InputError
+from pytest_accel.perf.baseline import (
+    Baseline,
+    EnvHistory,
+    accept,
+    add_run,
+    expected_durations,
+    parse_baseline,
+    to_json,
+)
+from pytest_accel.perf.record import check_record, timings
+from pytest_accel.perf.timings import RunTimings
+
+
+def run_of(calls: dict[str, float], started: float = 0.0, commit: str = "abc") -> RunTimings:
+    data = synthetic.record(calls, started=synthetic.STARTED + started)
+    data["run"]["commit"] = commit
+    return timings(check_record("r.json", data))
+
+
+def env_of(*runs: dict[str, float], window: int = 20) -> EnvHistory:
+    env = EnvHistory()
+    for n, calls in enumerate(runs):
+        add_run(env, run_of(calls, started=60.0 * n, commit=f"c{n}"), window)
+    return env
+
+
+def test_each_run_keeps_its_identity_and_one_value_per_id() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
+    assert [r.identity.commit for r in env.runs] == ["c0", "c1"]
+    assert env.ids["tests"] == ["t.py::a", "t.py::b"]
+    assert env.runs[0].values["tests"] == [0.1, 0.2]
+    assert env.runs[1].values["tests"] == [0.3, None]
+    assert env.ids["modules"] == ["t.py"]
+
+
+def test_the_matrix_has_a_row_per_id_and_a_column_per_run() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
+    ids, matrix = env.matrix("tests")
+    assert ids == ["t.py::a", "t.py::b"]
+    assert matrix.shape == (2, 2)
+    assert matrix[0].tolist() == [0.1, 0.3]
+    assert matrix[1, 0] == 0.2
+    assert math.isnan(matrix[1, 1])
+
+
+def test_the_matrix_is_built_once_and_read_only() -> None:
+    env = env_of({"t.py::a": 0.1}, {"t.py::a": 0.2})
+    _, first = env.matrix("tests")
+    _, again = env.matrix("tests")
+    assert again is first
+    with pytest.raises(ValueError, match="read-only"):
+        first[0, 0] = 9.0
+
+
+def test_a_new_run_rebuilds_the_matrix() -> None:
+    env = env_of({"t.py::a": 0.1}, {"t.py::a": 0.2})
+    _, before = env.matrix("tests")
+    add_run(env, run_of({"t.py::a": 0.3, "t.py::c": 1.0}, started=500.0), window=20)
+    ids, after = env.matrix("tests")
+    assert after is not before
+    assert ids == ["t.py::a", "t.py::c"]
+    assert after.shape == (2, 3)
+    assert after[0].tolist() == [0.1, 0.2, 0.3]
+
+
+def test_accepting_a_change_drops_the_old_samples_and_the_cached_matrix() -> None:
+    env = env_of(*[{"t.py::a": 0.1}] * 4, *[{"t.py::a": 0.4}] * 3)
+    _, before = env.matrix("tests")
+    accept(env, "tests", "t.py::a", 3, {"id": "t.py::a", "accepted": "now"})
+    _, after = env.matrix("tests")
+    assert after is not before
+    row = after[0]
+    assert np.isnan(row[:4]).all()
+    assert row[4:].tolist() == [0.4, 0.4, 0.4]
+    assert env.accepted == [{"id": "t.py::a", "accepted": "now"}]
+
+
+def test_positions_index_the_matrix_rows_and_follow_the_ids() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2})
+    assert env.positions("tests") == {"t.py::a": 0, "t.py::b": 1}
+    add_run(env, run_of({"t.py::c": 0.3}, started=90.0), window=20)
+    assert env.positions("tests") == {"t.py::a": 0, "t.py::b": 1, "t.py::c": 2}
+
+
+def test_the_window_drops_old_runs_and_ids_left_without_a_sample() -> None:
+    env = env_of({"t.py::gone": 0.1, "t.py::a": 0.2}, {"t.py::a": 0.3}, {"t.py::a": 0.4}, window=2)
+    assert [r.identity.commit for r in env.runs] == ["c1", "c2"]
+    assert env.ids["tests"] == ["t.py::a"]
+    assert env.matrix("tests")[1].tolist() == [[0.3, 0.4]]
+
+
+def test_expected_durations_are_each_tests_median() -> None:
+    env = env_of({"t.py::a": 0.1}, {"t.py::a": 0.3}, {"t.py::a": 0.2, "t.py::b": 1.0})
+    assert expected_durations(env) == {"t.py::a": pytest.approx(0.2), "t.py::b": 1.0}
+
+
+def document(env_json: dict[str, Any]) -> dict[str, Any]:
+    return {"schema": "pytest-accel/baseline", "version": 2, "window": 20, "envs": env_json}
+
+
+def test_written_and_read_back_a_baseline_is_the_same() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
+    data = to_json(Baseline({"cpu/x1": env}))
+    again = parse_baseline("b.json", data)
+    assert again.envs["cpu/x1"].ids == env.ids
+    assert again.envs["cpu/x1"].runs[0].values == env.runs[0].values
+    np.testing.assert_array_equal(again.envs["cpu/x1"].matrix("tests")[1], env.matrix("tests")[1])
+
+
+def test_trailing_missing_samples_are_not_written() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
+    runs = to_json(Baseline({"cpu/x1": env}))["envs"]["cpu/x1"]["runs"]
+    assert runs[1]["tests"] == [0.3]
+
+
+def bad_run(tests: list[Any]) -> dict[str, Any]:
+    return document(
+        {
+            "cpu/x1": {
+                "tests": ["t.py::a", "t.py::b"],
+                "warmup": [],
+                "classes": [],
+                "modules": [],
+                "runs": [{"commit": "c", "tests": tests}],
+            }
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("tests", "message"),
+    [
+        ([0.1, "slow"], "envs['cpu/x1'].runs[0].tests['t.py::b']: expected a number of seconds"),
+        ([0.1, -1], "envs['cpu/x1'].runs[0].tests['t.py::b']: -1 is negative"),
+        ([True, 0.1], "envs['cpu/x1'].runs[0].tests['t.py::a']: expected a number of seconds"),
+        ([1e9, 0.1], "envs['cpu/x1'].runs[0].tests['t.py::a']: 1000000000.0 seconds"),
+        ([10**400, 0.1], "envs['cpu/x1'].runs[0].tests['t.py::a']: 1000000000"),
+        ([0.1, 0.2, 0.3], "envs['cpu/x1'].runs[0].tests: 3 values for 2 tests"),
+    ],
+)
+def test_a_bad_sample_is_found_in_bulk_and_named(tests: list[Any], message: str) -> None:
+    with pytest.raises(InputError) as raised:
+        parse_baseline("b.json", bad_run(tests))
+    assert str(raised.value).startswith("b.json: ")
+    assert message in str(raised.value)
+
+
+def test_good_samples_are_kept_as_arrays_for_the_matrix() -> None:
+    baseline = parse_baseline("b.json", bad_run([0.1, None]))
+    run = baseline.envs["cpu/x1"].runs[0]
+    assert run.values["tests"] == [0.1, None]
+    assert run.arrays["tests"].tolist()[0] == 0.1
+    assert math.isnan(run.arrays["tests"][1])
