@@ -1,0 +1,161 @@
+"""The timing feature from files alone, as the command line tool uses it: records
+folded into a baseline in time order, a record compared with it, a change accepted,
+expected durations read for sharding, and version 1 files upgraded in place.  The
+records come from the plugin's own encoder (``bench/synthetic.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import synthetic
+from pytest_accel.files import InputError
+from pytest_accel.perf.baseline import load_baseline
+from pytest_accel.perf.offline import (
+    accept_changes,
+    compare_files,
+    durations_file,
+    fold_records,
+    upgrade_file,
+)
+from pytest_accel.perf.rule import Rule
+
+
+def write_record(
+    directory: Path, name: str, calls: dict[str, float], started: float, key: str = "cpu/x1"
+) -> str:
+    data = synthetic.record(calls, key=key, started=synthetic.STARTED + started)
+    data["run"]["commit"] = name
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def calls(a: float, run: int = 0) -> dict[str, float]:
+    wobble = 1 + 0.01 * ((run * 3) % 5 - 2)  # real timings are never exactly equal
+    return {"t.py::test_a": a * wobble, "t.py::test_b": 0.2 * wobble, "u.py::test_c": 0.3}
+
+
+def test_records_are_folded_oldest_first_whatever_order_they_are_given(tmp_path: Path) -> None:
+    late = write_record(tmp_path, "late", calls(0.5, 1), started=200.0)
+    early = write_record(tmp_path, "early", calls(0.5, 2), started=100.0)
+    baseline, added = fold_records([late, early], str(tmp_path / "b.json"), window=20)
+    assert added == 2
+    env = baseline.envs["cpu/x1"]
+    assert [r.identity.commit for r in env.runs] == ["early", "late"]
+    again = load_baseline(tmp_path / "b.json")
+    assert [r.identity.commit for r in again.envs["cpu/x1"].runs] == ["early", "late"]
+
+
+def baseline_of(tmp_path: Path, levels: list[float]) -> str:
+    paths = [
+        write_record(tmp_path, f"c{n:02d}", calls(a, n), started=60.0 * n)
+        for n, a in enumerate(levels)
+    ]
+    fold_records(paths, str(tmp_path / "b.json"), window=20)
+    return str(tmp_path / "b.json")
+
+
+def test_an_unchanged_record_compares_clean(tmp_path: Path) -> None:
+    baseline = baseline_of(tmp_path, [0.5] * 8)
+    record = write_record(tmp_path, "now", calls(0.5, 9), started=999.0)
+    comparison = compare_files(record, baseline, Rule())
+    assert comparison.regressions == []
+    assert comparison.changes == []
+    assert comparison.compared == 3
+
+
+def test_a_slower_test_is_a_regression(tmp_path: Path) -> None:
+    baseline = baseline_of(tmp_path, [0.5] * 8)
+    record = write_record(tmp_path, "now", calls(1.5, 9), started=999.0)
+    comparison = compare_files(record, baseline, Rule())
+    assert [f.id for f in comparison.regressions] == ["t.py::test_a"]
+
+
+def test_a_record_of_other_hardware_finds_no_timings_and_says_which_there_are(
+    tmp_path: Path,
+) -> None:
+    baseline = baseline_of(tmp_path, [0.5] * 3)
+    record = write_record(tmp_path, "now", calls(0.5), started=999.0, key="tpu/x8")
+    comparison = compare_files(record, baseline, Rule())
+    assert not comparison.found
+    assert comparison.available_envs == ["cpu/x1"]
+    assert compare_files(record, baseline, Rule(), env_key="cpu/x1").found
+
+
+def test_accepting_a_change_makes_the_new_level_the_baseline(tmp_path: Path) -> None:
+    baseline = baseline_of(tmp_path, [0.5] * 8 + [1.0] * 3)
+    accepted = accept_changes(baseline, ["t.py::test_a"], Rule())
+    # The module that holds it changed with it: the same cause, accepted together.
+    assert [(c.kind, c.id) for c in accepted] == [("test", "t.py::test_a"), ("module", "t.py")]
+    env = load_baseline(baseline).envs["cpu/x1"]
+    _, matrix = env.matrix("tests")
+    row = env.ids["tests"].index("t.py::test_a")
+    assert all(v != v for v in matrix[row, :8])  # the old level's samples are gone (NaN)
+    assert env.accepted[0]["id"] == "t.py::test_a"
+    record = write_record(tmp_path, "now", calls(1.0, 12), started=9999.0)
+    assert compare_files(record, baseline, Rule()).changes == []
+
+
+def test_accepting_where_nothing_changed_accepts_nothing(tmp_path: Path) -> None:
+    baseline = baseline_of(tmp_path, [0.5] * 8)
+    assert accept_changes(baseline, ["all"], Rule()) == []
+
+
+def test_accepting_in_a_missing_baseline_names_it(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        accept_changes(str(tmp_path / "none.json"), ["all"], Rule())
+
+
+def test_expected_durations_come_from_a_baseline_or_a_record(tmp_path: Path) -> None:
+    baseline = baseline_of(tmp_path, [0.5] * 3)
+    durations, groups = durations_file(baseline, "cpu/x1")
+    assert set(durations) == {"t.py::test_a", "t.py::test_b", "u.py::test_c"}
+    assert groups is None
+    record = write_record(tmp_path, "one", calls(0.5), started=0.0)
+    durations, groups = durations_file(record, None)
+    assert durations["u.py::test_c"] == pytest.approx(0.3)
+    assert groups is not None
+    assert groups["u.py::test_c"] == (None, "u.py")
+
+
+def test_durations_for_a_key_the_baseline_lacks_name_the_keys_it_has(tmp_path: Path) -> None:
+    baseline = baseline_of(tmp_path, [0.5])
+    with pytest.raises(InputError, match=r"no timings for 'tpu/x8' \(it has: cpu/x1\)"):
+        durations_file(baseline, "tpu/x8")
+
+
+def version_1_baseline() -> dict[str, Any]:
+    return {
+        "schema": "pytest-accel/baseline",
+        "version": 1,
+        "window": 20,
+        "envs": {
+            "cpu/x1": {
+                "tests": {"t.py::a": {"samples": [0.1, 0.2]}, "t.py::b": {"samples": [0.3]}},
+                "classes": {},
+                "modules": {},
+            }
+        },
+    }
+
+
+def test_a_version_1_baseline_is_upgraded_in_place_with_its_samples(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(version_1_baseline()))
+    assert upgrade_file(str(path)) == ("baseline", 1)
+    data = json.loads(path.read_text())
+    assert data["version"] == 2
+    env = load_baseline(path).envs["cpu/x1"]
+    assert env.samples("tests") == {"t.py::a": [0.1, 0.2], "t.py::b": [0.3]}
+    assert upgrade_file(str(path)) == ("baseline", 2)  # upgrading twice changes nothing
+
+
+def test_a_durations_map_is_not_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / ".test_durations"
+    path.write_text(json.dumps({"t.py::a": 0.1}))
+    with pytest.raises(InputError, match="not a baseline or a record"):
+        upgrade_file(str(path))
