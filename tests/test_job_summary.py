@@ -79,7 +79,7 @@ def test_in_github_actions_the_summary_is_one_per_run_and_checked_up_front(
     assert first is not None
     assert job_summary(config) is first
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a directory
-    with pytest.raises(pytest.UsageError, match="GITHUB_STEP_SUMMARY: .* is a directory"):
+    with pytest.raises(pytest.UsageError, match=r"GITHUB_STEP_SUMMARY: .* is a directory"):
         job_summary(pytester.parseconfig())
 
 
