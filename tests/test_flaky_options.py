@@ -7,11 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_accel.flaky.options import resolve
-
-
-def parsed(pytester: pytest.Pytester, *args: str, ini: str = "") -> pytest.Config:
-    pytester.makeini(f"[pytest]\n{ini}\n")
-    return pytester.parseconfig("-p", "pytest_accel", *args)
+from tests.configs import parsed
 
 
 def test_nothing_given_is_switched_off(pytester: pytest.Pytester) -> None:

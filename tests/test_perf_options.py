@@ -9,11 +9,7 @@ import pytest
 
 from pytest_accel.perf.options import DEFAULT_TOP, DEFAULT_WINDOW, resolve, rule_from
 from pytest_accel.perf.rule import Rule
-
-
-def parsed(pytester: pytest.Pytester, *args: str, ini: str = "") -> pytest.Config:
-    pytester.makeini(f"[pytest]\n{ini}\n")
-    return pytester.parseconfig("-p", "pytest_accel", *args)
+from tests.configs import parsed
 
 
 def test_nothing_given_is_switched_off_with_the_defaults(pytester: pytest.Pytester) -> None:

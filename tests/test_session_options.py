@@ -15,11 +15,7 @@ from pytest_accel.session import (
     resolve_options,
     valid_accel_choices,
 )
-
-
-def parsed(pytester: pytest.Pytester, *args: str) -> pytest.Config:
-    pytester.makeini("[pytest]\n")
-    return pytester.parseconfig("-p", "pytest_accel", *args)
+from tests.configs import parsed
 
 
 def test_the_choices_are_auto_the_builtin_platforms_families_and_registered_ones() -> None:

@@ -20,15 +20,11 @@ from pytest_accel.settings import (
     spec_in,
     text_setting,
 )
+from tests.configs import parsed
 
 ACCEL = spec_in(SESSION_OPTIONS.specs, "--accel")
 ONLY = spec_in(SESSION_OPTIONS.specs, "--accel-only")
 ONLY_RERUN = spec_in(FLAKY_OPTIONS.specs, "--flaky-only-rerun")
-
-
-def config_with(pytester: pytest.Pytester, *args: str, ini: str = "") -> pytest.Config:
-    pytester.makeini(f"[pytest]\n{ini}\n")  # each config its own ini, empty or not
-    return pytester.parseconfig("-p", "pytest_accel", *args)
 
 
 def test_a_specs_destination_is_its_flag_in_snake_case() -> None:
@@ -39,7 +35,7 @@ def test_the_command_line_wins_over_the_environment_and_the_ini(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ENV_ACCEL, "rocm")
-    config = config_with(pytester, "--accel=tpu", ini="accel = cuda")
+    config = parsed(pytester, "--accel=tpu", ini="accel = cuda")
     assert raw_setting(config, ACCEL) == "tpu"
 
 
@@ -47,7 +43,7 @@ def test_the_environment_wins_over_the_ini(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ENV_ACCEL, "rocm")
-    config = config_with(pytester, ini="accel = cuda")
+    config = parsed(pytester, ini="accel = cuda")
     assert raw_setting(config, ACCEL) == "rocm"
     assert raw_setting(config, ACCEL, environ={}) == "cuda"  # without it, the ini
 
@@ -56,29 +52,29 @@ def test_an_empty_environment_variable_counts_as_unset(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ENV_ACCEL, "")
-    config = config_with(pytester, ini="accel = cuda")
+    config = parsed(pytester, ini="accel = cuda")
     assert raw_setting(config, ACCEL) == "cuda"
 
 
 def test_nothing_given_is_none_and_an_empty_ini_value_too(pytester: pytest.Pytester) -> None:
-    assert text_setting(config_with(pytester), ACCEL) is None
-    assert text_setting(config_with(pytester, ini="accel ="), ACCEL) is None
+    assert text_setting(parsed(pytester), ACCEL) is None
+    assert text_setting(parsed(pytester, ini="accel ="), ACCEL) is None
 
 
 def test_a_flag_is_true_from_the_command_line_or_the_ini(pytester: pytest.Pytester) -> None:
-    assert raw_setting(config_with(pytester), ONLY) is False
-    assert raw_setting(config_with(pytester, "--accel-only"), ONLY) is True
-    assert raw_setting(config_with(pytester, ini="accel_only = true"), ONLY) is True
+    assert raw_setting(parsed(pytester), ONLY) is False
+    assert raw_setting(parsed(pytester, "--accel-only"), ONLY) is True
+    assert raw_setting(parsed(pytester, ini="accel_only = true"), ONLY) is True
 
 
 def test_a_repeatable_option_takes_every_value_or_the_ini_lines(
     pytester: pytest.Pytester,
 ) -> None:
-    given = config_with(pytester, "--flaky-only-rerun=Timeout", "--flaky-only-rerun=OSError")
+    given = parsed(pytester, "--flaky-only-rerun=Timeout", "--flaky-only-rerun=OSError")
     assert list_setting(given, ONLY_RERUN) == ["Timeout", "OSError"]
-    from_ini = config_with(pytester, ini="flaky_only_rerun =\n    Timeout\n    ConnectionError")
+    from_ini = parsed(pytester, ini="flaky_only_rerun =\n    Timeout\n    ConnectionError")
     assert list_setting(from_ini, ONLY_RERUN) == ["Timeout", "ConnectionError"]
-    assert list_setting(config_with(pytester), ONLY_RERUN) == []
+    assert list_setting(parsed(pytester), ONLY_RERUN) == []
 
 
 def test_a_choice_is_case_insensitive_and_a_wrong_one_lists_the_others() -> None:
