@@ -9,6 +9,7 @@ instructions cannot see (waiting on the disk, cache misses), so it complements t
 paired wall times of ``bench/overhead.py``; it does not replace them.
 
     build/bench-venv/bin/python bench/instructions.py --tests 1000
+    build/bench-venv/bin/python bench/instructions.py --tests 2000 --flaky
 
 About 40 s per variant for 1,000 tests (callgrind runs the interpreter some 40x slower).
 """
@@ -25,10 +26,26 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.overhead import ACCEL, BASELINE, RECORD, SPLIT, Variant, stretch_history
+from bench.overhead import (
+    ACCEL,
+    BASELINE,
+    RECORD,
+    SPLIT,
+    Variant,
+    stretch_history,
+    write_quarantine,
+)
 from bench.suite import generate
 
 HISTORY = "--flaky-history={tmp}/history.json"
+FLAKY = [
+    Variant("pytest-accel (no flaky option)", ACCEL),
+    Variant(
+        "pytest-accel --flaky-history (50 runs) --flaky-quarantine (1,000)",
+        [*ACCEL, HISTORY, "--flaky-quarantine={tmp}/quarantine.txt"],
+        prepare=[*ACCEL, HISTORY],
+    ),
+]
 VARIANTS = [
     Variant("bare pytest", []),
     Variant("pytest-accel (no option)", ACCEL),
@@ -63,14 +80,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--only", help="comma-separated variant numbers (0 = bare)")
+    parser.add_argument(
+        "--flaky",
+        action="store_true",
+        help="the flaky features (1,000-entry quarantine, 50-run history) against the plugin",
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
-    variants = VARIANTS if not args.only else [VARIANTS[int(i)] for i in args.only.split(",")]
+    chosen = FLAKY if args.flaky else VARIANTS
+    variants = chosen if not args.only else [chosen[int(i)] for i in args.only.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         suite = workdir / "suite"
         count = generate(suite, args.tests)
+        write_quarantine(workdir / "quarantine.txt", count)
         counts = []
         for variant in variants:
             if variant.prepare:  # a baseline and a history of earlier runs
@@ -81,7 +105,7 @@ def main() -> None:
             counts.append(run(variant.args, suite, workdir, counted=True))
             print(f"{variant.name}: {counts[-1]:,}", file=sys.stderr)
     print(f"instructions executed, pytest on {count} generated tests (callgrind)\n")
-    print("| variant | instructions (millions) | ratio to bare |")
+    print(f"| variant | instructions (millions) | ratio to {variants[0].name} |")
     print("| --- | ---: | ---: |")
     for variant, refs in zip(variants, counts, strict=True):
         print(f"| {variant.name} | {refs / 1e6:,.0f} | {refs / counts[0]:.3f}x |")
