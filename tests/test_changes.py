@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_accel.perf.changes import ChangeRule, Steps, find_steps
+from pytest_accel.perf.rule import LOG_FLOOR
 
 # A fixed +-3% wobble, so every series is the same on every machine.
 WOBBLE = (1.00, 1.03, 0.98, 1.01, 0.97, 1.02, 0.99, 1.03, 0.97, 1.00)
@@ -117,3 +118,21 @@ def test_the_rule_is_tunable() -> None:
     assert not steps(series((1.0, 20), (2.0, 3)), rule=strict).found.any()
     one_run = ChangeRule(min_runs=1, min_before=5)
     assert steps(series((1.0, 20), (2.0, 1)), rule=one_run).runs.tolist() == [1]
+
+
+def test_zero_seconds_do_not_disturb_the_search_for_the_other_rows() -> None:
+    # Timings that round to 0.0 s (a coarse clock) are logged at LOG_FLOOR, never -inf:
+    # no warning (the suite runs with -W error), and the row beside them is judged as
+    # it would be alone.
+    assert np.log(LOG_FLOOR) > -np.inf
+    found = steps([0.0] * 8 + series((0.5, 3)), series((1.0, 8), (2.0, 3)))
+    alone = steps(series((1.0, 8), (2.0, 3)))
+    assert found.found[1] == alone.found[0]
+    assert found.after[1] == alone.after[0]
+    assert found.runs[1] == alone.runs[0] == 3
+
+
+def test_a_test_that_always_takes_zero_seconds_never_changes() -> None:
+    found = steps([0.0] * 12)
+    assert not found.found.any()
+    assert found.runs.tolist() == [0]

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from math import log
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.rule import row_median
+from pytest_accel.perf.rule import CLIP_MADS, LOG_FLOOR, MAD_SCALE, row_median
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,11 +45,8 @@ if TYPE_CHECKING:
     IntArray = npt.NDArray[np.int64]
     BoolArray = npt.NDArray[np.bool_]
 
-MAD_SCALE = 1.4826
 CLIP_SIGMAS = 2.0  # a segment's values are winsorised this many spreads from its median
 WINSORISED_VARIANCE = 1.1  # var(winsorised mean) / var(mean) at 2 sigmas, normal data
-CLIP_MADS = 3.5  # residuals beyond this many scaled MADs do not enter the spread
-_LOG_FLOOR = 1e-6
 
 
 @dataclass(frozen=True)
@@ -146,7 +143,7 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     if width < rule.min_before + rule.min_runs:
         return Steps(found, runs, before_level, after_level)
     with np.errstate(all="ignore"):
-        logs = np.log(np.maximum(series, _LOG_FLOOR))
+        logs = np.log(np.maximum(series, LOG_FLOOR))
         min_step = log(rule.threshold)
         # Screen: the last min_runs runs against the rest, and the current run present.
         recent = row_median(logs[:, -rule.min_runs :])

@@ -35,7 +35,7 @@ from pytest_accel.perf.causes import (
     usual_layout,
 )
 from pytest_accel.perf.changes import ChangeRule, find_steps
-from pytest_accel.perf.findings import Change, Comparison, Finding, Override
+from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
 from pytest_accel.perf.rule import Rule, judge, row_median
 from pytest_accel.perf.speed import run_speeds, runner_speed, unexplained_steps
 from pytest_accel.perf.timings import RunIdentity, RunTimings
@@ -206,10 +206,6 @@ class _Setting:
     run_speeds: FloatArray | None = None  # each run's speed, this one last (speed.py)
 
 
-# The baseline's kind that holds each kind of id judged (a warm-up is a test).
-_KIND_NAMES = {"test": "tests", "class": "classes", "module": "modules"}
-
-
 def _judge(
     setting: _Setting,
     kind: str,
@@ -224,7 +220,7 @@ def _judge(
     env, rule, speed = setting.env, setting.rule, setting.speed
     ids, matrix = baseline
 
-    index = env.positions(_KIND_NAMES[kind]) if env.ids[_KIND_NAMES[kind]] is ids else None
+    index = env.positions(KIND_OF_FINDING[kind]) if env.ids[KIND_OF_FINDING[kind]] is ids else None
     if index is None:
         index = {ident: row for row, ident in enumerate(ids)}
     found = [(i, index[i], seconds) for i, seconds in now.items() if i in index]

@@ -8,6 +8,9 @@ from typing import Any
 
 from pytest_accel.perf.timings import RunIdentity
 
+# A finding's kind -> the baseline's ids it is among (a warm-up test's are ``warmup``).
+KIND_OF_FINDING = {"test": "tests", "class": "classes", "module": "modules"}
+
 
 class PerfRegressionWarning(UserWarning):
     """A test, class, module or the suite got slower than its baseline."""

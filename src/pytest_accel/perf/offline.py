@@ -18,7 +18,7 @@ from pytest_accel.perf.baseline import (
     update_baseline_file,
 )
 from pytest_accel.perf.comparison import change_rule, compare
-from pytest_accel.perf.findings import Change, Comparison
+from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, load_record, timings
 from pytest_accel.perf.rule import Rule
 
@@ -72,7 +72,7 @@ def accept_changes(
                 raise InputError(path, f"has no runs for {key!r} (it has: {', '.join(keys)})")
             if len(env.runs) < 2:
                 continue
-            for kind, name in (("test", "tests"), ("class", "classes"), ("module", "modules")):
+            for kind, name in KIND_OF_FINDING.items():
                 ids, matrix = env.matrix(name)
                 if not ids:
                     continue

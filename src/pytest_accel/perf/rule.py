@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     FloatArray = npt.NDArray[np.float64]
 
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation of a normal sample
-CLIP_MADS = 3.5
-_LOG_FLOOR = 1e-6
+CLIP_MADS = 3.5  # residuals beyond this many scaled MADs do not enter the spread
+LOG_FLOOR = 1e-6  # seconds: a zero timing's stand-in, so that every value has a log
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,8 @@ def judge(
     with np.errstate(all="ignore"):
         median = row_median(samples) if median is None else median
         if rule.log_space:
-            values = np.log(np.maximum(samples, _LOG_FLOOR))
-            now = np.log(np.maximum(current, _LOG_FLOOR))
+            values = np.log(np.maximum(samples, LOG_FLOOR))
+            now = np.log(np.maximum(current, LOG_FLOOR))
         else:
             values, now = samples, current
         centre = row_median(values)

@@ -16,7 +16,7 @@ from pytest_accel.flaky.classify import classify
 from pytest_accel.flaky.history import History
 from pytest_accel.perf.baseline import Baseline, EnvHistory
 from pytest_accel.perf.comparison import compare
-from pytest_accel.perf.findings import Comparison
+from pytest_accel.perf.findings import KIND_OF_FINDING, Comparison
 from pytest_accel.perf.record import timings
 from pytest_accel.perf.rule import Rule
 from pytest_accel.perf.timings import RunTimings
@@ -173,9 +173,6 @@ def _series(env: EnvHistory, kind: str, ident: str, now: float | None) -> list[f
     return [*values, now]
 
 
-_KIND_OF = {"test": "tests", "class": "classes", "module": "modules"}
-
-
 def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: Comparison) -> None:
     from pytest_accel.perf import output
 
@@ -187,9 +184,11 @@ def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: 
     }
     items: list[Trend] = []
     for change in comparison.changes:
-        if change.kind not in _KIND_OF:
+        if change.kind not in KIND_OF_FINDING:
             continue  # the suite's change: the suite chart shows it
-        series = _series(env, _KIND_OF[change.kind], change.id, now[change.kind].get(change.id))
+        series = _series(
+            env, KIND_OF_FINDING[change.kind], change.id, now[change.kind].get(change.id)
+        )
         headline = "CHANGED " + output.describe_change(change)
         change_at = len(series) - change.runs
         items.append(
@@ -198,9 +197,9 @@ def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: 
     for finding, word in [(f, "REGRESSION") for f in comparison.regressions] + [
         (f, "improved") for f in comparison.improvements
     ]:
-        if finding.kind not in _KIND_OF:
+        if finding.kind not in KIND_OF_FINDING:
             continue
-        kind = "warmup" if finding.warmup else _KIND_OF[finding.kind]
+        kind = "warmup" if finding.warmup else KIND_OF_FINDING[finding.kind]
         items.append(
             Trend(
                 finding.kind,
