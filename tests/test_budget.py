@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_accel.files import lock_path
 from pytest_accel.flaky.budget import (
     MASS_FAILURE_MIN_TESTS,
     Budget,
     MassFailure,
     is_mass_failure,
 )
+from pytest_accel.locking import lock_path
 
 
 @pytest.fixture

@@ -9,6 +9,9 @@ import gc
 import json
 import os
 import re
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,11 +37,11 @@ from pytest_accel.files import (
     read_json,
     remove_stale_temp_files,
     resolved,
-    update_locked,
     utc_timestamp,
     write_atomic,
     write_json_atomic,
 )
+from pytest_accel.locking import exclusive_lock, file_identity, update_locked
 
 
 @pytest.fixture(autouse=True)
@@ -212,6 +215,48 @@ def test_a_locked_update_creates_changes_and_writes_once(tmp_path: Path) -> None
     assert json.loads(path.read_text()) == {"runs": 3}
 
 
+def test_a_locked_update_reuses_what_was_read_before_only_while_the_file_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "history.json"
+    write_json_atomic(path, {"runs": 1})
+    loads: list[str] = []
+
+    def load(name: str) -> dict[str, int]:
+        loads.append(name)
+        data: dict[str, int] = json.loads(Path(name).read_text())
+        return data
+
+    def add_one(data: dict[str, int]) -> None:
+        data["runs"] += 1
+
+    read_before = (file_identity(path), {"runs": 1})
+    assert update_locked(path, load, dict, add_one, lambda d: d, read_before=read_before) == {
+        "runs": 2
+    }
+    assert loads == []  # the file was as read: not parsed again
+    # Another job replaced it since (a new inode): what it wrote is read, not lost.
+    write_json_atomic(path, {"runs": 7})
+    assert update_locked(path, load, dict, add_one, lambda d: d, read_before=read_before) == {
+        "runs": 8
+    }
+    assert len(loads) == 1
+    assert json.loads(path.read_text()) == {"runs": 8}
+
+
+def test_a_file_identity_changes_when_the_file_is_replaced_and_is_none_when_absent(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "f.json"
+    assert file_identity(path) is None
+    write_json_atomic(path, {"a": 1})
+    first = file_identity(path)
+    assert first is not None
+    assert first == file_identity(path)
+    write_json_atomic(path, {"a": 1})
+    assert file_identity(path) != first
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -295,3 +340,31 @@ def test_timestamps_round_trip_in_utc() -> None:
     expected = "run.started: '22/11/2026' is not YYYY-MM-DDTHH:MM:SSZ"
     with pytest.raises(InputError, match=re.escape(expected)):
         parse_utc_timestamp("f.json", "run.started", "22/11/2026")
+
+
+def test_an_exclusive_lock_is_held_by_one_holder_at_a_time(tmp_path: Path) -> None:
+    target = tmp_path / "history.json"
+    acquired = threading.Event()
+
+    def second_holder() -> None:
+        with exclusive_lock(target):
+            acquired.set()
+
+    with exclusive_lock(target):
+        waiting = threading.Thread(target=second_holder)
+        waiting.start()
+        assert not acquired.wait(0.3)  # the second waits while the first holds it
+    waiting.join(10)
+    assert acquired.is_set()  # and gets it once the first lets go
+
+
+def test_a_lock_held_by_a_process_that_died_is_free(tmp_path: Path) -> None:
+    target = tmp_path / "history.json"
+    code = (
+        "import os, sys; from pytest_accel.locking import exclusive_lock\n"
+        "with exclusive_lock(sys.argv[1]):\n    os._exit(3)\n"
+    )
+    died = subprocess.run([sys.executable, "-c", code, str(target)], check=False)
+    assert died.returncode == 3
+    with exclusive_lock(target):  # no stale lock: the kernel released it
+        pass

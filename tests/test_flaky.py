@@ -310,6 +310,107 @@ def test_a_quarantined_failure_under_xdist_does_not_fail_the_session(
     result.stdout.fnmatch_lines(["QUARANTINED test_q.py::test_broken*boom*"])
 
 
+# How a quarantined failure is rewritten: as the test runs (nothing else runs the tests'
+# protocol: pytest-rerunfailures blocked, no reruns), or as each report is logged.
+QUARANTINE_MODES = [
+    pytest.param(["-p", "no:rerunfailures"], id="as-the-test-runs"),
+    pytest.param(["--flaky-reruns=1", "--flaky-only-rerun=NoSuchError"], id="as-reports-log"),
+]
+
+EVERY_PHASE = """
+import pytest
+
+@pytest.fixture
+def breaks_in_setup():
+    raise RuntimeError("setup broke")
+
+@pytest.fixture
+def breaks_in_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+def test_setup(breaks_in_setup):
+    pass
+
+def test_call():
+    assert False, "call broke"
+
+def test_teardown(breaks_in_teardown):
+    pass
+
+def test_after():
+    pass
+
+def test_not_quarantined_after():
+    pass
+"""
+
+
+@pytest.mark.parametrize("mode", QUARANTINE_MODES)
+def test_a_quarantined_failure_in_any_phase_neither_fails_nor_stops_the_session(
+    pytester: pytest.Pytester, mode: list[str]
+) -> None:
+    pytester.makepyfile(test_q=EVERY_PHASE)
+    (pytester.path / "q.txt").write_text(
+        "test_q.py::test_setup\ntest_q.py::test_call  # JIRA-1\ntest_q.py::test_teardown\n"
+        "test_q.py::test_after\n"
+    )
+    result = pytester.runpytest(
+        "--flaky-quarantine=q.txt", "--flaky-report=r.json", "-x", "-rA", *mode
+    )
+    assert result.ret == 0
+    # test_teardown passed its call, then its teardown failed: one of each.
+    assert outcomes(result) == {"passed": 3, "quarantined": 3}
+    result.stdout.fnmatch_lines(["test_q.py QQ.Q.. *"])
+    run = load(pytester.path / "r.json")["run"]
+    assert sorted((q["test"], q["outcome"], q["message"]) for q in run["quarantined"]) == [
+        ("test_q.py::test_call", "failed", "AssertionError: call broke"),
+        ("test_q.py::test_setup", "error", "RuntimeError: setup broke"),
+        ("test_q.py::test_teardown", "error", "RuntimeError: teardown broke"),
+    ]
+    assert [q["test"] for q in run["candidates_for_removal"]] == ["test_q.py::test_after"]
+
+
+@XDIST
+def test_quarantine_as_the_test_runs_holds_on_xdist_workers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_q=EVERY_PHASE)
+    (pytester.path / "q.txt").write_text(
+        "test_q.py::test_setup\ntest_q.py::test_call\ntest_q.py::test_teardown\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-p", "no:rerunfailures", "--flaky-quarantine=q.txt", "--flaky-report=r.json"
+    )
+    assert result.ret == 0
+    assert outcomes(result) == {"passed": 3, "quarantined": 3}
+    run = load(pytester.path / "r.json")["run"]
+    assert sorted(q["message"] for q in run["quarantined"]) == [
+        "AssertionError: call broke",
+        "RuntimeError: setup broke",
+        "RuntimeError: teardown broke",
+    ]
+
+
+def test_a_quarantine_watches_reports_only_where_something_else_runs_the_tests(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_q=QUARANTINED)
+    quarantine_file(pytester)
+    pytester.makeconftest(
+        """
+        def pytest_sessionfinish(session):
+            pm = session.config.pluginmanager
+            hook = pm.get_plugin("pytest_accel:quarantine_reports")
+            print("quarantine hook:", type(hook).__name__)
+        """
+    )
+    alone = pytester.runpytest("-s", "-p", "no:rerunfailures", "--flaky-quarantine=q.json")
+    alone.stdout.fnmatch_lines(["*quarantine hook: QuarantineByProtocol"])
+    with_reruns = pytester.runpytest("-s", "--flaky-quarantine=q.json", "--flaky-reruns=1")
+    with_reruns.stdout.fnmatch_lines(["*quarantine hook: QuarantineByReport"])
+    assert outcomes(alone) == {"passed": 1, "quarantined": 1}
+    assert outcomes(with_reruns) == {"passed": 1, "quarantined": 1, "rerun": 1}
+
+
 def test_an_entry_for_tpu_does_not_apply_on_cpu(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_q=QUARANTINED)
     quarantine_file(pytester, platforms=["tpu"])
@@ -468,6 +569,34 @@ def test_six_processes_updating_one_history_at_once_lose_no_run(pytester: pytest
     assert len(env.runs) == 6
     assert set(env.tests.values()) == {"P" * 6}
     assert len(env.tests) == 30
+
+
+def test_a_run_added_to_the_history_by_another_job_during_this_one_is_kept(
+    pytester: pytest.Pytester,
+) -> None:
+    """The history read before the tests is reused at the end only if no one wrote the
+    file since: here another job adds a run while this one's tests run."""
+    pytester.makepyfile(
+        test_h="""
+        from pytest_accel.flaky.history import update_history_file
+
+        def test_meanwhile_another_job_finishes():
+            update_history_file(
+                "h.json", [("cpu/x1", "cpu", {"test_h.py::test_other": "F"}, {"tests": 1})], 50
+            )
+        """
+    )
+    assert pytester.runpytest("--flaky-history=h.json").ret == 0
+    first = load_history(pytester.path / "h.json").envs["cpu/x1"]
+    assert len(first.runs) == 2  # the other job's run, then this one's
+    result = pytester.runpytest("--flaky-history=h.json")
+    assert result.ret == 0
+    env = load_history(pytester.path / "h.json").envs["cpu/x1"]
+    assert len(env.runs) == 4
+    assert env.tests == {
+        "test_h.py::test_meanwhile_another_job_finishes": "PP",
+        "test_h.py::test_other": "FF",
+    }
 
 
 BAD_QUARANTINES = [

@@ -38,6 +38,17 @@ def test_passing_calls_are_p_and_nothing_more_is_kept() -> None:
     assert run.first_attempt_failures == 0
 
 
+def test_a_passing_test_from_a_file_name_that_is_not_utf8_is_keyed_by_its_escaped_id() -> None:
+    run = outcomes_from_stats({"passed": [Report("t.py::a"), Report("t_\udcff.py::b")]})
+    assert run.letters == {"t.py::a": "P", "t_\\xff.py::b": "P"}
+
+
+def test_new_runs_are_read_only_when_new_tests_were_run_several_times() -> None:
+    stats = {"passed": [with_attr(Report("t.py::a"), NEW_RUNS_ATTR, 3)]}
+    assert outcomes_from_stats(stats).new_runs == {"t.py::a": 3}
+    assert outcomes_from_stats(stats, new_runs=False).new_runs == {}
+
+
 def test_a_failure_is_f_with_its_phase_and_a_teardown_error_after_it_counts_once() -> None:
     run = outcomes_from_stats(
         {

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.files import STALE_TEMP_SECONDS, TEMP_SUFFIX, lock_path, write_atomic
+from pytest_accel.files import STALE_TEMP_SECONDS, TEMP_SUFFIX, write_atomic
+from pytest_accel.locking import lock_path
 
 PASSING = "def test_a(): pass\ndef test_b(): pass\n"
 

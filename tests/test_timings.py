@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_accel import reports
+from pytest_accel.perf.collector import ResultsCollector
 from pytest_accel.perf.table import TimingTable
 from pytest_accel.perf.timings import (
     RunIdentity,
@@ -21,6 +22,7 @@ from pytest_accel.perf.timings import (
     without_pauses,
 )
 from pytest_accel.reports import OUTCOME_RANK, phase_outcome
+from tests.configs import parsed
 
 
 @pytest.mark.parametrize(
@@ -57,6 +59,48 @@ def test_an_id_that_is_not_utf8_is_written_with_its_bytes_escaped() -> None:
     assert reports.test_id("t_é.py::test") == "t_é.py::test"
     undecodable = b"test_\xff.py::t".decode("utf-8", "surrogateescape")
     assert reports.test_id(undecodable) == "test_\\xff.py::t"
+
+
+def test_rows_made_together_are_the_rows_made_one_by_one() -> None:
+    """``add_rows`` (a session's tests at once) fills every column as ``row`` does."""
+    undecodable = b"test_\xff.py".decode("utf-8", "surrogateescape")
+    tests = [
+        ("t.py::C::test_a", ("t.py", 4, "C.test_a"), ("t.py::C", "t.py")),
+        ("t.py::test_b", ("t.py", None, "test_b"), None),  # not collected here
+        ("test_\\xff.py::test_c", (undecodable, 0, "test_c"), (None, "test_\\xff.py")),
+    ]
+    parents = {nodeid: found for nodeid, _, found in tests if found is not None}
+    together, one_by_one = TimingTable(), TimingTable()
+    together.add_rows([t[0] for t in tests], [t[1] for t in tests], parents)
+    for nodeid, (path, line, _), found in tests:
+        row, new = one_by_one.row(nodeid)
+        assert new
+        one_by_one.paths[row] = reports.test_id(path)
+        one_by_one.lines[row] = None if line is None else line + 1
+        if found is not None:
+            one_by_one.class_ids[row], one_by_one.module_ids[row] = found
+    assert vars(together) == vars(one_by_one)
+    assert together.paths == ["t.py", "t.py", "test_\\xff.py"]
+    assert together.lines == [5, None, 1]
+    assert together.class_ids == ["t.py::C", None, None]
+    assert together.row("t.py::test_b") == (1, False)
+
+
+def test_two_ids_written_alike_share_one_row_as_they_always_did(
+    pytester: pytest.Pytester,
+) -> None:
+    """A file named with byte 0xff and one named with the text '\\xff' are written
+    alike; the bulk path steps aside and their reports fold into one row, as before."""
+    collector = ResultsCollector(parsed(pytester))
+    undecodable = b"t_\xff.py::a".decode("utf-8", "surrogateescape")
+    phases = []
+    for start, nodeid in ((1.0, undecodable), (2.0, "t_\\xff.py::a"), (3.0, "t.py::b")):
+        report = pytest.TestReport(nodeid, ("t.py", 0, "a"), {}, "passed", None, "call", [], 0.5)
+        phases.append((nodeid, "call", "passed", 0.5, start, start + 0.5, report))
+    collector._fold(phases)
+    table = collector.table
+    assert table.nodeids == ["t_\\xff.py::a", "t.py::b"]
+    assert table.calls == [1.0, 0.5]
 
 
 def test_a_group_runs_whole_unless_a_test_failed_warmed_up_or_was_deselected() -> None:

@@ -2,11 +2,12 @@
 
 Writes are atomic (temp file in the same directory, fsync, ``os.replace``): a reader
 sees the old file or the new one, never half of one, and a crash leaves no partial
-file behind.  Shared files are updated under a file lock.  Every format module
-(``perf.record``, ``perf.baseline``, ``flaky.history``, ``flaky.quarantine``) reads
-through ``read_json`` and checks its header with ``check_header``; problems are
-``InputError``\\ s that name the file and the field.  orjson, filelock and numpy are
-imported lazily, only when a file is read or written.
+file behind.  Shared files are updated under a file lock (``locking``).  Every
+format module (``perf.record``, ``perf.baseline``, ``flaky.history``,
+``flaky.quarantine``) reads through ``read_json`` and checks its header with
+``check_header``; problems are
+``InputError``\\ s that name the file and the field.  orjson and numpy are imported
+lazily, only when a file is read or written (filelock only where there is no flock).
 """
 
 from __future__ import annotations
@@ -14,18 +15,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
-import hashlib
 import math
 import os
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 
 class InputError(Exception):
@@ -207,57 +205,6 @@ def parse_json(path: str | os.PathLike[str], raw: bytes) -> Any:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise InputError(path, f"is not valid JSON ({exc})") from None
-
-
-def cache_subdir(name: str) -> Path | None:
-    """A writable directory of ours, never beside the user's files (None: there is none)."""
-    for base in _cache_dirs():
-        directory = base / name
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(directory, os.W_OK):
-            return directory
-    return None
-
-
-def lock_path(target: Path) -> Path:
-    """The lock for ``target``: in our cache directory (never beside the user's files),
-    named after the resolved path, so a link and its target share one lock."""
-    digest = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
-    directory = cache_subdir("locks")
-    if directory is None:
-        raise InputError(target, "cannot be locked: no writable cache directory for the lock")
-    return directory / f"{digest}.lock"
-
-
-def _cache_dirs() -> Iterator[Path]:
-    explicit = os.environ.get("PYTEST_ACCEL_CACHE_DIR")
-    if explicit:
-        yield Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    yield (Path(xdg) if xdg else Path.home() / ".cache") / "pytest-accel"
-    yield Path(tempfile.gettempdir()) / f"pytest-accel-{os.getuid()}"
-
-
-def update_locked(
-    path: str | os.PathLike[str],
-    load: Callable[[str], T],
-    create: Callable[[], T],
-    change: Callable[[T], object],
-    dump: Callable[[T], Any],
-) -> T:
-    """Read ``path`` (or create), change and atomically replace it, all under one lock:
-    parallel jobs updating one file lose nothing."""
-    from filelock import FileLock
-
-    target = resolved(path)
-    with FileLock(lock_path(target)):
-        document = load(os.fspath(target)) if target.exists() else create()
-        change(document)
-        write_json_atomic(target, dump(document))
-    return document
 
 
 def check_writable(path: str | os.PathLike[str]) -> Path:

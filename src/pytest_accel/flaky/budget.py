@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_accel.files import cache_subdir, lock_path
+from pytest_accel.locking import cache_subdir, exclusive_lock, lock_path
 
 WORKERINPUT_BUDGET = "pytest_accel_rerun_budget"
 MASS_FAILURE_MIN_TESTS = 20
@@ -46,9 +46,7 @@ class Budget:
             self._used += granted
             self._refused += not granted
             return granted
-        from filelock import FileLock
-
-        with FileLock(lock_path(Path(self.path))):
+        with exclusive_lock(self.path):
             counts = self._read()
             granted = counts["used"] < self.total
             counts["used" if granted else "refused"] += 1

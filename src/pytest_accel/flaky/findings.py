@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from pytest_accel.flaky.classify import Classification, Share, classify
@@ -76,16 +77,23 @@ class RunOutcomes:
         return sum(letter != "P" for letter in self.letters.values())
 
 
-def outcomes_from_stats(stats: Mapping[str, Sequence[Any]]) -> RunOutcomes:
+_NODEID = attrgetter("nodeid")
+
+
+def outcomes_from_stats(
+    stats: Mapping[str, Sequence[Any]], *, new_runs: bool = True
+) -> RunOutcomes:
     """From the reports by status category, as pytest's terminal reporter keeps them.
 
     Only the calls that passed and the reports that did not pass are read: a run of
     10,000 passing tests costs one dict entry per test, not a walk over 30,000 reports.
+    ``new_runs`` False: no test was run several times as new (nothing to look for).
     """
     run = RunOutcomes()
-    letters = run.letters
-    for report in stats.get("passed", ()):
-        letters[test_id(report.nodeid)] = "P"
+    passed = list(map(_NODEID, stats.get("passed", ())))
+    if not all(map(str.isascii, passed)):
+        passed = [test_id(nodeid) for nodeid in passed]
+    letters = run.letters = dict.fromkeys(passed, "P")
     reruns: dict[str, list[Any]] = {}
     for report in stats.get("rerun", ()):
         reruns.setdefault(test_id(report.nodeid), []).append(report)
@@ -106,7 +114,7 @@ def outcomes_from_stats(stats: Mapping[str, Sequence[Any]]) -> RunOutcomes:
         earlier.sort(key=lambda r: getattr(r, "start", 0.0) or 0.0)
         failed = [phase_outcome(r.when, "failed", False) for r in earlier]
         run.attempts[test] = failed + run.attempts.get(test, ["passed"])
-    for category in ("passed", "flaky", "failed", "error"):
+    for category in ("passed", "flaky", "failed", "error") if new_runs else ():
         for report in stats.get(category, ()):
             times = getattr(report, NEW_RUNS_ATTR, None)
             if times:

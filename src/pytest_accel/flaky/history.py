@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_accel.files import InputError, check_header, read_json, update_locked
+from pytest_accel.files import InputError, check_header, read_json
+from pytest_accel.locking import FileIdentity, file_identity, update_locked
 from pytest_accel.reports import FAILING
 
 HISTORY_SCHEMA = "pytest-accel/flaky-history"
@@ -115,7 +116,9 @@ def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
     tests = raw.get("tests", {})
     if not isinstance(tests, dict):
         raise InputError(path, f"{where}.tests must be an object, got {type(tests).__name__}")
-    for test, letters in tests.items():
+    if _all_letters(tests.values()):
+        return EnvHistory(platform, runs, tests)
+    for test, letters in tests.items():  # find the culprit
         if not isinstance(letters, str) or letters.strip(_LETTERS):
             raise InputError(
                 path,
@@ -123,6 +126,17 @@ def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
                 f" got {letters!r}",
             )
     return EnvHistory(platform, runs, tests)
+
+
+_DROP_LETTERS = str.maketrans("", "", _LETTERS)
+
+
+def _all_letters(values: Iterable[Any]) -> bool:
+    """Every value a string of P, F and K: one pass in C over 10,000 tests' outcomes."""
+    try:
+        return not "".join(values).translate(_DROP_LETTERS)
+    except TypeError:  # a value that is not a string
+        return False
 
 
 _RUN_FIELDS: dict[str, tuple[type, ...]] = {
@@ -149,22 +163,36 @@ def load_history(path: str | os.PathLike[str]) -> History:
     return parse_history(os.fspath(path), read_json(path))
 
 
+HistoryRead = tuple[FileIdentity | None, History]
+
+
+def read_history(path: str | os.PathLike[str]) -> HistoryRead:
+    """The history and the identity of the file it was read from (taken first, so a
+    change while reading makes the identity stale, never the history)."""
+    identity = file_identity(path)
+    return identity, load_history(path)
+
+
 def update_history_file(
     path: str | os.PathLike[str],
     runs: Sequence[tuple[str, str | None, Mapping[str, str], Mapping[str, Any]]],
     window: int,
+    read_before: HistoryRead | None = None,
 ) -> History:
     """Fold runs ``(key, platform, letters, run info)`` in under ``PATH.lock``.
 
     Read, fold and atomic replace happen while holding the lock, so parallel jobs
-    updating one history lose no run.  A missing file is created.
+    updating one history lose no run.  A missing file is created.  ``read_before``
+    (from ``read_history``) is reused if the file has not changed since.
     """
 
     def fold_runs(history: History) -> None:
         for key, platform, outcomes, run in runs:
             add_run(history, key, platform=platform, outcomes=outcomes, run=run, window=window)
 
-    return update_locked(path, load_history, lambda: History(window), fold_runs, to_json)
+    return update_locked(
+        path, load_history, lambda: History(window), fold_runs, to_json, read_before=read_before
+    )
 
 
 def run_letters(

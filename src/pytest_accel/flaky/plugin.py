@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,19 +25,25 @@ from pytest_accel.files import (
 )
 from pytest_accel.flaky.budget import WORKERINPUT_BUDGET, Budget, is_mass_failure
 from pytest_accel.flaky.findings import Findings, build_findings, outcomes_from_stats
-from pytest_accel.flaky.history import History, load_history, update_history_file
+from pytest_accel.flaky.history import (
+    History,
+    HistoryRead,
+    load_history,
+    read_history,
+    update_history_file,
+)
 from pytest_accel.flaky.options import FlakyOptions
 from pytest_accel.flaky.output import summary_section, terminal_lines
 from pytest_accel.flaky.quarantine import (
     Entry,
     load_quarantine,
 )
-from pytest_accel.flaky.report import report_json
-from pytest_accel.flaky.reruns import Rerunner
 from pytest_accel.flaky.runner import (
     WORKEROUTPUT_KEY,
+    QuarantineByProtocol,
+    QuarantineByReport,
     QuarantineRunner,
-    StatusLetters,
+    register_status_letters,
 )
 from pytest_accel.hardware.detection import Detection
 from pytest_accel.reports import (
@@ -50,6 +56,9 @@ from pytest_accel.reports import (
 )
 from pytest_accel.session import interrupt_on_sigterm, session_key
 from pytest_accel.text import one_line
+
+if TYPE_CHECKING:
+    from pytest_accel.flaky.reruns import Rerunner
 
 
 class FlakyQuarantineWarning(pytest.PytestWarning):
@@ -68,6 +77,7 @@ class FlakyPlugin:
         *,
         key: str,
         rerunner: Rerunner | None,
+        history_read: HistoryRead | None = None,
     ) -> None:
         self.config = config
         self.options = options
@@ -80,6 +90,8 @@ class FlakyPlugin:
         self.history_written = False
         self.started = datetime.now(timezone.utc).timestamp()
         self.budget: Budget | None = None
+        # The history as read before the run: reused at the end if the file is unchanged.
+        self.history_read = history_read
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.stats = report_stats(self.config)
@@ -142,6 +154,8 @@ class FlakyPlugin:
         history = None
         with isolated(session, f"update the flaky history {path}"):
             if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+                if self.history_read is not None and self.history_read[0] is not None:
+                    return self.history_read[1]
                 return load_history(path) if os.path.exists(path) else None
             run: dict[str, Any] = {
                 "started": utc_timestamp(self.started),
@@ -152,8 +166,12 @@ class FlakyPlugin:
                 run["mass_failure"] = True
                 letters = {}
             history = update_history_file(
-                path, [(self.key, self.platform, letters, run)], self.options.window
+                path,
+                [(self.key, self.platform, letters, run)],
+                self.options.window,
+                read_before=self.history_read,
             )
+            self.history_read = None  # folded into: not to be reused again
             self.history_written = True
         return history
 
@@ -164,7 +182,7 @@ class FlakyPlugin:
             self._finish(session)
 
     def _finish(self, session: pytest.Session) -> None:
-        run = outcomes_from_stats(self.stats)
+        run = outcomes_from_stats(self.stats, new_runs=self.options.new_runs > 1)
         letters = run.letters
         failed = run.first_attempt_failures
         mass = is_mass_failure(len(letters), failed, self.options.policy.mass_failure)
@@ -188,6 +206,8 @@ class FlakyPlugin:
             self.budget.remove()
         self._warn(session, findings)
         if self.options.report:
+            from pytest_accel.flaky.report import report_json
+
             with isolated(session, f"write the flaky report {self.options.report}"):
                 write_json_atomic(self.options.report, report_json(findings))
         summary = github.job_summary(self.config)
@@ -253,39 +273,65 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
             quarantine = load_quarantine(options.quarantine, facts.options.known_platforms)
         except InputError as exc:
             raise pytest.UsageError(f"--flaky-quarantine: {exc}") from None
+    worker = is_xdist_worker(config)
+    # A worker needs the history only to tell new tests; the controller validates it.
+    history_read = _read_history(options) if not worker or options.new_runs > 1 else None
     runner = QuarantineRunner(config, quarantine, facts.detection.platform)
     if quarantine is not None:
         config.pluginmanager.register(runner, "pytest_accel:quarantine")
-    if (
-        options.reruns
-        or options.new_runs > 1
-        or quarantine is not None
-        or config.pluginmanager.has_plugin("rerunfailures")
-    ):
-        config.pluginmanager.register(StatusLetters(), "pytest_accel:status_letters")
+        by_report = (
+            runner.relayed
+            or options.reruns
+            or options.new_runs > 1
+            or config.pluginmanager.has_plugin("rerunfailures")
+        )
+        hook = QuarantineByReport(runner) if by_report else QuarantineByProtocol(runner)
+        config.pluginmanager.register(hook, "pytest_accel:quarantine_reports")
+    if options.reruns or options.new_runs > 1 or config.pluginmanager.has_plugin("rerunfailures"):
+        register_status_letters(config)  # else the quarantine does, at its first report
     rerunner = None
     budget = _budget(config, options)
     if options.reruns or options.new_runs > 1:
-        known = _known_tests(options, facts.key) if options.new_runs > 1 else None
+        from pytest_accel.flaky.reruns import Rerunner
+
+        known = _known_tests(history_read, facts.key) if options.new_runs > 1 else None
         rerunner = Rerunner(
             config, options.policy, budget, new_runs=options.new_runs, known_tests=known
         )
         config.pluginmanager.register(rerunner, "pytest_accel:reruns")
-    if is_xdist_worker(config):
+    if worker:
         return
     for flag, path in (("--flaky-history", options.history), ("--flaky-report", options.report)):
         if path:
             try:
                 check_writable(path)
-                if flag == "--flaky-history" and os.path.exists(path):
-                    load_history(path)  # malformed: stop before any test runs
             except InputError as exc:
                 raise pytest.UsageError(f"{flag}: {exc}") from None
     github.job_summary(config)  # checked before any test runs
     interrupt_on_sigterm(config)
-    plugin = FlakyPlugin(config, options, facts.detection, runner, key=facts.key, rerunner=rerunner)
+    plugin = FlakyPlugin(
+        config,
+        options,
+        facts.detection,
+        runner,
+        key=facts.key,
+        rerunner=rerunner,
+        history_read=history_read,
+    )
     plugin.budget = budget
     config.pluginmanager.register(plugin, "pytest_accel:flaky")
+
+
+def _read_history(options: FlakyOptions) -> HistoryRead | None:
+    """The history before any test runs: a malformed one stops the session now, and the
+    one read serves the end of the run (and ``--flaky-new-runs``) if nothing changed it."""
+    path = options.history
+    if path is None or not os.path.exists(path):
+        return None
+    try:
+        return read_history(path)
+    except InputError as exc:
+        raise pytest.UsageError(f"--flaky-history: {exc}") from None
 
 
 def _budget(config: pytest.Config, options: FlakyOptions) -> Budget | None:
@@ -300,13 +346,12 @@ def _budget(config: pytest.Config, options: FlakyOptions) -> Budget | None:
     return Budget.create(total)
 
 
-def _known_tests(options: FlakyOptions, key: str) -> frozenset[str] | None:
+def _known_tests(history_read: HistoryRead | None, key: str) -> frozenset[str] | None:
     """The tests the history has seen under this key; None when it has no run yet (a
     first run makes nothing "new": there is nothing to be new against)."""
-    path = options.history
-    if path is None or not os.path.exists(path):
+    if history_read is None:
         return None
-    env = load_history(path).envs.get(key)
+    env = history_read[1].envs.get(key)
     if env is None or not env.runs:
         return None
     return frozenset(env.tests)

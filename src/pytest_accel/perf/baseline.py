@@ -25,8 +25,8 @@ from pytest_accel.files import (
     expect_text,
     parse_utc_timestamp,
     read_json,
-    update_locked,
 )
+from pytest_accel.locking import update_locked
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, timings
 from pytest_accel.perf.timings import RunIdentity, RunTimings
 

@@ -86,7 +86,11 @@ def collect_nodes(items: list[pytest.Item]) -> CollectedNodes:
         if key not in inherited:
             mark = parent.get_closest_marker("perf") if parent is not None else None
             inherited[key] = perf_mark(item, mark) if mark is not None else None
-        own = next((m for m in item.own_markers if m.name == "perf"), None)
+        own = (
+            next((m for m in item.own_markers if m.name == "perf"), None)
+            if item.own_markers
+            else None
+        )
         found = perf_mark(item, own) if own is not None else inherited[key]
         if found is not None:
             nodes.marks[test_id(item.nodeid)] = found
@@ -244,15 +248,13 @@ class ResultsCollector:
         ours) is added inline: a 10,000-test run has 30,000 of them.
         """
         table = self.table
-        rows: dict[str, int] = {}
+        rows = self._rows(reports)
         setups, calls, teardowns = table.setups, table.calls, table.teardowns
         starts, stops, state = table.starts, table.stops, table.attempt_state
         spans: dict[str | None, list[CallSpan]] | None = {} if self.pauses else None
         unusual = self.relayed
         for nodeid, when, outcome, duration, start, stop, report in reports:
-            row = rows.get(nodeid)
-            if row is None:
-                row = rows[nodeid] = self._new_row(report)
+            row = rows[nodeid]
             extra = report.__dict__
             if (
                 unusual
@@ -285,6 +287,21 @@ class ResultsCollector:
                 spans.setdefault(process, []).append((start, stop, row))
         return spans or {}
 
+    def _rows(self, reports: list[Phase]) -> dict[str, int]:
+        """Each report's node id -> its table row.  The tests new to the table get rows
+        in the order they first reported, made together (``TimingTable.add_rows``)."""
+        table = self.table
+        nodeids = list(map(_NODEID, reports))
+        order = list(dict.fromkeys(nodeids))
+        # The first report of each test: a dict keeps the last value given to a key.
+        first = dict(zip(reversed(nodeids), map(_REPORT, reversed(reports)), strict=True))
+        keys = order if all(map(str.isascii, order)) else list(map(test_id, order))
+        if table.rows or len(set(keys)) != len(keys):  # two ids written alike: one by one
+            return {nodeid: self._new_row(first[nodeid]) for nodeid in order}
+        locations = list(map(_LOCATION, map(first.__getitem__, order)))
+        table.add_rows(keys, locations, self.nodes.parents)
+        return dict(zip(order, range(len(order)), strict=True))
+
     def _new_row(self, report: pytest.TestReport) -> int:
         table = self.table
         nodeid = test_id(report.nodeid)
@@ -302,6 +319,8 @@ CallSpan = tuple[float, float, int]  # a call phase's start, stop and table row
 # A report's nodeid, when, outcome, duration, start and stop, and the report.
 Phase = tuple[str, str, str, float, float, float, pytest.TestReport]
 _PHASE_FIELDS = operator.attrgetter("nodeid", "when", "outcome", "duration", "start", "stop")
+_NODEID, _REPORT = operator.itemgetter(0), operator.itemgetter(6)
+_LOCATION = operator.attrgetter("location")
 
 
 def _chronological(reports: list[pytest.TestReport]) -> list[Phase]:

@@ -25,12 +25,6 @@ from pytest_accel.files import (
     write_atomic,
 )
 from pytest_accel.hardware.detection import Detection, framework_versions
-from pytest_accel.perf.baseline import (
-    Baseline,
-    expected_durations,
-    load_baseline,
-    update_baseline_file,
-)
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.pauses import register as register_pauses
@@ -60,6 +54,7 @@ from pytest_accel.session import (
 from pytest_accel.text import one_line
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
+    from pytest_accel.perf.baseline import Baseline
     from pytest_accel.perf.findings import Comparison
 
 
@@ -228,6 +223,8 @@ class PerfPlugin:
         baseline = self.options.baseline
         if run is not None and baseline and self.options.update_baseline and not interrupted:
             with isolated(session, f"update the baseline {baseline}"):
+                from pytest_accel.perf.baseline import update_baseline_file
+
                 update_baseline_file(baseline, [run], self.options.window)
 
     def _publish(self, head: dict[str, Any]) -> None:
@@ -341,6 +338,8 @@ def _publish_durations(config: pytest.Config, options: PerfOptions, key: str) ->
     assert path is not None
 
     def durations() -> dict[str, float]:
+        from pytest_accel.perf.baseline import expected_durations, load_baseline
+
         if baseline_key in config.stash:
             baseline = config.stash[baseline_key]
         elif os.path.exists(path):

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import repeat
-from operator import add
+from operator import add, itemgetter
 from typing import Any
 
 from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
-from pytest_accel.reports import OUTCOME_RANK, phase_outcome
+from pytest_accel.reports import OUTCOME_RANK, Parents, phase_outcome, test_id
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown
+_NO_PARENTS: Parents = (None, None)
 
 
 class TimingTable:
@@ -65,6 +66,38 @@ class TimingTable:
             numbers.append(0.0)
         self.attempt_state.append(0)
         return row, True
+
+    def add_rows(
+        self,
+        nodeids: list[str],
+        locations: list[tuple[str, int | None, str]],
+        parents: Mapping[str, Parents],
+    ) -> None:
+        """Rows for ``nodeids`` (``test_id``\\ s, none of them in the table yet), in one
+        go: ``locations`` are their reports' (path, 0-based line, name), ``parents``
+        the collected (class, module) of each.  Column by column with C-level maps,
+        where ``row`` would make them one list append at a time."""
+        start, count = len(self.nodeids), len(nodeids)
+        self.rows.update(zip(nodeids, range(start, start + count), strict=True))
+        self.nodeids += nodeids
+        known = list(map(parents.get, nodeids, repeat(_NO_PARENTS)))
+        self.class_ids += map(itemgetter(0), known)
+        self.module_ids += map(itemgetter(1), known)
+        self.workers += repeat(None, count)
+        paths = list(map(itemgetter(0), locations))
+        self.paths += paths if all(map(str.isascii, paths)) else map(test_id, paths)
+        self.lines += [None if line is None else line + 1 for _, line, _ in locations]
+        self.outcomes += repeat("passed", count)
+        for numbers in (
+            self.setups,
+            self.calls,
+            self.teardowns,
+            self.pauses,
+            self.starts,
+            self.stops,
+        ):
+            numbers.extend(repeat(0.0, count))
+        self.attempt_state += repeat(0, count)
 
     def add(
         self,
