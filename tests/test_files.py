@@ -32,6 +32,7 @@ from pytest_accel.files import (
     expect_text,
     finite_number,
     gc_paused,
+    parse_json,
     parse_utc_timestamp,
     read_bytes,
     read_json,
@@ -368,3 +369,59 @@ def test_a_lock_held_by_a_process_that_died_is_free(tmp_path: Path) -> None:
     assert died.returncode == 3
     with exclusive_lock(target):  # no stale lock: the kernel released it
         pass
+
+
+@pytest.fixture(params=["orjson", "json"])
+def json_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """JSON through orjson (the command line tool) or the standard library (a pytest
+    run, where orjson is not imported)."""
+    if request.param == "json":
+        monkeypatch.delitem(sys.modules, "orjson", raising=False)
+    else:
+        import orjson  # noqa: F401
+    engine: str = request.param
+    return engine
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{",
+        b"[NaN]",
+        b"[Infinity]",
+        b"[-Infinity]",
+        b"[1" + b"0" * 400 + b"]",  # beyond any float
+        b'["\xff"]',  # not UTF-8
+        b"[" * 5000 + b"]" * 5000,
+        b"[1] [2]",
+    ],
+)
+def test_what_is_not_strict_json_is_refused_by_either_reader(json_engine: str, raw: bytes) -> None:
+    with pytest.raises(InputError, match=r"^f\.json: is not valid JSON \(.+\)$"):
+        parse_json("f.json", raw)
+    assert ("orjson" in sys.modules) is (json_engine == "orjson")
+
+
+def test_strict_json_reads_the_same_with_either_reader(json_engine: str) -> None:
+    raw = b'{"a": [1, 2.5, null, true, "\xc3\xa9"], "u64": 18446744073709551615, "i64": '
+    raw += b'-9223372036854775808, "over": 18446744073709551616, "under": -9223372036854775809}'
+    assert parse_json("f.json", raw) == {
+        "a": [1, 2.5, None, True, "é"],
+        "u64": 2**64 - 1,
+        "i64": -(2**63),
+        "over": float(2**64),  # beyond 64 bits: a float, as orjson reads it
+        "under": float(-(2**63) - 1),
+    }
+
+
+def test_json_is_written_byte_for_byte_alike_by_either_writer(json_engine: str) -> None:
+    data = {"a": [1, 2.5, None], "é": {"x": [], "y": {}}, "b": True, "s": 'q"\\'}
+    assert dumps(data) == b'{"a":[1,2.5,null],"\xc3\xa9":{"x":[],"y":{}},"b":true,"s":"q\\"\\\\"}\n'
+    assert dumps(data, indent=True) == (
+        b'{\n  "a": [\n    1,\n    2.5,\n    null\n  ],\n  "\xc3\xa9": {\n    "x": [],\n'
+        b'    "y": {}\n  },\n  "b": true,\n  "s": "q\\"\\\\"\n}\n'
+    )
+
+
+def test_a_nan_is_written_as_null_by_either_writer(json_engine: str) -> None:
+    assert dumps({"x": float("nan"), "y": [float("inf")]}) == b'{"x":null,"y":[null]}\n'

@@ -407,6 +407,25 @@ def test_a_quarantine_watches_reports_only_where_something_else_runs_the_tests(
     alone.stdout.fnmatch_lines(["*quarantine hook: QuarantineByProtocol"])
     with_reruns = pytester.runpytest("-s", "--flaky-quarantine=q.json", "--flaky-reruns=1")
     with_reruns.stdout.fnmatch_lines(["*quarantine hook: QuarantineByReport"])
+    # Any plugin that runs the protocol itself, as pytest-rerunfailures does.
+    pytester.makepyfile(
+        own_runner="""
+        from _pytest.runner import runtestprotocol
+
+        def pytest_runtest_protocol(item, nextitem):
+            item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+            for report in runtestprotocol(item, nextitem=nextitem, log=False):
+                item.ihook.pytest_runtest_logreport(report=report)
+            item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+            return True
+        """
+    )
+    pytester.syspathinsert()
+    other = pytester.runpytest(
+        "-s", "-p", "no:rerunfailures", "-p", "own_runner", "--flaky-quarantine=q.json"
+    )
+    other.stdout.fnmatch_lines(["*quarantine hook: QuarantineByReport"])
+    assert outcomes(other) == {"passed": 1, "quarantined": 1}
     assert outcomes(alone) == {"passed": 1, "quarantined": 1}
     assert outcomes(with_reruns) == {"passed": 1, "quarantined": 1, "rerun": 1}
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -61,3 +62,31 @@ def test_a_session_without_features_switched_on_imports_no_heavy_module(
         """
     )
     pytester.runpytest_subprocess("-p", "no:xdist").assert_outcomes(passed=1)
+
+
+def test_a_run_with_every_file_switched_on_never_imports_orjson_or_filelock(
+    pytester: pytest.Pytester,
+) -> None:
+    """orjson makes the interpreter's exit slower in proportion to what the process holds
+    (docs/benchmarks.md), and filelock's import alone outweighs our use of it: a pytest
+    run writes its files with the standard library and locks them with flock."""
+    pytester.makepyfile("def test_a(): pass\ndef test_b(): pass\n")
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_unconfigure(config):
+            loaded = sorted(m for m in ("orjson", "filelock") if m in sys.modules)
+            print("loaded at the end:", loaded)
+        """
+    )
+    files = ["--perf-record=r.json", "--perf-baseline=b.json", "--perf-update-baseline"]
+    files += ["--flaky-history=h.json", "--flaky-report=f.json", "--accel-report=a.html"]
+    for _ in range(2):  # the second run reads what the first wrote
+        result = pytester.runpytest_subprocess("-s", "-p", "no:rerunfailures", *files)
+        result.assert_outcomes(passed=2)
+        result.stdout.fnmatch_lines(["loaded at the end: []"])
+    record = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    assert [test.split("::")[1] for test in record["tests"]["id"]] == ["test_a", "test_b"]
+    history = json.loads((pytester.path / "h.json").read_text(encoding="utf-8"))
+    assert [len(env["runs"]) for env in history["envs"].values()] == [2]

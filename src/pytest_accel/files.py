@@ -5,9 +5,9 @@ sees the old file or the new one, never half of one, and a crash leaves no parti
 file behind.  Shared files are updated under a file lock (``locking``).  Every
 format module (``perf.record``, ``perf.baseline``, ``flaky.history``,
 ``flaky.quarantine``) reads through ``read_json`` and checks its header with
-``check_header``; problems are
-``InputError``\\ s that name the file and the field.  orjson and numpy are imported
-lazily, only when a file is read or written (filelock only where there is no flock).
+``check_header``; problems are ``InputError``\\ s that name the file and the field.
+orjson is used only where it is already imported (the command line tool), numpy only
+when a file's samples are read.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import gc
 import math
 import os
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -35,9 +36,31 @@ class InputError(Exception):
         self.problem = problem
 
 
+# orjson parses and writes JSON several times faster than the standard library, but a
+# process that has imported it takes longer to exit, in proportion to what it holds:
+# 160 ms more after a 10,000-test pytest run, more than all our JSON work in that run
+# (docs/benchmarks.md).  So the JSON here goes through orjson only where it is already
+# imported: the pytest-accel command imports it (large files, little else in memory);
+# a pytest run does not.
+
+
 def dumps(data: Any, *, indent: bool = False) -> bytes:
     """JSON: compact for the machine-read files, which can be large (``jq`` shows them);
     indented, one field a line, for files people review in pull requests."""
+    if "orjson" not in sys.modules:
+        import json
+
+        try:
+            text = json.dumps(
+                data,
+                ensure_ascii=False,
+                allow_nan=False,
+                indent=2 if indent else None,
+                separators=(",", ": ") if indent else (",", ":"),
+            )
+            return (text + "\n").encode()
+        except (TypeError, ValueError):  # NaN (orjson writes null), a dataclass, ...
+            pass
     import orjson
 
     option = orjson.OPT_APPEND_NEWLINE | (orjson.OPT_INDENT_2 if indent else 0)
@@ -193,18 +216,44 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def parse_json(path: str | os.PathLike[str], raw: bytes) -> Any:
-    """Strict JSON (no NaN, no integers beyond 64 bits, nesting within orjson's limit)."""
-    import orjson
-
+    """Strict JSON (UTF-8, no NaN or Infinity, no number beyond a float, nesting within
+    limits), the same with orjson or the standard library (``dumps`` says which)."""
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]  # a UTF-8 BOM from an editor is untidy, not invalid
     if not raw.strip():
         raise InputError(path, "is empty")
     with gc_paused():
+        if "orjson" in sys.modules:
+            import orjson
+
+            try:
+                return orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(path, f"is not valid JSON ({exc})") from None
+        import json
+
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(path, f"is not valid JSON ({exc})") from None
+            return json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_int=_int64)
+        except RecursionError:
+            raise InputError(path, "is not valid JSON (nested too deeply)") from None
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, ours below
+            raise InputError(path, f"is not valid JSON ({str(exc)[:200]})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _int64(text: str) -> int | float:
+    """An integer as orjson reads it: one beyond 64 bits is a float, one beyond any
+    float is refused."""
+    value = int(text)  # over 4,300 digits: ValueError, as Python caps int parsing
+    if -(2**63) <= value < 2**64:
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"number {text[:20]}... is beyond any float") from None
 
 
 def check_writable(path: str | os.PathLike[str]) -> Path:

@@ -129,6 +129,12 @@ def test_id(nodeid: str) -> str:
     return nodeid
 
 
+def test_ids(nodeids: list[str]) -> list[str]:
+    """``test_id`` of each: the list itself when every id is ASCII (the usual case, one
+    pass in C over a session's ids)."""
+    return nodeids if all(map(str.isascii, nodeids)) else list(map(test_id, nodeids))
+
+
 Parents = tuple[str | None, str | None]  # class node id, module node id
 
 

@@ -12,7 +12,7 @@ from pytest_accel.flaky.classify import Classification, Share, classify
 from pytest_accel.flaky.history import FLAKY, History
 from pytest_accel.flaky.quarantine import Entry
 from pytest_accel.flaky.repeats import NEW_RUNS_ATTR
-from pytest_accel.reports import phase_outcome, test_id
+from pytest_accel.reports import phase_outcome, test_id, test_ids
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,7 @@ def outcomes_from_stats(
     ``new_runs`` False: no test was run several times as new (nothing to look for).
     """
     run = RunOutcomes()
-    passed = list(map(_NODEID, stats.get("passed", ())))
-    if not all(map(str.isascii, passed)):
-        passed = [test_id(nodeid) for nodeid in passed]
+    passed = test_ids(list(map(_NODEID, stats.get("passed", ()))))
     letters = run.letters = dict.fromkeys(passed, "P")
     reruns: dict[str, list[Any]] = {}
     for report in stats.get("rerun", ()):

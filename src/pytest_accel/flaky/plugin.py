@@ -280,10 +280,7 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
     if quarantine is not None:
         config.pluginmanager.register(runner, "pytest_accel:quarantine")
         by_report = (
-            runner.relayed
-            or options.reruns
-            or options.new_runs > 1
-            or config.pluginmanager.has_plugin("rerunfailures")
+            runner.relayed or options.reruns or options.new_runs > 1 or _others_run_tests(config)
         )
         hook = QuarantineByReport(runner) if by_report else QuarantineByProtocol(runner)
         config.pluginmanager.register(hook, "pytest_accel:quarantine_reports")
@@ -320,6 +317,15 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
     )
     plugin.budget = budget
     config.pluginmanager.register(plugin, "pytest_accel:flaky")
+
+
+def _others_run_tests(config: pytest.Config) -> bool:
+    """Another plugin runs the tests' protocol itself (pytest-rerunfailures and the
+    like): then the quarantine checks each report as it is logged, whoever ran it."""
+    return any(
+        not (impl.hookwrapper or impl.wrapper) and impl.plugin_name != "runner"
+        for impl in config.hook.pytest_runtest_protocol.get_hookimpls()
+    )
 
 
 def _read_history(options: FlakyOptions) -> HistoryRead | None:

@@ -25,6 +25,7 @@ from pytest_accel.reports import (
     report_stats,
     reports_are_relayed,
     test_id,
+    test_ids,
     xdist_worker_id,
 )
 
@@ -295,7 +296,7 @@ class ResultsCollector:
         order = list(dict.fromkeys(nodeids))
         # The first report of each test: a dict keeps the last value given to a key.
         first = dict(zip(reversed(nodeids), map(_REPORT, reversed(reports)), strict=True))
-        keys = order if all(map(str.isascii, order)) else list(map(test_id, order))
+        keys = test_ids(order)
         if table.rows or len(set(keys)) != len(keys):  # two ids written alike: one by one
             return {nodeid: self._new_row(first[nodeid]) for nodeid in order}
         locations = list(map(_LOCATION, map(first.__getitem__, order)))

@@ -20,6 +20,7 @@ from pytest_accel.files import (
     InputError,
     check_writable,
     gc_paused,
+    parse_json,
     resolved,
     utc_timestamp,
     write_atomic,
@@ -231,11 +232,10 @@ class PerfPlugin:
         """The record, baseline and rule, for the HTML report (``SessionOutputs``)."""
         if not self.config.stash.get(timings_wanted_key, False):
             return  # no report asked for them
-        import orjson
 
         def record() -> dict[str, Any]:
             chunks = encode_record(self.table, head, self.results.deselected)
-            document: dict[str, Any] = orjson.loads(b"".join(chunks))
+            document: dict[str, Any] = parse_json("the timing record", b"".join(chunks))
             return document
 
         outputs = session_outputs(self.config)

@@ -9,7 +9,7 @@ from operator import add, itemgetter
 from typing import Any
 
 from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
-from pytest_accel.reports import OUTCOME_RANK, Parents, phase_outcome, test_id
+from pytest_accel.reports import OUTCOME_RANK, Parents, phase_outcome, test_ids
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown
 _NO_PARENTS: Parents = (None, None)
@@ -84,8 +84,7 @@ class TimingTable:
         self.class_ids += map(itemgetter(0), known)
         self.module_ids += map(itemgetter(1), known)
         self.workers += repeat(None, count)
-        paths = list(map(itemgetter(0), locations))
-        self.paths += paths if all(map(str.isascii, paths)) else map(test_id, paths)
+        self.paths += test_ids(list(map(itemgetter(0), locations)))
         self.lines += [None if line is None else line + 1 for _, line, _ in locations]
         self.outcomes += repeat("passed", count)
         for numbers in (
