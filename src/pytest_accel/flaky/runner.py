@@ -76,7 +76,7 @@ class QuarantineRunner:
         self.matched: set[int] = set()  # entries covering a collected test
         self.files: set[str] = set()  # files tests were collected from
         self.quarantined: dict[str, Entry] = {}  # collected tests an entry applies to
-        self.items: dict[int, Entry] = {}  # the same, by id() of the collected item
+        self.items: dict[pytest.Item, Entry] = {}  # the same, by item (hashed by identity)
         self.messages: dict[str, str] = {}  # quarantined failure -> its message
         # The xdist controller: reports arrive from workers, already quarantined there.
         self.relayed = reports_are_relayed(config)
@@ -104,7 +104,7 @@ class QuarantineRunner:
                     self.matched.update(indices)
                     entry = entry or matcher.by_test.get(key)
             if entry is not None:
-                self.quarantined[nodeid] = self.items[id(item)] = entry
+                self.quarantined[nodeid] = self.items[item] = entry
                 item.user_properties.append((QUARANTINE_PROPERTY, entry.reason or "true"))
 
     def apply(self, report: pytest.TestReport, entry: Entry | None = None) -> None:
@@ -148,7 +148,7 @@ class QuarantineByProtocol:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-        entry = self.runner.items.get(id(item))
+        entry = self.runner.items.get(item)
         if entry is None:
             return None
         from _pytest.runner import runtestprotocol

@@ -55,14 +55,7 @@ class TimingTable:
         for column in (self.class_ids, self.module_ids, self.workers, self.paths, self.lines):
             column.append(None)
         self.outcomes.append("passed")
-        for numbers in (
-            self.setups,
-            self.calls,
-            self.teardowns,
-            self.pauses,
-            self.starts,
-            self.stops,
-        ):
+        for numbers in self._seconds_columns():
             numbers.append(0.0)
         self.attempt_state.append(0)
         return row, True
@@ -87,16 +80,12 @@ class TimingTable:
         self.paths += test_ids(list(map(itemgetter(0), locations)))
         self.lines += [None if line is None else line + 1 for _, line, _ in locations]
         self.outcomes += repeat("passed", count)
-        for numbers in (
-            self.setups,
-            self.calls,
-            self.teardowns,
-            self.pauses,
-            self.starts,
-            self.stops,
-        ):
+        for numbers in self._seconds_columns():
             numbers.extend(repeat(0.0, count))
         self.attempt_state += repeat(0, count)
+
+    def _seconds_columns(self) -> tuple[list[float], ...]:
+        return (self.setups, self.calls, self.teardowns, self.pauses, self.starts, self.stops)
 
     def add(
         self,
