@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 
@@ -10,3 +12,12 @@ def parsed(pytester: pytest.Pytester, *args: str, ini: str = "") -> pytest.Confi
     gets its own, empty or not, so no earlier test's settings leak in)."""
     pytester.makeini(f"[pytest]\n{ini}\n")
     return pytester.parseconfig("-p", "pytest_accel", *args)
+
+
+def usage_error(resolve: Callable[[pytest.Config], object], config: pytest.Config) -> str:
+    """The message of the usage error ``resolve`` raises for ``config``: one line."""
+    with pytest.raises(pytest.UsageError) as raised:
+        resolve(config)
+    message = str(raised.value)
+    assert "\n" not in message
+    return message

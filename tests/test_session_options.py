@@ -15,7 +15,7 @@ from pytest_accel.session import (
     resolve_options,
     valid_accel_choices,
 )
-from tests.configs import parsed
+from tests.configs import parsed, usage_error
 
 
 def test_the_choices_are_auto_the_builtin_platforms_families_and_registered_ones() -> None:
@@ -140,6 +140,4 @@ def test_scaleout_values(pytester: pytest.Pytester) -> None:
 def test_a_bad_scaleout_value_is_a_usage_error(
     pytester: pytest.Pytester, arg: str, message: str
 ) -> None:
-    with pytest.raises(pytest.UsageError) as raised:
-        resolve_scaleout(parsed(pytester, arg))
-    assert str(raised.value).startswith(message)
+    assert usage_error(resolve_scaleout, parsed(pytester, arg)).startswith(message)
