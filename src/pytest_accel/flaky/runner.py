@@ -140,7 +140,7 @@ class QuarantineRunner:
 
 class QuarantineByProtocol:
     """Runs a quarantined test's phases and rewrites its failed reports before they are
-    logged; every other test goes its usual way after one set lookup.  (A hook on every
+    logged; every other test goes its usual way after one dict lookup.  (A hook on every
     report would cost a call per phase of every test: three per test.)"""
 
     def __init__(self, runner: QuarantineRunner) -> None:
