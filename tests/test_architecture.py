@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = {"session", "reports", "files", "locking", "github", "settings", "text", "hookspecs"}
+SHARED = {
+    "session",
+    "reports",
+    "files",
+    "fields",
+    "locking",
+    "github",
+    "settings",
+    "text",
+    "hookspecs",
+}
 FEATURES = {"hardware", "scaleout", "perf", "flaky"}
 
 

@@ -160,9 +160,42 @@ def test_a_bad_sample_is_found_in_bulk_and_named(tests: list[Any], message: str)
     assert message in str(raised.value)
 
 
-def test_good_samples_are_kept_as_arrays_for_the_matrix() -> None:
+def test_good_samples_are_kept_and_a_null_is_nan_in_the_matrix() -> None:
     baseline = parse_baseline("b.json", bad_run([0.1, None]))
-    run = baseline.envs["cpu/x1"].runs[0]
-    assert run.values["tests"] == [0.1, None]
-    assert run.arrays["tests"].tolist()[0] == 0.1
-    assert math.isnan(run.arrays["tests"][1])
+    env = baseline.envs["cpu/x1"]
+    assert env.runs[0].values["tests"] == [0.1, None]
+    _, matrix = env.matrix("tests")
+    assert matrix[0, 0] == 0.1
+    assert math.isnan(matrix[1, 0])
+
+
+def test_the_summary_is_written_with_the_samples_and_read_back_as_written() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
+    written = to_json(Baseline({"cpu/x1": env}))["envs"]["cpu/x1"]["summary"]
+    assert written["runs"] == 2
+    assert written["tests"]["median"] == [0.2, 0.2]  # (0.1 + 0.3) / 2; b's one sample
+    assert written["tests"]["peak"] == [0.3, 0.2]
+    assert written["speeds"] == [1.0, 1.0]  # fewer than 20 tests: no speed
+    again = parse_baseline("b.json", to_json(Baseline({"cpu/x1": env})))
+    summary = again.envs["cpu/x1"].stored_summary()
+    assert summary is not None
+    assert summary == env.summary()
+
+
+@pytest.mark.parametrize(
+    ("summary", "message"),
+    [
+        ([], "envs['cpu/x1'].summary: expected an object, got list"),
+        ({"runs": 1, "tests": {"median": ["x"]}}, "summary.tests.median: expected a list of"),
+        ({"runs": 1, "speeds": [None]}, "summary.speeds: expected a list of numbers"),
+        ({"runs": -1}, "summary.runs: "),
+        ({"runs": 1, "modules": {"peak": {}}}, "summary.modules.peak: expected a list of"),
+    ],
+)
+def test_a_malformed_summary_is_named_by_its_field(summary: Any, message: str) -> None:
+    data = bad_run([0.1, None])
+    data["envs"]["cpu/x1"]["summary"] = summary
+    with pytest.raises(InputError) as raised:
+        parse_baseline("b.json", data)
+    assert str(raised.value).startswith("b.json: ")
+    assert message in str(raised.value)

@@ -17,28 +17,30 @@ from pathlib import Path
 
 import pytest
 
-from pytest_accel.files import (
-    STALE_TEMP_SECONDS,
-    TEMP_SUFFIX,
-    InputError,
-    all_plausible,
+from pytest_accel.fields import (
     check_header,
     check_version,
-    check_writable,
-    dumps,
     expect_int,
     expect_object,
     expect_seconds,
     expect_text,
     finite_number,
+    parse_utc_timestamp,
+    utc_timestamp,
+)
+from pytest_accel.files import (
+    STALE_TEMP_SECONDS,
+    TEMP_SUFFIX,
+    InputError,
+    check_writable,
+    dumps,
+    dumps_in_pieces,
     gc_paused,
     parse_json,
-    parse_utc_timestamp,
     read_bytes,
     read_json,
     remove_stale_temp_files,
     resolved,
-    utc_timestamp,
     write_atomic,
     write_json_atomic,
 )
@@ -273,11 +275,17 @@ def test_a_finite_number_is_an_int_or_float_not_a_bool(value: object, expected: 
     assert finite_number(value) is expected
 
 
-def test_plausible_seconds_are_checked_in_bulk() -> None:
-    assert all_plausible([0.0, 1.5, 1e6])
-    assert not all_plausible([0.1, -0.1])
-    assert not all_plausible([1e7])
-    assert not all_plausible([float("nan")])
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_a_document_written_in_pieces_is_the_compact_document(depth: int) -> None:
+    document = {
+        "schema": "x",
+        "tests": {"id": ["t.py::a", "t.py::\u00e9"], "call": [0.5, None], "attempts": {}},
+        "classes": {},
+        "quote": 'a "b"',
+    }
+    pieces = list(dumps_in_pieces(document, depth))
+    assert b"".join(pieces) == dumps(document)
+    assert len(pieces) > 2  # not one piece for the whole document
 
 
 def test_field_checks_name_the_file_and_the_field() -> None:

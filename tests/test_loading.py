@@ -90,3 +90,47 @@ def test_a_run_with_every_file_switched_on_never_imports_orjson_or_filelock(
     assert [test.split("::")[1] for test in record["tests"]["id"]] == ["test_a", "test_b"]
     history = json.loads((pytester.path / "h.json").read_text(encoding="utf-8"))
     assert [len(env["runs"]) for env in history["envs"].values()] == [2]
+
+
+def test_comparing_fast_tests_with_a_baseline_needs_no_numpy_until_one_could_be_a_finding(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Importing numpy costs 0.1 s and 16 MB, most of what the plugin costs on a suite of
+    fast tests (docs/benchmarks.md): a comparison that can find nothing runs without it
+    (``perf.quiet``).  Updating the baseline, and a test slow enough to be a finding,
+    still use it."""
+    pytester.makepyfile(
+        """
+        import os, time
+        def test_a(): pass
+        def test_b(): pass
+        def test_slow():
+            time.sleep(float(os.environ.get("SLOW_SECONDS", "0")))
+        """
+    )
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_unconfigure(config):
+            print("numpy at the end:", "numpy" in sys.modules)
+        """
+    )
+    baseline = ["--perf-baseline=b.json", "-p", "no:xdist", "-s"]
+    for _ in range(3):
+        result = pytester.runpytest_subprocess(*baseline, "--perf-update-baseline")
+        result.stdout.fnmatch_lines(["numpy at the end: True"])  # the summary is derived
+    assert "summary" in json.loads((pytester.path / "b.json").read_text())["envs"]["cpu/x1"]
+    result = pytester.runpytest_subprocess(*baseline, "--perf-record=r.json")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        ["perf: 0 regression(s)*3 test(s) compared*", "numpy at the end: False"]
+    )
+    comparison = json.loads((pytester.path / "r.json").read_text())["comparison"]
+    assert comparison["compared"] == 3
+    assert [run["run"] for run in comparison["suite"]["history"]] != []
+    monkeypatch.setenv("SLOW_SECONDS", "0.3")
+    result = pytester.runpytest_subprocess(*baseline)
+    result.stdout.fnmatch_lines(
+        ["REGRESSION test test_*.py::test_slow: 0.3*", "numpy at the end: True"]
+    )

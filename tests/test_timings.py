@@ -95,8 +95,10 @@ def test_two_ids_written_alike_share_one_row_as_they_always_did(
     undecodable = b"t_\xff.py::a".decode("utf-8", "surrogateescape")
     phases = []
     for start, nodeid in ((1.0, undecodable), (2.0, "t_\\xff.py::a"), (3.0, "t.py::b")):
-        report = pytest.TestReport(nodeid, ("t.py", 0, "a"), {}, "passed", None, "call", [], 0.5)
-        phases.append((nodeid, "call", "passed", 0.5, start, start + 0.5, report))
+        report = pytest.TestReport(
+            nodeid, ("t.py", 0, "a"), {}, "passed", None, "call", [], 0.5, start, start + 0.5
+        )
+        phases.append(report)
     collector._fold(phases)
     table = collector.table
     assert table.nodeids == ["t_\\xff.py::a", "t.py::b"]

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_accel.files import InputError, check_header, read_json
+from pytest_accel.fields import check_header
+from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import FileIdentity, file_identity, update_locked
 from pytest_accel.reports import FAILING
 

@@ -16,13 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_accel import github
-from pytest_accel.files import (
-    InputError,
-    check_writable,
-    gc_paused,
-    utc_timestamp,
-    write_json_atomic,
-)
+from pytest_accel.fields import utc_timestamp
+from pytest_accel.files import InputError, check_writable, gc_paused, write_json_atomic
 from pytest_accel.flaky.budget import WORKERINPUT_BUDGET, Budget, is_mass_failure
 from pytest_accel.flaky.findings import Findings, build_findings, outcomes_from_stats
 from pytest_accel.flaky.history import (

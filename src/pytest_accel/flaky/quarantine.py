@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
 
-from pytest_accel.files import InputError, check_version, read_bytes
+from pytest_accel.fields import check_version
+from pytest_accel.files import InputError, read_bytes
 from pytest_accel.hardware.detection import platform_matches
 
 QUARANTINE_SCHEMA = "pytest-accel/quarantine"

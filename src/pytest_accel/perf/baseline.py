@@ -13,141 +13,47 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_accel.files import (
-    InputError,
+from pytest_accel.fields import (
     check_version,
     expect_int,
     expect_object,
     expect_seconds,
     expect_text,
     parse_utc_timestamp,
-    read_json,
 )
+from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, timings
+from pytest_accel.perf.samples import (
+    ANY_ENV,
+    DEFAULT_WINDOW,
+    KINDS,
+    METRICS,
+    Baseline,
+    EnvHistory,
+    Run,
+    Summary,
+    Values,
+    expected_durations,
+)
 from pytest_accel.perf.timings import RunIdentity, RunTimings
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+__all__ = [
+    "ANY_ENV",
+    "DEFAULT_WINDOW",
+    "KINDS",
+    "Baseline",
+    "EnvHistory",
+    "Run",
+    "expected_durations",
+]
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
 BASELINE_VERSION = 2
-DEFAULT_WINDOW = 20
-ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware runs
-# Per run: tests; the tests that ran first in their process (``warmup``: judged apart);
-# classes and modules.
-KINDS = ("tests", "warmup", "classes", "modules")
-METRICS = ("call", "total")
-
-Values = list[float | None]
-
-
-@dataclass
-class Run:
-    identity: RunIdentity
-    values: dict[str, Values]  # per kind, aligned with the ids (a shorter list: no more)
-    layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
-    # The values of each kind as a float array (NaN: no sample), kept from validation
-    # while ``values`` is unchanged; a kind absent here is converted when needed.
-    arrays: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-
-@dataclass
-class EnvHistory:
-    """One hardware key: its ids per kind and its runs, oldest first."""
-
-    test_metric: str = "call"  # what a test's sample measures: "call" or "total"
-    ids: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
-    runs: list[Run] = field(default_factory=list)
-    accepted: list[dict[str, Any]] = field(default_factory=list)  # changes accepted, for review
-    _matrices: dict[str, tuple[int, list[Run], Any]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
-    _positions: dict[str, tuple[list[str], dict[str, int]]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
-
-    def matrix(self, kind: str) -> tuple[list[str], npt.NDArray[np.float64]]:
-        """The ids of ``kind`` and their samples: one row per id, one column per run.
-
-        Built once per kind and set of runs (a comparison asks several times); read-only.
-        """
-        import numpy as np
-
-        ids = self.ids[kind]
-        width = len(ids)
-        cached = self._matrices.get(kind)
-        if (
-            cached is not None
-            and cached[0] == width
-            and len(cached[1]) == len(self.runs)
-            and all(a is b for a, b in zip(cached[1], self.runs, strict=True))
-        ):
-            return ids, cached[2]
-        if not self.runs or not width:
-            built = np.zeros((width, len(self.runs)))
-        else:
-            built = np.full((width, len(self.runs)), np.nan)
-            for column, run in enumerate(self.runs):
-                values = run.arrays.get(kind)
-                if values is None:
-                    values = np.array(run.values[kind], dtype=np.float64)
-                built[: len(values), column] = values
-        built.flags.writeable = False
-        self._matrices[kind] = (width, list(self.runs), built)
-        return ids, built
-
-    def positions(self, kind: str) -> dict[str, int]:
-        """Each id of ``kind`` and its row in ``matrix(kind)`` (built once per id list)."""
-        ids = self.ids[kind]
-        cached = self._positions.get(kind)
-        if cached is not None and cached[0] is ids and len(cached[1]) == len(ids):
-            return cached[1]
-        index = {ident: row for row, ident in enumerate(ids)}
-        self._positions[kind] = (ids, index)
-        return index
-
-    def samples(self, kind: str) -> dict[str, list[float]]:
-        """Each id's samples, oldest first (for sharding, reports and tests)."""
-        result: dict[str, list[float]] = {ident: [] for ident in self.ids[kind]}
-        ids = self.ids[kind]
-        for run in self.runs:
-            for ident, value in zip(ids, run.values[kind], strict=False):
-                if value is not None:
-                    result[ident].append(value)
-        return {ident: values for ident, values in result.items() if values}
-
-
-@dataclass
-class Baseline:
-    envs: dict[str, EnvHistory]
-    window: int = DEFAULT_WINDOW
-    source: str = "baseline"  # "baseline", "record" or "durations"
-
-    def for_key(self, key: str) -> EnvHistory | None:
-        return self.envs.get(key) or self.envs.get(ANY_ENV)
-
-
-def expected_durations(env: EnvHistory) -> dict[str, float]:
-    """Each test's median sample: its expected duration, for planning shards."""
-    import numpy as np
-
-    from pytest_accel.perf.rule import row_median
-
-    ids, matrix = env.matrix("tests")
-    if not ids or not matrix.size:
-        return {}
-    medians = row_median(matrix)
-    return {i: float(m) for i, m in zip(ids, medians.tolist(), strict=True) if not np.isnan(m)}
-
-
-# --- reading -------------------------------------------------------------------------
-
 _SAMPLE_TYPES = {float, int, type(None)}
+_NUMBER_TYPES = {float, int}
 
 
 def parse_baseline(path: str, data: Any) -> Baseline:
@@ -194,7 +100,36 @@ def _parse_env(path: str, where: str, value: Any) -> EnvHistory:
     if not isinstance(accepted, list) or not all(isinstance(a, dict) for a in accepted):
         raise InputError(path, f"{where}.accepted: expected a list of objects")
     env.accepted = accepted
+    if raw.get("summary") is not None:
+        env._summary = _parse_summary(path, f"{where}.summary", raw["summary"])
     return env
+
+
+def _parse_summary(path: str, where: str, value: Any) -> Summary:
+    """A summary as written; one that no longer fits the runs is ignored later, not an
+    error (``Summary.fits``): a tool that edits the runs may leave it behind."""
+    raw = expect_object(path, where, value)
+    runs = expect_int(path, f"{where}.runs", raw.get("runs"), minimum=0)
+    kinds = {kind: expect_object(path, f"{where}.{kind}", raw.get(kind, {})) for kind in KINDS}
+    tests, warmup = kinds["tests"], kinds["warmup"]
+
+    def numbers(name: str, found: Any, *, nulls: bool = True) -> Values:
+        allowed = _SAMPLE_TYPES if nulls else _NUMBER_TYPES
+        if not isinstance(found, list) or not set(map(type, found)) <= allowed:
+            nulls_too = " or nulls" if nulls else ""
+            raise InputError(path, f"{where}.{name}: expected a list of numbers{nulls_too}")
+        return found
+
+    peaks = {kind: numbers(f"{kind}.peak", found.get("peak", [])) for kind, found in kinds.items()}
+    return Summary(
+        runs,
+        numbers("tests.median", tests.get("median", [])),
+        numbers("tests.noise", tests.get("noise", [])),
+        numbers("tests.level", tests.get("level", [])),
+        numbers("warmup.median", warmup.get("median", [])),
+        [float(s) for s in numbers("speeds", raw.get("speeds", []), nulls=False) if s is not None],
+        peaks,
+    )
 
 
 def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) -> Run:
@@ -207,7 +142,6 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
     identity = RunIdentity(entry.get("commit"), entry.get("branch"), started)
     layout = expect_text(path, f"{where}.layout", entry.get("layout"), optional=True)
     values: dict[str, Values] = {}
-    arrays: dict[str, Any] = {}
     for kind in KINDS:
         column = entry.get(kind, [])
         if not isinstance(column, list):
@@ -216,32 +150,21 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
             raise InputError(
                 path, f"{where}.{kind}: {len(column)} values for {len(ids[kind])} {kind}"
             )
-        seconds = _seconds_array(column)
-        if seconds is None:
+        if not _all_seconds(column):
             for ident, sample in zip(ids[kind], column, strict=False):  # name the bad one
                 if sample is not None:
                     expect_seconds(path, f"{where}.{kind}[{ident!r}]", sample)
-        else:
-            arrays[kind] = seconds
         values[kind] = column
-    return Run(identity, values, layout, arrays)
+    return Run(identity, values, layout)
 
 
-def _seconds_array(column: list[Any]) -> npt.NDArray[np.float64] | None:
-    """The column as a float array (NaN for null) when every value is a number of
-    seconds or null, checked in bulk; None when one is not (the slow path names it)."""
-    import numpy as np
-
+def _all_seconds(column: list[Any]) -> bool:
+    """Whether every value is a number of seconds (0 to 10^6) or null, checked in bulk
+    with C-level maps: a baseline can hold two million samples."""
     if not set(map(type, column)) <= _SAMPLE_TYPES:
-        return None
-    try:
-        seconds = np.array(column, dtype=np.float64)
-    except OverflowError:  # an integer beyond any float
-        return None
-    with np.errstate(invalid="ignore"):
-        if np.any(seconds < 0) or np.any(seconds > 1e6):
-            return None
-    return seconds
+        return False
+    present = [value for value in column if value is not None]
+    return not present or (min(present) >= 0 and max(present) <= 1e6)
 
 
 def _parse_env_version_1(path: str, where: str, value: Any) -> EnvHistory:
@@ -308,7 +231,7 @@ def add_run(env: EnvHistory, run: RunTimings, window: int) -> None:
     env.runs.append(Run(run.identity, values, run.layout))
     del env.runs[:-window]
     _compact(env)
-    env._matrices.clear()
+    env.changed()
 
 
 def _compact(env: EnvHistory) -> None:
@@ -327,7 +250,6 @@ def _compact(env: EnvHistory) -> None:
         for run in env.runs:
             column = run.values[kind]
             run.values[kind] = [column[i] if i < len(column) else None for i in keep]
-            run.arrays.pop(kind, None)
 
 
 def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, Any]) -> None:
@@ -337,9 +259,8 @@ def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, An
     for run in env.runs[: max(len(env.runs) - runs, 0)]:
         if at < len(run.values[kind]):
             run.values[kind][at] = None
-            run.arrays.pop(kind, None)
     env.accepted.append(note)
-    env._matrices.clear()  # the samples changed in place
+    env.changed()  # the samples changed in place
 
 
 def to_json(baseline: Baseline) -> dict[str, Any]:
@@ -363,6 +284,20 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
     ]
     if env.accepted:
         data["accepted"] = env.accepted
+    summary = env.summary()
+    data["summary"] = {
+        "runs": summary.runs,
+        "speeds": summary.speeds,
+        "tests": {
+            "median": summary.median,
+            "noise": summary.noise,
+            "level": summary.level,
+            "peak": summary.peaks["tests"],
+        },
+        "warmup": {"median": summary.warmup_median, "peak": summary.peaks["warmup"]},
+        "classes": {"peak": summary.peaks["classes"]},
+        "modules": {"peak": summary.peaks["modules"]},
+    }
     return data
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import pytest
@@ -230,20 +231,34 @@ class ResultsCollector:
             for report in group
             if isinstance(report, pytest.TestReport)
         ]
-        ordered = _chronological(reports)
+        timed = _chronological(reports)
         collections = self.config.stash.get(pauses_key, None)
         if not self.relayed and collections is not None and collections.pauses:
             self.pauses[None] = collections.pauses
-        calls = self._fold(ordered)
-        for process, pauses in self.pauses.items():
-            found = attribute(pauses, calls.get(process, []))
-            for row, seconds in found.items():
-                self.table.pauses[row] += seconds
+        rows = self._fold(reports)
+        if self.pauses:
+            self._place_pauses(reports[:timed], rows)
         return self.table
 
-    def _fold(self, reports: list[Phase]) -> dict[str | None, list[CallSpan]]:
-        """Add ``reports`` in the order they happened; the call phases of each process
-        (when any process had a pause to place).
+    def _place_pauses(self, reports: list[pytest.TestReport], rows: dict[str, int]) -> None:
+        """Each full collection out of the phase it started in (``perf.pauses``): one in
+        a call is kept apart (``pauses``), one in a setup or teardown leaves its seconds."""
+        table = self.table
+        starts, stops = list(map(_START, reports)), list(map(_STOP, reports))
+        owners = [str(r.node.gateway.id) for r in reports] if self.relayed else None
+        for process, pauses in self.pauses.items():
+            for at, seconds in attribute(pauses, starts, stops, owners, process).items():
+                report = reports[at]
+                row = rows[report.nodeid]
+                if report.when == "call":
+                    table.pauses[row] += seconds
+                elif report.when == "setup":
+                    table.setups[row] = max(table.setups[row] - seconds, 0.0)
+                elif report.when == "teardown":
+                    table.teardowns[row] = max(table.teardowns[row] - seconds, 0.0)
+
+    def _fold(self, reports: list[pytest.TestReport]) -> dict[str, int]:
+        """Add ``reports`` in the order they happened; each node id's row.
 
         The common report (a passing phase of a test's one attempt, no attribute of
         ours) is added inline: a 10,000-test run has 30,000 of them.
@@ -252,11 +267,12 @@ class ResultsCollector:
         rows = self._rows(reports)
         setups, calls, teardowns = table.setups, table.calls, table.teardowns
         starts, stops, state = table.starts, table.stops, table.attempt_state
-        spans: dict[str | None, list[CallSpan]] | None = {} if self.pauses else None
         unusual = self.relayed
-        for nodeid, when, outcome, duration, start, stop, report in reports:
-            row = rows[nodeid]
+        for report in reports:
             extra = report.__dict__
+            row = rows[report.nodeid]
+            when, outcome, duration = report.when, report.outcome, report.duration
+            start, stop = report.start, report.stop
             if (
                 unusual
                 or outcome != "passed"
@@ -282,20 +298,16 @@ class ResultsCollector:
             if start and (not starts[row] or start < starts[row]):
                 starts[row] = start
             stops[row] = max(stops[row], stop)
-            if spans is not None and when == "call":
-                node = getattr(report, "node", None)
-                process = str(node.gateway.id) if node is not None else None
-                spans.setdefault(process, []).append((start, stop, row))
-        return spans or {}
+        return rows
 
-    def _rows(self, reports: list[Phase]) -> dict[str, int]:
+    def _rows(self, reports: list[pytest.TestReport]) -> dict[str, int]:
         """Each report's node id -> its table row.  The tests new to the table get rows
         in the order they first reported, made together (``TimingTable.add_rows``)."""
         table = self.table
         nodeids = list(map(_NODEID, reports))
         order = list(dict.fromkeys(nodeids))
         # The first report of each test: a dict keeps the last value given to a key.
-        first = dict(zip(reversed(nodeids), map(_REPORT, reversed(reports)), strict=True))
+        first = dict(zip(reversed(nodeids), reversed(reports), strict=True))
         keys = test_ids(order)
         if table.rows or len(set(keys)) != len(keys):  # two ids written alike: one by one
             return {nodeid: self._new_row(first[nodeid]) for nodeid in order}
@@ -316,27 +328,24 @@ class ResultsCollector:
         return row
 
 
-CallSpan = tuple[float, float, int]  # a call phase's start, stop and table row
-# A report's nodeid, when, outcome, duration, start and stop, and the report.
-Phase = tuple[str, str, str, float, float, float, pytest.TestReport]
-_PHASE_FIELDS = operator.attrgetter("nodeid", "when", "outcome", "duration", "start", "stop")
-_NODEID, _REPORT = operator.itemgetter(0), operator.itemgetter(6)
+_NODEID = operator.attrgetter("nodeid")
+_START = operator.attrgetter("start")
+_STOP = operator.attrgetter("stop")
 _LOCATION = operator.attrgetter("location")
 
 
-def _chronological(reports: list[pytest.TestReport]) -> list[Phase]:
-    """The reports' fields in the order the phases happened: by start time, a tie in
-    phase order; xdist's crash reports (no start) last.  Built and sorted with C-level
-    keys and maps: a 10,000-test run has 30,000 reports."""
-    fields = list(map(_PHASE_FIELDS, reports))
-    whens = map(operator.itemgetter(1), fields)
-    starts = list(map(operator.itemgetter(4), fields))
-    ranks = map(_PHASE_RANK.__getitem__, whens)
-    keys = sorted(zip(starts, ranks, range(len(fields)), strict=True))
+def _chronological(reports: list[pytest.TestReport]) -> int:
+    """Sort the reports in the order the phases happened: by start time, a tie in
+    phase order; xdist's crash reports (no start) last.  In place, by a C-level key:
+    a 10,000-test run has 30,000 reports, and a tuple per report is 3 MB.  Returns
+    how many have a start (they come first)."""
+    reports.sort(key=_START)
+    starts = list(map(_START, reports))
+    if any(map(operator.eq, starts, islice(starts, 1, None))):  # one clock reading, two phases
+        reports.sort(key=lambda r: (r.start, _PHASE_RANK[r.when]))
     untimed = starts.count(0.0)  # no start (a crash report): they sorted first, go last
-    order = [index for _, _, index in keys]
-    order = order[untimed:] + order[:untimed]
-    return [(*fields[index], reports[index]) for index in order]
+    reports[:] = reports[untimed:] + reports[:untimed]
+    return len(reports) - untimed
 
 
 class _PhaseRank(dict[str, int]):

@@ -22,22 +22,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from math import log
+from math import fsum, log
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.baseline import EnvHistory
 from pytest_accel.perf.causes import (
     Judged,
     confirmed_by_groups,
-    is_explained,
     shifts_of,
     unexplained,
     usual_layout,
 )
 from pytest_accel.perf.changes import ChangeRule, find_steps
 from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
+from pytest_accel.perf.quiet import (
+    aligned,
+    module_path_of,
+    quiet_comparison,
+    suite_finding,
+    suite_history,
+    take_inventory,
+)
 from pytest_accel.perf.rule import Rule, judge, row_median
-from pytest_accel.perf.speed import run_speeds, runner_speed, unexplained_steps
+from pytest_accel.perf.samples import EnvHistory, Summary, Values
+from pytest_accel.perf.speed import current_speed, runner_speed, unexplained_steps
 from pytest_accel.perf.timings import RunIdentity, RunTimings
 
 if TYPE_CHECKING:
@@ -64,21 +71,33 @@ def compare(
     new_slow: float = 1.0,
 ) -> Comparison:
     """Compare ``run`` with the baseline's runs ``env`` of the same hardware key."""
+    overrides = overrides or {}
+    quiet = quiet_comparison(
+        run, env, rule, overrides, new_slow=new_slow, change_rule=change_rule(rule)
+    )
+    if quiet is not None:
+        return quiet
     import numpy as np
 
-    overrides = overrides or {}
+    summary = env.summary()
     result = Comparison(run.key)
-    compared, warm_compared = _inventory(result, run, env, overrides, new_slow)
+    compared, warm_compared = take_inventory(
+        result, run, env, summary, overrides=overrides, new_slow=new_slow
+    )
     result.suite_history = suite_history(env)
-    setting = _Setting(env, run, rule)
+    setting = _Setting(env, run, rule, summary=summary)
     tests = _judge(setting, "test", compared, env.matrix("tests"), overrides)
-    speed = runner_speed(tests.current, tests.medians, tests.noise) if rule.normalize else None
-    speeds = run_speeds(tests.series) if rule.normalize else None
-    if speeds is not None and bool(np.all(speeds == 1.0)):
-        speeds = None  # every run at the usual speed: nothing to correct
+    speed = None
+    if rule.normalize:
+        speed = runner_speed(tests.current.tolist(), tests.medians.tolist(), tests.noise.tolist())
+    speeds = None
+    if rule.normalize:
+        levels = aligned(summary.level, env.positions("tests"), tests.ids)
+        every = [*summary.speeds, current_speed(tests.current.tolist(), levels)]
+        speeds = None if all(s == 1.0 for s in every) else np.array(every)
     if speed is not None or speeds is not None:
         result.speed = speed or 1.0
-        setting = _Setting(env, run, rule, speed, speeds)
+        setting = _Setting(env, run, rule, speed, speeds, summary)
         tests = _judge(setting, "test", compared, env.matrix("tests"), overrides)
     if speeds is not None:
         result.changes += _suite_change(setting, tests, speeds)
@@ -95,53 +114,6 @@ def compare(
     result.improvements.sort(key=lambda f: (f.ratio, f.kind, f.id))
     result.changes.sort(key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id))
     return result
-
-
-def suite_history(env: EnvHistory) -> list[tuple[str, float]]:
-    """Each baseline run's tests (warm-ups included) summed, labelled by its commit."""
-    import numpy as np
-
-    sampled = np.zeros(len(env.runs), dtype=bool)
-    totals = np.zeros(len(env.runs))
-    for kind in ("tests", "warmup"):
-        _, matrix = env.matrix(kind)
-        if matrix.size:
-            sampled |= np.any(~np.isnan(matrix), axis=0)
-            totals += np.nansum(matrix, axis=0)
-    history = []
-    for run, has_values, total in zip(env.runs, sampled.tolist(), totals.tolist(), strict=True):
-        if has_values:
-            label = run.identity.commit[:8] if run.identity.commit else run.identity.describe()
-            history.append((label, total))
-    return history
-
-
-def _inventory(
-    result: Comparison,
-    run: RunTimings,
-    env: EnvHistory,
-    overrides: Mapping[str, Override],
-    new_slow: float,
-) -> tuple[dict[str, float], dict[str, float]]:
-    """New, new and slow, missing and warm-up tests into ``result``; the tests to
-    compare, and the warm-ups to compare with the baseline's warm-ups."""
-    now = run.comparable(env.test_metric)
-    warm_now = run.comparable(env.test_metric, warmup=True)
-    ids, matrix = env.matrix("tests")
-    sampled = _sampled(ids, matrix)
-    warm_sampled = _sampled(*env.matrix("warmup"))
-    result.new = [i for i in (*now, *warm_now) if not sampled.get(i) and not warm_sampled.get(i)]
-    timed = {i: now[i] if i in now else warm_now[i] for i in result.new}
-    result.new_slow = sorted(
-        ((i, timed[i]) for i in result.new if timed[i] >= new_slow), key=lambda item: -item[1]
-    )
-    result.warmup = [i for i in warm_now if sampled.get(i) and not warm_sampled.get(i)]
-    result.missing = _missing(run, [i for i in ids if sampled[i]] + list(warm_sampled))
-    ignored = {i for i, o in overrides.items() if o.ignore}
-    compared = {i: v for i, v in now.items() if sampled.get(i) and i not in ignored}
-    warm_compared = {i: warm_now[i] for i in warm_now if warm_sampled.get(i) and i not in ignored}
-    result.compared = len(compared) + len(warm_compared)
-    return compared, warm_compared
 
 
 def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[Judged]:
@@ -166,33 +138,11 @@ def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[
     # A group is reported only where what it holds does not explain it: a class by its
     # tests, a module by its tests and classes, the suite by all of them.
     classes = unexplained(classes, shifts_of([(tests, class_of)]))
-    in_module = {ident: _module_of(ident) for ident in classes.ids}
+    in_module = {ident: module_path_of(ident) for ident in classes.ids}
     modules = unexplained(modules, shifts_of([(tests, module_of), (classes, in_module)]))
     _collect(result, classes)
     _collect(result, modules)
     return [classes, modules]
-
-
-def _sampled(ids: list[str], matrix: FloatArray) -> dict[str, bool]:
-    """Whether the baseline has any sample of each id."""
-    import numpy as np
-
-    if not matrix.size:
-        return dict.fromkeys(ids, False)
-    return dict(zip(ids, (~np.all(np.isnan(matrix), axis=1)).tolist(), strict=True))
-
-
-def _module_of(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0]
-
-
-def _missing(run: RunTimings, sampled: list[str]) -> list[str]:
-    """Tests with samples that did not run, in modules that ran here whole: they were
-    removed or renamed.  A module with deselected tests (-k, -m, another shard) says
-    nothing about the tests it did not run; neither does one that did not run."""
-    ran = set(run.ids)
-    modules = run.ran_modules() - run.partial_modules
-    return sorted(t for t in sampled if t not in ran and _module_of(t) in modules)
 
 
 @dataclass(frozen=True)
@@ -204,6 +154,7 @@ class _Setting:
     rule: Rule
     speed: float | None = None
     run_speeds: FloatArray | None = None  # each run's speed, this one last (speed.py)
+    summary: Summary | None = None  # medians and noise of tests and warm-ups
 
 
 def _judge(
@@ -228,7 +179,11 @@ def _judge(
     rows = np.fromiter((row for _, row, _ in found), dtype=np.int64, count=len(found))
     samples = matrix[rows] if len(rows) else np.zeros((0, len(env.runs)))
     current = np.fromiter((s for _, _, s in found), dtype=np.float64, count=len(found))
-    medians = row_median(samples) if len(rows) else np.zeros(0)
+    known = _summarised(setting, kind, ids)
+    if known is not None:  # the numbers the quiet comparison (perf.quiet) uses too
+        medians = np.array(aligned(known[0], index, present), dtype=np.float64)
+    else:
+        medians = row_median(samples) if len(rows) else np.zeros(0)
     thresholds, deltas = _overrides(present, overrides, rule)
     raw = judge(current, samples, rule, threshold=thresholds, min_delta=deltas, median=medians)
     regressed, improved = raw.regressed, raw.improved
@@ -241,6 +196,8 @@ def _judge(
     steps = unexplained_steps(series, change_rule(rule), setting.run_speeds)
     with np.errstate(all="ignore"):
         noise = raw.spread if rule.log_space else raw.spread / medians
+    if known is not None and known[1] is not None and rule_spread_is_summarised(rule):
+        noise = np.array(aligned(known[1], index, present), dtype=np.float64)
     judged = Judged(present, current, medians, noise, series, regressed, improved, steps, [], [])
     for row in np.flatnonzero(steps.found):
         runs = int(steps.runs[row])
@@ -274,6 +231,27 @@ def _judge(
     return judged
 
 
+def _summarised(
+    setting: _Setting, kind: str, ids: list[str]
+) -> tuple[Values, Values | None] | None:
+    """The summary's medians (and noise, for tests) of the ids judged, when they are
+    the env's tests or warm-ups (``Summary``); None for classes and modules."""
+    summary, env = setting.summary, setting.env
+    if summary is None:
+        return None
+    if ids is env.ids["tests"]:
+        return summary.median, summary.noise
+    if ids is env.ids["warmup"]:
+        return summary.warmup_median, None
+    return None
+
+
+def rule_spread_is_summarised(rule: Rule) -> bool:
+    """Whether the summary's noise is this rule's (it is the default rule's)."""
+    default = Rule()
+    return rule.spread == default.spread and rule.log_space == default.log_space
+
+
 def _since(setting: _Setting, runs: int) -> RunIdentity:
     """The run where a change of ``runs`` runs (this one included) began."""
     env = setting.env
@@ -285,9 +263,8 @@ def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[
     """A step in the runner's speed over runs (a slower runner type under the same key,
     a framework upgrade that slows everything): one change of the suite total, where
     the tests' own changes were explained away by it."""
-    import numpy as np
 
-    total = float(np.nansum(tests.medians))
+    total = fsum(tests.medians.tolist())  # as perf.quiet sums it
     steps = find_steps(speeds[None, :] * total, change_rule(setting.rule))
     if not steps.found[0]:
         return []
@@ -325,27 +302,19 @@ def _collect(result: Comparison, judged: Judged) -> None:
 def _judge_suite(result: Comparison, kinds: list[Judged], groups: list[Judged], rule: Rule) -> None:
     """The suite total of ``kinds`` (the tests), on raw timings (a slower runner shows
     here, once), where the findings of the tests and of ``groups`` do not explain it."""
-    import numpy as np
-
     count = sum(len(k.current) for k in kinds)
     if not count:
         return
-    now = sum(float(k.current.sum()) for k in kinds)
-    then = sum(float(k.medians.sum()) for k in kinds)
+    now = fsum(fsum(k.current.tolist()) for k in kinds)
+    then = fsum(fsum(k.medians.tolist()) for k in kinds)
     result.suite_now, result.suite_then = now, then
-    verdict = judge(np.array([now]), np.array([[then]]), rule)
     # A group's finding stands only where its tests' do not explain it, so adding both
     # counts each cause about once.
     accounted = sum(f.current - f.baseline for k in (*kinds, *groups) for _, f in k.findings)
     accounted += sum(c.after - c.before for k in (*kinds, *groups) for c in k.changes)
     # ... and a change of the suite itself (the runner's speed over runs) says it already.
     accounted += sum(c.after - c.before for c in result.changes if c.kind == "session")
-    if is_explained(now - then, accounted):
-        return
-    finding = Finding(
-        "session", "suite total", then, now, now / then if then > 0 else float("inf"), count
-    )
-    if verdict.regressed[0]:
-        result.regressions.append(finding)
-    elif verdict.improved[0]:
-        result.improvements.append(finding)
+    verdict = suite_finding(now, then, count, accounted, rule)
+    if verdict is not None:
+        what, finding = verdict
+        (result.regressions if what == "regression" else result.improvements).append(finding)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_accel.files import utc_timestamp
+from pytest_accel.fields import utc_timestamp
 from pytest_accel.perf.record import (
     GROUP_SECTIONS,
     PAUSES,

@@ -7,7 +7,8 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from pytest_accel.files import InputError, read_json, utc_timestamp
+from pytest_accel.fields import utc_timestamp
+from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
 from pytest_accel.perf.baseline import (
     Baseline,

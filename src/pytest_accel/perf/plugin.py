@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_accel import github
+from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import (
     InputError,
     check_writable,
     gc_paused,
     parse_json,
     resolved,
-    utc_timestamp,
     write_atomic,
 )
 from pytest_accel.hardware.detection import Detection, framework_versions

@@ -15,18 +15,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_accel.files import (
-    InputError,
+from pytest_accel.fields import (
     check_header,
-    dumps,
     expect_int,
     expect_object,
     expect_seconds,
     expect_text,
     parse_utc_timestamp,
-    read_json,
     utc_timestamp,
 )
+from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.hardware.detection import Detection
 from pytest_accel.perf.table import TimingTable, rounded
 from pytest_accel.perf.timings import (
@@ -95,7 +93,7 @@ def encode_record(
     head: Mapping[str, Any],
     deselected: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Iterator[bytes]:
-    """The record as JSON: one orjson call over the table's columns.
+    """The record as JSON, a column at a time (``files.dumps_in_pieces``).
 
     ``deselected`` counts, per class and per module (``{"classes": {id: n}, ...}``),
     the tests that were collected but not run here (``-k``, ``-m``, another shard).
@@ -120,7 +118,7 @@ def encode_record(
         section: table.groups(column, warmup, deselected.get(section, {}))[1]
         for section, column in zip(GROUP_SECTIONS, (table.class_ids, table.module_ids), strict=True)
     }
-    yield dumps({**head, "tests": tests, **groups})
+    yield from dumps_in_pieces({**head, "tests": tests, **groups})
 
 
 # --- reading -------------------------------------------------------------------------

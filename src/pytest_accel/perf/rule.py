@@ -93,6 +93,26 @@ def row_median(values: FloatArray) -> FloatArray:
     return np.where(counts > 0, median, np.nan)
 
 
+def sample_spread(samples: FloatArray, rule: Rule) -> tuple[FloatArray, FloatArray]:
+    """Each row's centre and spread (the z-score's location and scale): of the log
+    samples with ``log_space``, NaN for a row without samples."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        values = np.log(np.maximum(samples, LOG_FLOOR)) if rule.log_space else samples
+        centre = row_median(values)
+        spread = MAD_SCALE * row_median(np.abs(values - centre[:, None]))
+        if rule.spread == "clipped":
+            inside = np.abs(values - centre[:, None]) <= CLIP_MADS * spread[:, None]
+            kept = np.where(inside, values, 0.0)
+            n = inside.sum(axis=1)
+            mean = kept.sum(axis=1) / np.maximum(n, 1)
+            squares = np.where(inside, (values - mean[:, None]) ** 2, 0.0).sum(axis=1)
+            clipped = np.sqrt(squares / np.maximum(n - 1, 1))
+            spread = np.where(n >= 3, clipped, spread)
+    return centre, spread
+
+
 def judge(
     current: FloatArray,
     samples: FloatArray,
@@ -114,21 +134,8 @@ def judge(
         return Judgement(np.zeros(len(current)), count, unknown, unknown, nothing, nothing)
     with np.errstate(all="ignore"):
         median = row_median(samples) if median is None else median
-        if rule.log_space:
-            values = np.log(np.maximum(samples, LOG_FLOOR))
-            now = np.log(np.maximum(current, LOG_FLOOR))
-        else:
-            values, now = samples, current
-        centre = row_median(values)
-        spread = MAD_SCALE * row_median(np.abs(values - centre[:, None]))
-        if rule.spread == "clipped":
-            inside = np.abs(values - centre[:, None]) <= CLIP_MADS * spread[:, None]
-            kept = np.where(inside, values, 0.0)
-            n = inside.sum(axis=1)
-            mean = kept.sum(axis=1) / np.maximum(n, 1)
-            squares = np.where(inside, (values - mean[:, None]) ** 2, 0.0).sum(axis=1)
-            clipped = np.sqrt(squares / np.maximum(n - 1, 1))
-            spread = np.where(n >= 3, clipped, spread)
+        centre, spread = sample_spread(samples, rule)
+        now = np.log(np.maximum(current, LOG_FLOOR)) if rule.log_space else current
         z = (now - centre) / spread
     z_applies = (count >= rule.min_samples) & (spread > 0)
     z = np.where(z_applies, z, np.nan)

@@ -10,7 +10,8 @@ faster machine since Tuesday) is one change of the suite, not a change of each t
 
 from __future__ import annotations
 
-from math import log
+from collections.abc import Iterable, Sequence
+from math import exp, isnan, log
 from typing import TYPE_CHECKING
 
 from pytest_accel.perf.changes import ChangeRule, Steps, find_steps
@@ -29,51 +30,97 @@ AGREEMENT_SPREADS = 2.0  # a test's noise band: this many of its own spreads
 NEGLIGIBLE = log(1.02)  # a speed closer to 1 than this is 1
 
 
-def runner_speed(current: FloatArray, medians: FloatArray, noise: FloatArray) -> float | None:
+def runner_speed(
+    current: Iterable[float], medians: Iterable[float], noise: Iterable[float]
+) -> float | None:
     """How much slower (> 1) or faster this run was than the baseline, where the tests
-    agree: most of them sit within their own noise (``noise``, log spreads) of the
-    estimate.  Tests that moved for their own reasons (a warm compile cache) split the
-    ratios in two, and then there is no one runner speed to apply."""
-    import numpy as np
+    agree: most of them sit within their own noise (``noise``, log spreads; NaN:
+    unknown) of the estimate.  Tests that moved for their own reasons (a warm compile
+    cache) split the ratios in two, and then there is no one runner speed to apply.
 
-    usable = (medians > 0) & (current > 0)
-    if usable.sum() < MIN_FOR_SPEED:
+    Plain Python over the compared tests, so that a comparison that finds nothing needs
+    no numpy (``perf.quiet``); C-level maps keep 100,000 tests to a few milliseconds.
+    """
+    usable = [
+        (log(c / m), 0.0 if isnan(n) else n)
+        for c, m, n in zip(current, medians, noise, strict=True)
+        if m > 0 and c > 0
+    ]
+    if len(usable) < MIN_FOR_SPEED:
         return None
-    ratios = np.log(current[usable] / medians[usable])
-    estimate = float(np.median(ratios))
-    spread = np.nan_to_num(noise[usable], nan=0.0)
-    band = np.maximum(SPEED_BAND, AGREEMENT_SPREADS * spread)
-    agreeing = float(np.mean(np.abs(ratios - estimate) <= band))
+    ratios = [r for r, _ in usable]
+    estimate = median(ratios)
+    agreeing = sum(
+        abs(r - estimate) <= max(SPEED_BAND, AGREEMENT_SPREADS * n) for r, n in usable
+    ) / len(usable)
     if agreeing < AGREEMENT or abs(estimate) < NEGLIGIBLE:
         return None
-    return float(np.exp(estimate))
+    return exp(estimate)
+
+
+def log_centres(samples: FloatArray) -> FloatArray:
+    """Each row's median log of its positive samples (NaN: none): the level a run's
+    speed is measured against.  A zero (a test faster than the clock) has no log."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        centres: FloatArray = row_median(np.log(np.where(samples > 0, samples, np.nan)))
+    return centres
+
+
+def column_speeds(samples: FloatArray, centres: FloatArray) -> list[float]:
+    """Each baseline run's speed (a column of ``samples``: tests x runs in seconds, NaN
+    where a test has no sample): the median, over the tests it has, of their log ratio
+    to their own level (``log_centres``).  1 for a run with fewer than MIN_FOR_SPEED
+    tests or within 2% of 1."""
+    import numpy as np
+
+    if not samples.size:
+        return [1.0] * samples.shape[1]
+    with np.errstate(all="ignore"):
+        ratios = np.log(np.where(samples > 0, samples, np.nan)) - centres[:, None]
+    speeds = []
+    # A column holds every test: a partition per column, not a sort of 100,000 values.
+    for column in ratios.T:
+        present = column[~np.isnan(column)]
+        speeds.append(_speed_of(present.tolist()))
+    return speeds
+
+
+def current_speed(current: Sequence[float], centres: Sequence[float]) -> float:
+    """This run's speed, as ``column_speeds`` measures a baseline run's: over the
+    compared tests (``centres`` aligned with ``current``; NaN: no level)."""
+    pairs = zip(current, centres, strict=True)
+    return _speed_of([log(c) - k for c, k in pairs if c > 0 and not isnan(k)])
+
+
+def _speed_of(log_ratios: list[float]) -> float:
+    if len(log_ratios) < MIN_FOR_SPEED:
+        return 1.0
+    estimate = median(log_ratios)
+    return 1.0 if abs(estimate) < NEGLIGIBLE else exp(estimate)
+
+
+def median(values: list[float]) -> float:
+    """The median of a non-empty list, as numpy's (the mean of the middle two of an even
+    count); ``statistics`` would cost an import of its own."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def run_speeds(series: FloatArray) -> FloatArray | None:
-    """Each run's speed (a column of ``series``: tests x runs in seconds, NaN where a
-    test has no sample): the median, over the tests it has, of their log ratio to their
-    own median.  1 for a run with fewer than MIN_FOR_SPEED tests; None when no run has
-    enough."""
+    """Each run's speed in ``series`` (tests x runs, the last column this run), every run
+    against the tests' levels over the baseline's runs; None for fewer than MIN_FOR_SPEED
+    tests."""
     import numpy as np
 
     if series.shape[0] < MIN_FOR_SPEED or not series.size:
         return None
-    with np.errstate(all="ignore"):
-        logs = np.log(np.where(series > 0, series, np.nan))
-        ratios = logs - row_median(logs)[:, None]
-    counts = np.sum(~np.isnan(ratios), axis=0)
-    # A column holds every test: a partition per column, not a sort of 100,000 values.
-    estimate = np.array(
-        [
-            np.median(column[~np.isnan(column)]) if n else np.nan
-            for column, n in zip(ratios.T, counts, strict=True)
-        ]
-    )
-    estimate = np.where((counts >= MIN_FOR_SPEED) & (np.abs(estimate) >= NEGLIGIBLE), estimate, 0.0)
-    if not np.any(counts >= MIN_FOR_SPEED):
-        return None
-    speeds: FloatArray = np.exp(estimate)
-    return speeds
+    baseline = series[:, :-1]
+    centres = log_centres(baseline)
+    now = current_speed(series[:, -1].tolist(), centres.tolist())
+    return np.array([*column_speeds(baseline, centres), now])
 
 
 def unexplained_steps(series: FloatArray, rule: ChangeRule, speeds: FloatArray | None) -> Steps:

@@ -1,0 +1,227 @@
+"""The parts of a comparison that need no numpy, and a run compared without it when
+nothing can be found.
+
+Every finding or change of a test, class or module needs a timing of at least the
+rule's ``min_duration``: now, as the baseline's median, or as either level of a change
+(a level is never above the largest sample).  When no kind reaches it, here or in the
+baseline, what is left to compare is the inventory (new, missing and warm-up tests),
+the suite total, the runner's speed and the suite's change screen: sums and medians
+over the baseline's stored summary (``Summary``), a few milliseconds for 10,000
+tests, where importing numpy costs 0.1 s and 16 MB (docs/benchmarks.md).  Suites of
+fast tests are the ones where that import would be most of the plugin's cost, and an
+ML suite has numpy loaded anyway.
+
+``quiet_comparison`` returns None whenever a condition fails, and ``comparison.compare``
+then runs the full comparison; the two share the functions here, and a test checks
+that both give the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from math import fsum, log
+from operator import is_not
+from typing import NamedTuple
+
+from pytest_accel.perf.causes import is_explained, usual_layout
+from pytest_accel.perf.changes import ChangeRule
+from pytest_accel.perf.findings import Comparison, Finding, Override
+from pytest_accel.perf.rule import LOG_FLOOR, Rule
+from pytest_accel.perf.samples import EnvHistory, Summary, Values
+from pytest_accel.perf.speed import current_speed, median, runner_speed
+from pytest_accel.perf.timings import RunTimings
+
+_present = partial(is_not, None)
+
+
+class Compared(NamedTuple):
+    """The tests and warm-ups a comparison judges, with their timings now."""
+
+    tests: dict[str, float]
+    warmups: dict[str, float]
+
+
+def take_inventory(
+    result: Comparison,
+    run: RunTimings,
+    env: EnvHistory,
+    summary: Summary,
+    *,
+    overrides: Mapping[str, Override],
+    new_slow: float,
+) -> Compared:
+    """New, new and slow, missing and warm-up tests into ``result``; the tests to
+    compare, and the warm-ups to compare with the baseline's warm-ups."""
+    now = run.comparable(env.test_metric)
+    warm_now = run.comparable(env.test_metric, warmup=True)
+    # An id has a sample in some run exactly when it has a median.
+    sampled = dict(zip(env.ids["tests"], map(_present, summary.median), strict=True))
+    warm_sampled = dict(zip(env.ids["warmup"], map(_present, summary.warmup_median), strict=True))
+    result.new = [i for i in (*now, *warm_now) if not sampled.get(i) and not warm_sampled.get(i)]
+    timed = {i: now[i] if i in now else warm_now[i] for i in result.new}
+    result.new_slow = sorted(
+        ((i, timed[i]) for i in result.new if timed[i] >= new_slow), key=lambda item: -item[1]
+    )
+    result.warmup = [i for i in warm_now if sampled.get(i) and not warm_sampled.get(i)]
+    had_samples = [i for i, has in sampled.items() if has] + [
+        i for i, has in warm_sampled.items() if has
+    ]
+    result.missing = _missing(run, had_samples)
+    ignored = {i for i, o in overrides.items() if o.ignore}
+    compared = {i: v for i, v in now.items() if sampled.get(i) and i not in ignored}
+    warm_compared = {i: warm_now[i] for i in warm_now if warm_sampled.get(i) and i not in ignored}
+    result.compared = len(compared) + len(warm_compared)
+    return Compared(compared, warm_compared)
+
+
+def module_path_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _missing(run: RunTimings, sampled: list[str]) -> list[str]:
+    """Tests with samples that did not run, in modules that ran here whole: they were
+    removed or renamed.  A module with deselected tests (-k, -m, another shard) says
+    nothing about the tests it did not run; neither does one that did not run."""
+    ran = set(run.ids)
+    modules = run.ran_modules() - run.partial_modules
+    return sorted(t for t in sampled if t not in ran and module_path_of(t) in modules)
+
+
+def suite_history(env: EnvHistory) -> list[tuple[str, float]]:
+    """Each baseline run's tests (warm-ups included) summed, labelled by its commit."""
+    history = []
+    for run in env.runs:
+        values = [v for kind in ("tests", "warmup") for v in run.values[kind] if v is not None]
+        if values:
+            label = run.identity.commit[:8] if run.identity.commit else run.identity.describe()
+            history.append((label, fsum(values)))
+    return history
+
+
+def aligned(values: Values, index: Mapping[str, int], ids: list[str]) -> list[float]:
+    """The summary's values of ``ids`` (rows in ``index``), None as NaN."""
+    nan = float("nan")
+    return [nan if (v := values[index[i]]) is None else v for i in ids]
+
+
+def suite_finding(
+    now: float, then: float, count: int, accounted: float, rule: Rule
+) -> tuple[str, Finding] | None:
+    """The suite total's verdict, where the findings (``accounted`` seconds of shift)
+    do not explain it.  One sample has no spread: the floors and the ratio decide."""
+    if is_explained(now - then, accounted):
+        return None
+    ratio = now / then if then > 0 else float("inf")
+    finding = Finding("session", "suite total", then, now, ratio, count)
+    if now >= rule.min_duration and now - then >= rule.min_delta and now > then * rule.threshold:
+        return "regression", finding
+    if then >= rule.min_duration and then - now >= rule.min_delta and now * rule.threshold < then:
+        return "improvement", finding
+    return None
+
+
+def may_step(series: Sequence[float | None], rule: ChangeRule) -> bool:
+    """Whether ``find_steps`` could find a step in one series (oldest first, this run
+    last; None: no sample): its screen, the last ``min_runs`` runs against the rest."""
+    if len(series) < rule.min_before + rule.min_runs or series[-1] is None:
+        return False
+    recent = [log(max(v, LOG_FLOOR)) for v in series[-rule.min_runs :] if v is not None]
+    rest = [log(max(v, LOG_FLOOR)) for v in series[: -rule.min_runs] if v is not None]
+    return bool(rest) and abs(median(recent) - median(rest)) >= log(rule.threshold)
+
+
+def _nothing_to_find(
+    env: EnvHistory,
+    summary: Summary,
+    kind: str,
+    now: Mapping[str, float],
+    *,
+    floor: float,
+    change_rule: ChangeRule,
+) -> bool:
+    """Whether no id of ``kind`` compared ``now`` can be a finding or a change: each is
+    below ``floor`` now and in every sample, or (an outlier in its history) below it as
+    a median and without a step by ``find_steps``'s screen."""
+    index = env.positions(kind)
+    peaks = summary.peaks[kind]
+    for ident, seconds in now.items():
+        row = index.get(ident)
+        if row is None:
+            continue  # new: nothing to compare with
+        if seconds >= floor:
+            return False
+        peak = peaks[row]
+        if peak is not None and peak >= floor:
+            samples = [
+                run.values[kind][row] if row < len(run.values[kind]) else None for run in env.runs
+            ]
+            present = [s for s in samples if s is not None]
+            if present and median(present) >= floor:
+                return False
+            if may_step([*samples, seconds], change_rule):
+                return False
+    return True
+
+
+def quiet_comparison(
+    run: RunTimings,
+    env: EnvHistory,
+    rule: Rule,
+    overrides: Mapping[str, Override],
+    *,
+    new_slow: float,
+    change_rule: ChangeRule,
+) -> Comparison | None:
+    """The comparison, when nothing but the suite total can be found; None otherwise."""
+    from pytest_accel.perf.comparison import rule_spread_is_summarised
+
+    summary = env.stored_summary()
+    if summary is None or not rule_spread_is_summarised(rule):
+        return None
+    result = Comparison(run.key)
+    compared = take_inventory(result, run, env, summary, overrides=overrides, new_slow=new_slow)
+    judged = {
+        "tests": compared.tests,
+        "warmup": compared.warmups,
+        "classes": run.classes.comparable(),
+        "modules": run.modules.comparable(),
+    }
+    for kind, now in judged.items():
+        if not _nothing_to_find(
+            env, summary, kind, now, floor=rule.min_duration, change_rule=change_rule
+        ):
+            return None
+    positions = env.positions("tests")
+    tests = list(compared.tests)
+    current = [compared.tests[i] for i in tests]
+    medians = aligned(summary.median, positions, tests)
+    speeds: list[float] | None = None
+    if rule.normalize:
+        noise = aligned(summary.noise, positions, tests)
+        speed = runner_speed(current, medians, noise)
+        levels = aligned(summary.level, positions, tests)
+        speeds = [*summary.speeds, current_speed(current, levels)]
+        if all(s == 1.0 for s in speeds):
+            speeds = None
+        if speeds is not None:
+            total = fsum(medians)  # compared tests have samples: no NaN
+            if may_step([s * total for s in speeds], change_rule):
+                return None  # a change of the suite: find_steps decides
+        if speed is not None or speeds is not None:
+            result.speed = speed or 1.0
+    result.suite_history = suite_history(env)
+    usual = usual_layout(env)
+    if usual is not None and run.layout is not None and run.layout != usual:
+        result.layout, result.baseline_layout = run.layout, usual
+    warm = list(compared.warmups)
+    warm_medians = aligned(summary.warmup_median, env.positions("warmup"), warm)
+    count = len(tests) + len(warm)
+    if count:
+        result.suite_now = fsum(current) + fsum(compared.warmups[i] for i in warm)
+        result.suite_then = fsum(medians) + fsum(warm_medians)
+        verdict = suite_finding(result.suite_now, result.suite_then, count, 0.0, rule)
+        if verdict is not None:
+            what, finding = verdict
+            (result.regressions if what == "regression" else result.improvements).append(finding)
+    return result

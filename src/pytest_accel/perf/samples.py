@@ -1,0 +1,207 @@
+"""A baseline's samples per hardware key, as the comparison reads them: the runs, the
+ids of each kind, a matrix per kind, and the summary derived from them.  The file
+format is ``perf.baseline``'s; what the numbers mean, ``perf.rule``'s and
+``perf.speed``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import isnan
+from typing import TYPE_CHECKING, Any
+
+from pytest_accel.perf.timings import RunIdentity
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+DEFAULT_WINDOW = 20
+ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware runs
+# Per run: tests; the tests that ran first in their process (``warmup``: judged apart);
+# classes and modules.
+KINDS = ("tests", "warmup", "classes", "modules")
+METRICS = ("call", "total")
+
+Values = list[float | None]
+
+
+@dataclass
+class Run:
+    identity: RunIdentity
+    values: dict[str, Values]  # per kind, aligned with the ids (a shorter list: no more)
+    layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What comparing a run needs of an env's samples beyond the samples themselves,
+    derived from them and written with them (docs/format.md, "summary"), so that a
+    comparison that can find nothing needs no numpy (``perf.quiet``).  Rounded as
+    written whether read or computed: both comparisons see the same numbers.
+
+    Per test (aligned with ``ids["tests"]``, None: no sample): its median, its noise
+    (the spread of its log samples, as the rule's z-score takes it) and its level (the
+    median log of its positive samples, what run speeds are measured against); per
+    warm-up its median; per id of every kind its largest sample (``peaks``: an id whose
+    samples all stay below the rule's ``min_duration`` cannot be a finding unless it
+    reaches it now); per run its speed (``perf.speed``).
+    """
+
+    runs: int
+    median: Values
+    noise: Values
+    level: Values
+    warmup_median: Values
+    speeds: list[float]
+    peaks: dict[str, Values]
+
+    def fits(self, env: EnvHistory) -> bool:
+        """Whether it was derived from ``env``'s runs as they are (not an older file's)."""
+        return (
+            self.runs == len(env.runs)
+            and len(self.speeds) == self.runs
+            and len(self.median) == len(self.noise) == len(self.level) == len(env.ids["tests"])
+            and len(self.warmup_median) == len(env.ids["warmup"])
+            and all(len(self.peaks.get(kind, ())) == len(env.ids[kind]) for kind in KINDS)
+        )
+
+
+@dataclass
+class EnvHistory:
+    """One hardware key: its ids per kind and its runs, oldest first."""
+
+    test_metric: str = "call"  # what a test's sample measures: "call" or "total"
+    ids: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    runs: list[Run] = field(default_factory=list)
+    accepted: list[dict[str, Any]] = field(default_factory=list)  # changes accepted, for review
+    _matrices: dict[str, tuple[int, list[Run], Any]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _positions: dict[str, tuple[list[str], dict[str, int]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    # Read with the file, or derived once; dropped whenever the samples change.
+    _summary: Summary | None = field(default=None, repr=False, compare=False)
+
+    def changed(self) -> None:
+        """The samples changed in place: what was derived from them goes."""
+        self._matrices.clear()
+        self._summary = None
+
+    def stored_summary(self) -> Summary | None:
+        """The summary read with the file, if it still fits the runs."""
+        summary = self._summary
+        return summary if summary is not None and summary.fits(self) else None
+
+    def summary(self) -> Summary:
+        """The summary read with the file, or derived from the samples (numpy) once."""
+        summary = self.stored_summary()
+        if summary is None:
+            summary = self._summary = summarise(self)
+        return summary
+
+    def matrix(self, kind: str) -> tuple[list[str], npt.NDArray[np.float64]]:
+        """The ids of ``kind`` and their samples: one row per id, one column per run.
+
+        Built once per kind and set of runs (a comparison asks several times); read-only.
+        """
+        import numpy as np
+
+        ids = self.ids[kind]
+        width = len(ids)
+        cached = self._matrices.get(kind)
+        if (
+            cached is not None
+            and cached[0] == width
+            and len(cached[1]) == len(self.runs)
+            and all(a is b for a, b in zip(cached[1], self.runs, strict=True))
+        ):
+            return ids, cached[2]
+        if not self.runs or not width:
+            built = np.zeros((width, len(self.runs)))
+        else:
+            built = np.full((width, len(self.runs)), np.nan)
+            for column, run in enumerate(self.runs):
+                values = np.array(run.values[kind], dtype=np.float64)  # None: NaN
+                built[: len(values), column] = values
+        built.flags.writeable = False
+        self._matrices[kind] = (width, list(self.runs), built)
+        return ids, built
+
+    def positions(self, kind: str) -> dict[str, int]:
+        """Each id of ``kind`` and its row in ``matrix(kind)`` (built once per id list)."""
+        ids = self.ids[kind]
+        cached = self._positions.get(kind)
+        if cached is not None and cached[0] is ids and len(cached[1]) == len(ids):
+            return cached[1]
+        index = {ident: row for row, ident in enumerate(ids)}
+        self._positions[kind] = (ids, index)
+        return index
+
+    def samples(self, kind: str) -> dict[str, list[float]]:
+        """Each id's samples, oldest first (for sharding, reports and tests)."""
+        result: dict[str, list[float]] = {ident: [] for ident in self.ids[kind]}
+        ids = self.ids[kind]
+        for run in self.runs:
+            for ident, value in zip(ids, run.values[kind], strict=False):
+                if value is not None:
+                    result[ident].append(value)
+        return {ident: values for ident, values in result.items() if values}
+
+
+@dataclass
+class Baseline:
+    envs: dict[str, EnvHistory]
+    window: int = DEFAULT_WINDOW
+    source: str = "baseline"  # "baseline", "record" or "durations"
+
+    def for_key(self, key: str) -> EnvHistory | None:
+        return self.envs.get(key) or self.envs.get(ANY_ENV)
+
+
+def expected_durations(env: EnvHistory) -> dict[str, float]:
+    """Each test's median sample: its expected duration, for planning shards."""
+    return {
+        ident: median
+        for ident, median in zip(env.ids["tests"], env.summary().median, strict=True)
+        if median is not None
+    }
+
+
+def summarise(env: EnvHistory) -> Summary:
+    """Derive ``env``'s summary from its samples (numpy), rounded as it is written."""
+    from pytest_accel.perf.rule import Rule, row_median, sample_spread
+    from pytest_accel.perf.speed import column_speeds, log_centres
+
+    _, tests = env.matrix("tests")
+    _, warmup = env.matrix("warmup")
+    _, noise = sample_spread(tests, Rule())
+    levels = log_centres(tests)
+    return Summary(
+        runs=len(env.runs),
+        median=_rounded(row_median(tests), SUMMARY_DIGITS),
+        noise=_rounded(noise, SUMMARY_DIGITS),
+        level=_rounded(levels, SUMMARY_DIGITS),
+        warmup_median=_rounded(row_median(warmup), SUMMARY_DIGITS),
+        speeds=[round(speed, SUMMARY_DIGITS) for speed in column_speeds(tests, levels)],
+        peaks={kind: _peaks(env.matrix(kind)[1]) for kind in KINDS},
+    )
+
+
+SUMMARY_DIGITS = 7  # a median of samples kept to the microsecond is exact to 7 digits
+
+
+def _peaks(matrix: npt.NDArray[np.float64]) -> Values:
+    """Each row's largest sample (None: none); samples are already rounded."""
+    import numpy as np
+
+    if not matrix.shape[1]:
+        return [None] * len(matrix)
+    largest = np.where(np.isnan(matrix), -np.inf, matrix).max(axis=1)
+    return [None if v == -np.inf else v for v in largest.tolist()]
+
+
+def _rounded(values: npt.NDArray[np.float64], digits: int) -> Values:
+    """An array as a list, NaN as None, each value rounded."""
+    return [None if isnan(v) else round(v, digits) for v in values.tolist()]

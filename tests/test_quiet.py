@@ -1,0 +1,131 @@
+"""The comparison without numpy (``perf.quiet``) gives what the full comparison gives,
+whenever it answers; and it steps aside whenever something could be a finding."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from pytest_accel.perf.baseline import Baseline, EnvHistory, parse_baseline, to_json
+from pytest_accel.perf.comparison import change_rule, compare
+from pytest_accel.perf.findings import Comparison
+from pytest_accel.perf.quiet import quiet_comparison
+from pytest_accel.perf.rule import Rule
+from pytest_accel.perf.timings import RunTimings
+from tests.test_comparison import history, run_of
+
+RULE = Rule()
+FAST = {f"t_{i:03d}.py::test": 0.002 + 0.0001 * i for i in range(40)}
+
+
+def as_read(env: EnvHistory) -> EnvHistory:
+    """``env`` written and read back, as a run finds it: with its stored summary."""
+    text = json.dumps(to_json(Baseline({"cpu/x1": env})))
+    read = parse_baseline("b.json", json.loads(text)).envs["cpu/x1"]
+    assert read.stored_summary() is not None
+    return read
+
+
+def both(run: RunTimings, env: EnvHistory, rule: Rule = RULE) -> tuple[Comparison, Comparison]:
+    """The quiet comparison (which must answer) and the full one, of the same inputs."""
+    read = as_read(env)
+    quiet = quiet_comparison(run, read, rule, {}, new_slow=1.0, change_rule=change_rule(rule))
+    assert quiet is not None, "the quiet comparison stepped aside"
+    full = compare(run, env, rule)  # in memory: no stored summary, so numpy all the way
+    return quiet, full
+
+
+def scaled(calls: Mapping[str, float], factor: float) -> dict[str, float]:
+    return {test: seconds * factor for test, seconds in calls.items()}
+
+
+@pytest.mark.parametrize(
+    ("case", "now", "runs"),
+    [
+        pytest.param("unchanged", FAST, 12, id="unchanged"),
+        pytest.param("a third slower runner", scaled(FAST, 4 / 3), 12, id="slower-runner"),
+        pytest.param("few runs", scaled(FAST, 1.1), 3, id="three-runs"),
+    ],
+)
+def test_the_quiet_comparison_is_the_full_comparison(
+    case: str, now: dict[str, float], runs: int
+) -> None:
+    env = history([FAST] * runs, warmup=True)
+    quiet, full = both(run_of(now, 99, warmup=True), env)
+    assert quiet.to_json() == full.to_json()
+    assert len(quiet.suite_history) == runs
+    assert quiet.compared == len(now)
+    if case == "a third slower runner":
+        assert quiet.speed == pytest.approx(4 / 3, rel=0.02)
+
+
+def test_new_and_missing_tests_are_the_same_either_way() -> None:
+    then = {"m.py::a": 0.002, "m.py::b": 0.003, **FAST}
+    now = {"m.py::a": 0.002, "m.py::c": 0.004, **FAST}
+    quiet, full = both(run_of(now, 99), history([then] * 8))
+    assert (quiet.new, quiet.missing) == (["m.py::c"], ["m.py::b"])
+    assert quiet.to_json() == full.to_json()
+
+
+def test_a_suite_total_over_the_floors_is_a_finding_either_way() -> None:
+    many = {f"t_{i:03d}.py::test": 0.05 for i in range(40)}  # each below min_duration
+    env = history([many] * 12)
+    quiet, full = both(run_of(scaled(many, 1.5), 99), env)
+    assert [f.kind for f in quiet.regressions] == ["session"]
+    assert quiet.to_json() == full.to_json()
+
+
+def test_a_run_spread_unlike_the_baseline_names_both_layouts_either_way() -> None:
+    env = history([FAST] * 6)
+    run = replace(run_of(FAST, 99), layout="xdist 2")
+    quiet, full = both(run, env)
+    assert (quiet.layout, quiet.baseline_layout) == ("xdist 2", "serial")
+    assert quiet.to_json() == full.to_json()
+
+
+def test_a_single_slow_sample_in_the_history_does_not_wake_numpy() -> None:
+    """A full collection or a noisy neighbour once made a fast test slow: its median is
+    still far below the floor, and no step is in sight."""
+    runs = [FAST] * 12
+    runs[4] = {**FAST, "t_001.py::test": 0.4}
+    quiet, full = both(run_of(FAST, 99), history(runs))
+    assert quiet.to_json() == full.to_json()
+
+
+def unanswered(run: RunTimings, env: EnvHistory, rule: Rule = RULE) -> bool:
+    read = as_read(env)
+    found = quiet_comparison(run, read, rule, {}, new_slow=1.0, change_rule=change_rule(rule))
+    return found is None
+
+
+def test_a_test_at_the_floor_now_or_as_a_median_is_left_to_the_full_comparison() -> None:
+    assert unanswered(run_of({**FAST, "t_001.py::test": 0.1}, 99), history([FAST] * 12))
+    slow_before = {**FAST, "t_001.py::test": 0.3}
+    assert unanswered(run_of(FAST, 99), history([slow_before] * 12))
+    # Slow for the last three runs: a step the screen cannot rule out.
+    assert unanswered(run_of(slow_before, 99), history([FAST] * 9 + [slow_before] * 2))
+
+
+def test_a_step_in_the_runners_speed_is_left_to_the_full_comparison() -> None:
+    then = {f"t_{i:03d}.py::test": 0.05 for i in range(40)}
+    env = history([then] * 12 + [scaled(then, 1.5)] * 2)
+    assert unanswered(run_of(scaled(then, 1.5), 99), env)
+    result = compare(run_of(scaled(then, 1.5), 99), as_read(env), Rule())
+    assert [(c.kind, c.runs) for c in result.changes] == [("session", 3)]
+
+
+def test_a_rule_the_summary_was_not_made_for_is_left_to_the_full_comparison() -> None:
+    assert unanswered(run_of(FAST, 99), history([FAST] * 6), Rule(spread="mad"))
+    assert not unanswered(run_of(FAST, 99), history([FAST] * 6), Rule(min_duration=0.5))
+
+
+def test_a_summary_left_behind_by_an_edit_of_the_runs_is_not_used() -> None:
+    env = as_read(history([FAST] * 6))
+    env.runs.pop(0)  # what a hand edit or an older tool could leave
+    assert env.stored_summary() is None
+    data: Any = to_json(Baseline({"cpu/x1": env}))
+    assert data["envs"]["cpu/x1"]["summary"]["runs"] == 5  # written afresh
