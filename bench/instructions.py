@@ -60,12 +60,17 @@ VARIANTS = [
 _REFS = re.compile(r"Collected : (\d+)")
 
 
-def run(args: list[str], suite: Path, workdir: Path, *, counted: bool) -> int:
+def run(
+    args: list[str], suite: Path, workdir: Path, *, counted: bool, valgrind: bool = False
+) -> int:
+    """Instructions of one run under callgrind (``counted``), or a run to prepare files;
+    ``valgrind`` runs that one under callgrind too, uncounted: timings taken 40x slower
+    than the counted run's would make every test a regression."""
     command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider"]
     command += [a.replace("{tmp}", str(workdir)) for a in args]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0")
-    if counted:
+    if counted or valgrind:
         command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
     done = subprocess.run(
         command, cwd=workdir, env=env, capture_output=True, text=True, check=False
@@ -98,8 +103,8 @@ def main() -> None:
         counts = []
         for variant in variants:
             if variant.prepare:  # a baseline and a history of earlier runs
-                for _ in range(3):
-                    run(variant.prepare, suite, workdir, counted=False)
+                for _ in range(3):  # timed under valgrind too, as the counted run will be
+                    run(variant.prepare, suite, workdir, counted=False, valgrind=True)
                 stretch_history(workdir / "history.json")
             run(variant.args, suite, workdir, counted=False)  # bytecode, page cache
             counts.append(run(variant.args, suite, workdir, counted=True))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bench import synthetic
+from pytest_accel.cli import main
 from pytest_accel.files import InputError
 from pytest_accel.perf.baseline import load_baseline
 from pytest_accel.perf.offline import (
@@ -153,6 +154,19 @@ def test_a_version_1_baseline_is_upgraded_in_place_with_its_samples(tmp_path: Pa
     env = load_baseline(path).envs["cpu/x1"]
     assert env.samples("tests") == {"t.py::a": [0.1, 0.2], "t.py::b": [0.3]}
     assert upgrade_file(str(path)) == ("baseline", 2)  # upgrading twice changes nothing
+
+
+def test_upgrade_gives_a_version_2_baseline_its_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = Path(baseline_of(tmp_path, [0.5] * 3))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    summary = data["envs"]["cpu/x1"].pop("summary")
+    path.write_text(json.dumps(data), encoding="utf-8")  # as a 0.2 development build wrote it
+    capsys.readouterr()
+    assert main(["upgrade", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: baseline version 2 -> 2, with its summary\n"
+    assert json.loads(path.read_text(encoding="utf-8"))["envs"]["cpu/x1"]["summary"] == summary
 
 
 def test_a_durations_map_is_not_upgraded(tmp_path: Path) -> None:

@@ -291,6 +291,7 @@ def test_commit_and_branch_come_from_ci_variables_then_git_then_null(tmp_path: P
     assert vcs_info({"CI_COMMIT_SHA": "def", "CI_COMMIT_REF_NAME": "main"}) == ("def", "main")
     assert vcs_info({}, cwd=str(tmp_path)) == (None, None)  # not a git checkout
     subprocess.run(["git", "init", "-q", "-b", "trunk", str(tmp_path)], check=True)
+    assert vcs_info({}, cwd=str(tmp_path)) == (None, None)  # no commit yet
     subprocess.run(
         [
             "git",
@@ -312,6 +313,8 @@ def test_commit_and_branch_come_from_ci_variables_then_git_then_null(tmp_path: P
     assert branch == "trunk"
     assert commit is not None
     assert len(commit) == 40
+    subprocess.run(["git", "-C", str(tmp_path), "checkout", "-q", "--detach"], check=True)
+    assert vcs_info({}, cwd=str(tmp_path)) == (commit, None)  # a detached HEAD: no branch
 
 
 def test_reruns_of_one_node_id_become_attempts() -> None:

@@ -176,9 +176,11 @@ def _add_upgrade(commands: Any) -> None:
     upgrade = add_command(
         commands,
         "upgrade",
-        "rewrite version 1 files as version 2",
-        "Rewrite version 1 baselines and records in place as version 2, atomically. Every"
-        " reader still accepts version 1; this is for files you keep.",
+        "rewrite version 1 files as version 2; give a baseline its summary",
+        "Rewrite version 1 baselines and records in place as version 2, atomically, and"
+        " write a baseline's summary (what lets a run of fast tests be compared without"
+        " numpy). Every reader still accepts version 1 and a baseline without a summary;"
+        " this is for files you keep.",
         ["pytest-accel upgrade ci/state/baseline.json build/record.json"],
     )
     upgrade.add_argument(
@@ -190,7 +192,8 @@ def _add_upgrade(commands: Any) -> None:
 def upgrade_files(args: argparse.Namespace) -> int:
     for path in args.files:
         kind, version = upgrade_file(path)
-        sys.stdout.write(line_start(f"{path}: {kind} version {version} -> 2") + "\n")
+        summary = ", with its summary" if kind == "baseline" else ""
+        sys.stdout.write(line_start(f"{path}: {kind} version {version} -> 2{summary}") + "\n")
     return EXIT_OK
 
 

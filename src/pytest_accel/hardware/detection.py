@@ -8,6 +8,8 @@ must cost milliseconds and never grab a device that a test is about to use.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -248,14 +250,39 @@ def describe_evidence(evidence: Sequence[str]) -> str:
 
 
 def framework_versions() -> dict[str, str]:
-    """Installed framework versions, read from metadata (never by importing them)."""
-    from importlib import metadata, util  # only with a record: a 20 ms import otherwise
-
+    """Installed framework versions, never by importing them: from the installed
+    distribution's directory name (``jax-0.10.2.dist-info``), which every installer
+    writes; ``importlib.metadata`` (a 20 ms import) only if that is not found."""
     versions: dict[str, str] = {}
-    for name in ("jax", "jaxlib", "torch", "torch_xla"):
-        if name in sys.modules or util.find_spec(name) is not None:
+    wanted = {"jax": "jax", "jaxlib": "jaxlib", "torch": "torch", "torch-xla": "torch_xla"}
+    found = _distributions(set(wanted))
+    for name, module in wanted.items():
+        if name in found:
+            versions[module] = found[name]
+        elif module in sys.modules or importlib.util.find_spec(module) is not None:
+            from importlib import metadata
+
             try:
-                versions[name] = metadata.version(name.replace("_", "-"))
+                versions[module] = metadata.version(name)
             except metadata.PackageNotFoundError:
                 continue
     return versions
+
+
+def _distributions(names: set[str]) -> dict[str, str]:
+    """The versions of ``names`` (normalised project names) installed on ``sys.path``,
+    read from their ``NAME-VERSION.dist-info`` directories; the first on the path wins."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            listing = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for child in listing:
+            if not child.endswith(".dist-info") or "-" not in child:
+                continue
+            project, _, version = child[: -len(".dist-info")].partition("-")
+            name = re.sub(r"[-_.]+", "-", project).lower()
+            if name in names and name not in found:
+                found[name] = version
+    return found

@@ -9,6 +9,7 @@ marker to its setup report (reports are what xdist sends to the controller).
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -260,51 +261,51 @@ class ResultsCollector:
     def _fold(self, reports: list[pytest.TestReport]) -> dict[str, int]:
         """Add ``reports`` in the order they happened; each node id's row.
 
-        The common report (a passing phase of a test's one attempt, no attribute of
-        ours) is added inline: a 10,000-test run has 30,000 of them.
+        The common report (a passing phase of a test's one attempt, with the attributes
+        pytest gives every report and no other) is added inline, read from its
+        ``__dict__``: a 10,000-test run has 30,000 of them.  Any other report (a failure,
+        a rerun, an attribute of ours or another plugin's) goes through ``add_report``.
         """
         table = self.table
-        rows = self._rows(reports)
+        nodeids = list(map(_NODEID, reports))  # a property on pytest 9: read once
+        rows = self._rows(nodeids, reports)
         setups, calls, teardowns = table.setups, table.calls, table.teardowns
         starts, stops, state = table.starts, table.stops, table.attempt_state
-        unusual = self.relayed
-        for report in reports:
-            extra = report.__dict__
-            row = rows[report.nodeid]
-            when, outcome, duration = report.when, report.outcome, report.duration
-            start, stop = report.start, report.stop
+        plain = -1 if self.relayed else _plain_report_size()
+        for nodeid, report in zip(nodeids, reports, strict=True):
+            fields = report.__dict__
+            row = rows[nodeid]
+            when = fields.get("when")
             if (
-                unusual
-                or outcome != "passed"
+                len(fields) != plain
+                or fields["outcome"] != "passed"
                 or state[row] == 2
                 or (when == "setup" and state[row] == 1)
-                or "wasxfail" in extra
-                or QUARANTINED_ATTR in extra
-                or RERUN_TEARDOWN_ATTR in extra
             ):
-                self.add_report(report, row)
-            elif when == "call":
-                calls[row] += duration
+                self.add_report(report, row)  # which also notes its start and stop
+                continue
+            if when == "call":
+                calls[row] += fields["duration"]
                 state[row] = 1
             elif when == "setup":
-                setups[row] += duration
+                setups[row] += fields["duration"]
                 state[row] = 1
             elif when == "teardown":
-                teardowns[row] += duration
+                teardowns[row] += fields["duration"]
                 state[row] = 2
             else:
                 self.add_report(report, row)
                 continue
+            start, stop = fields["start"], fields["stop"]
             if start and (not starts[row] or start < starts[row]):
                 starts[row] = start
             stops[row] = max(stops[row], stop)
         return rows
 
-    def _rows(self, reports: list[pytest.TestReport]) -> dict[str, int]:
+    def _rows(self, nodeids: list[str], reports: list[pytest.TestReport]) -> dict[str, int]:
         """Each report's node id -> its table row.  The tests new to the table get rows
         in the order they first reported, made together (``TimingTable.add_rows``)."""
         table = self.table
-        nodeids = list(map(_NODEID, reports))
         order = list(dict.fromkeys(nodeids))
         # The first report of each test: a dict keeps the last value given to a key.
         first = dict(zip(reversed(nodeids), reversed(reports), strict=True))
@@ -346,6 +347,13 @@ def _chronological(reports: list[pytest.TestReport]) -> int:
     untimed = starts.count(0.0)  # no start (a crash report): they sorted first, go last
     reports[:] = reports[untimed:] + reports[:untimed]
     return len(reports) - untimed
+
+
+@functools.cache
+def _plain_report_size() -> int:
+    """How many attributes pytest gives a test report: one with more carries something
+    a plugin added (``wasxfail``, ours, another plugin's) and is folded the long way."""
+    return len(vars(pytest.TestReport("t.py::t", ("t.py", 0, "t"), {}, "passed", None, "call")))
 
 
 class _PhaseRank(dict[str, int]):

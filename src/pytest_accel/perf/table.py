@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import repeat
-from operator import add, itemgetter
+from operator import add, itemgetter, mul, truediv
 from typing import Any
 
 from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
@@ -191,5 +191,11 @@ class TimingTable:
 
 
 def rounded(values: list[float]) -> list[float]:
-    """Seconds to the microsecond: the files stay small and parse fast."""
-    return list(map(round, values, repeat(6, len(values))))
+    """Seconds to the microsecond: the files stay small and parse fast.  Scaled to whole
+    microseconds and back, with C-level maps: three times as fast as ``round(v, 6)``
+    (which rounds in decimal), the same but for a value within a rounding error of a
+    half microsecond."""
+    try:
+        return list(map(truediv, map(round, map(mul, values, repeat(1e6))), repeat(1e6)))
+    except (OverflowError, ValueError):  # no whole number of microseconds: inf or NaN
+        return list(map(round, values, repeat(6, len(values))))

@@ -153,6 +153,12 @@ def whole_groups(
 def first_per_process(workers: list[str | None], starts: list[float]) -> list[bool]:
     """Whether each test was the first its process (its xdist worker, or the one process
     of a serial run) ran: the one with the earliest start."""
+    marked = [False] * len(workers)
+    if len(set(workers)) == 1:  # one process: the earliest start, found in C
+        earliest = min(filter(None, starts), default=None)  # no start: crashed before setup
+        if earliest is not None:
+            marked[starts.index(earliest)] = True
+        return marked
     first: dict[str | None, tuple[float, int]] = {}
     for row, (worker, start) in enumerate(zip(workers, starts, strict=True)):
         if not start:
@@ -160,7 +166,6 @@ def first_per_process(workers: list[str | None], starts: list[float]) -> list[bo
         seen = first.get(worker)
         if seen is None or start < seen[0]:
             first[worker] = (start, row)
-    marked = [False] * len(workers)
     for _, row in first.values():
         marked[row] = True
     return marked
@@ -183,17 +188,25 @@ def vcs_info(environ: Mapping[str, str], cwd: str | None = None) -> tuple[str | 
         if commit:
             branch = next((environ[v] for v in branch_vars if environ.get(v)), None)
             return commit, branch
-    return _git("rev-parse", "HEAD", cwd=cwd), _git("rev-parse", "--abbrev-ref", "HEAD", cwd=cwd)
+    return _git_head(cwd)
 
 
-def _git(*args: str, cwd: str | None) -> str | None:
+def _git_head(cwd: str | None) -> tuple[str | None, str | None]:
+    """The commit and branch of ``cwd``'s checkout, from one ``git`` process (a detached
+    HEAD has no branch)."""
     try:
         completed = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
+            ["git", "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    value = completed.stdout.strip()
-    if completed.returncode != 0 or not value or value == "HEAD":
-        return None
-    return value
+        return None, None
+    lines = completed.stdout.split()
+    if completed.returncode != 0 or len(lines) != 2:
+        return None, None
+    commit, branch = lines
+    return commit, None if branch == "HEAD" else branch
