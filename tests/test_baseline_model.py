@@ -176,6 +176,7 @@ def test_the_summary_is_written_with_the_samples_and_read_back_as_written() -> N
     assert written["tests"]["median"] == [0.2, 0.2]  # (0.1 + 0.3) / 2; b's one sample
     assert written["tests"]["peak"] == [0.3, 0.2]
     assert written["speeds"] == [1.0, 1.0]  # fewer than 20 tests: no speed
+    assert written["totals"] == [0.3, 0.3]
     again = parse_baseline("b.json", to_json(Baseline({"cpu/x1": env})))
     summary = again.envs["cpu/x1"].stored_summary()
     assert summary is not None

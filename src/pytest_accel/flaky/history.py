@@ -9,6 +9,7 @@ the format is in docs/flaky.md, the rules that read it in ``classify``.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,7 +119,10 @@ def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
     if not isinstance(tests, dict):
         raise InputError(path, f"{where}.tests must be an object, got {type(tests).__name__}")
     if _all_letters(tests.values()):
-        return EnvHistory(platform, runs, tests)
+        # Interned: the baseline and the quarantine list name the same tests.
+        return EnvHistory(
+            platform, runs, dict(zip(map(sys.intern, tests), tests.values(), strict=True))
+        )
     for test, letters in tests.items():  # find the culprit
         if not isinstance(letters, str) or letters.strip(_LETTERS):
             raise InputError(

@@ -12,10 +12,14 @@ run) and a pytest-split ``.test_durations`` map (one run, test totals, any key).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
+from functools import partial
+from operator import is_not
 from typing import Any
 
 from pytest_accel.fields import (
+    MAX_SECONDS,
     check_version,
     expect_int,
     expect_object,
@@ -54,6 +58,7 @@ BASELINE_SCHEMA = "pytest-accel/baseline"
 BASELINE_VERSION = 2
 _SAMPLE_TYPES = {float, int, type(None)}
 _NUMBER_TYPES = {float, int}
+_present = partial(is_not, None)
 
 
 def parse_baseline(path: str, data: Any) -> Baseline:
@@ -90,7 +95,7 @@ def _parse_env(path: str, where: str, value: Any) -> EnvHistory:
         ids = raw.get(kind, [])
         if not isinstance(ids, list) or not set(map(type, ids)) <= {str}:
             raise InputError(path, f"{where}.{kind}: expected a list of ids (strings)")
-        env.ids[kind] = ids
+        env.ids[kind] = list(map(sys.intern, ids))  # the flaky history names them too
     runs = raw.get("runs", [])
     if not isinstance(runs, list):
         raise InputError(path, f"{where}.runs: expected a list, got {type(runs).__name__}")
@@ -129,6 +134,7 @@ def _parse_summary(path: str, where: str, value: Any) -> Summary:
         numbers("warmup.median", warmup.get("median", [])),
         [float(s) for s in numbers("speeds", raw.get("speeds", []), nulls=False) if s is not None],
         peaks,
+        numbers("totals", raw.get("totals", [])),
     )
 
 
@@ -163,8 +169,8 @@ def _all_seconds(column: list[Any]) -> bool:
     with C-level maps: a baseline can hold two million samples."""
     if not set(map(type, column)) <= _SAMPLE_TYPES:
         return False
-    present = [value for value in column if value is not None]
-    return not present or (min(present) >= 0 and max(present) <= 1e6)
+    present = list(filter(_present, column))
+    return not present or (min(present) >= 0 and max(present) <= MAX_SECONDS)
 
 
 def _parse_env_version_1(path: str, where: str, value: Any) -> EnvHistory:
@@ -288,6 +294,7 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
     data["summary"] = {
         "runs": summary.runs,
         "speeds": summary.speeds,
+        "totals": summary.totals,
         "tests": {
             "median": summary.median,
             "noise": summary.noise,

@@ -314,6 +314,8 @@ class ResultsCollector:
             return {nodeid: self._new_row(first[nodeid]) for nodeid in order}
         locations = list(map(_LOCATION, map(first.__getitem__, order)))
         table.add_rows(keys, locations, self.nodes.parents)
+        if keys is order:  # every id as pytest wrote it: the table's own index will do
+            return table.rows
         return dict(zip(order, range(len(order)), strict=True))
 
     def _new_row(self, report: pytest.TestReport) -> int:

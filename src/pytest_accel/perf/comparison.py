@@ -84,7 +84,7 @@ def compare(
     compared, warm_compared = take_inventory(
         result, run, env, summary, overrides=overrides, new_slow=new_slow
     )
-    result.suite_history = suite_history(env)
+    result.suite_history = suite_history(env, summary)
     setting = _Setting(env, run, rule, summary=summary)
     tests = _judge(setting, "test", compared, env.matrix("tests"), overrides)
     speed = None

@@ -100,17 +100,17 @@ class PerfPlugin:
 
     def run_timings(self) -> RunTimings:
         table = self.table
-        warmup = table.warmup()
+        warmup, totals = table.warmup(), table.totals()
         deselected = self.results.deselected
-        classes, _ = table.groups(table.class_ids, warmup, deselected.get("classes", {}))
-        modules, _ = table.groups(table.module_ids, warmup, deselected.get("modules", {}))
+        classes, _ = table.groups(table.class_ids, warmup, deselected.get("classes", {}), totals)
+        modules, _ = table.groups(table.module_ids, warmup, deselected.get("modules", {}), totals)
         measured = RunTimings(
             key=self.key,
             identity=self.identity,
             ids=table.nodeids,
             outcome=table.outcomes,
             call=table.calls,
-            total=table.totals(),
+            total=totals,
             cls=table.class_ids,
             module=table.module_ids,
             warmup=warmup,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
+from itertools import compress
 from math import fsum, log
 from operator import is_not
 from typing import NamedTuple
@@ -50,27 +51,27 @@ def take_inventory(
     *,
     overrides: Mapping[str, Override],
     new_slow: float,
+    timed: Compared | None = None,
 ) -> Compared:
     """New, new and slow, missing and warm-up tests into ``result``; the tests to
-    compare, and the warm-ups to compare with the baseline's warm-ups."""
-    now = run.comparable(env.test_metric)
-    warm_now = run.comparable(env.test_metric, warmup=True)
-    # An id has a sample in some run exactly when it has a median.
-    sampled = dict(zip(env.ids["tests"], map(_present, summary.median), strict=True))
-    warm_sampled = dict(zip(env.ids["warmup"], map(_present, summary.warmup_median), strict=True))
-    result.new = [i for i in (*now, *warm_now) if not sampled.get(i) and not warm_sampled.get(i)]
-    timed = {i: now[i] if i in now else warm_now[i] for i in result.new}
-    result.new_slow = sorted(
-        ((i, timed[i]) for i in result.new if timed[i] >= new_slow), key=lambda item: -item[1]
+    compare, and the warm-ups to compare with the baseline's warm-ups.  ``timed``: the
+    run's comparable tests and warm-ups, when the caller has them already."""
+    now, warm_now = timed or Compared(
+        run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True)
     )
-    result.warmup = [i for i in warm_now if sampled.get(i) and not warm_sampled.get(i)]
-    had_samples = [i for i, has in sampled.items() if has] + [
-        i for i, has in warm_sampled.items() if has
-    ]
-    result.missing = _missing(run, had_samples)
+    # An id has a sample in some run exactly when it has a median.
+    sampled = set(compress(env.ids["tests"], map(_present, summary.median)))
+    warm_sampled = set(compress(env.ids["warmup"], map(_present, summary.warmup_median)))
+    result.new = [i for i in (*now, *warm_now) if i not in sampled and i not in warm_sampled]
+    seconds = {i: now[i] if i in now else warm_now[i] for i in result.new}
+    result.new_slow = sorted(
+        ((i, seconds[i]) for i in result.new if seconds[i] >= new_slow), key=lambda item: -item[1]
+    )
+    result.warmup = [i for i in warm_now if i in sampled and i not in warm_sampled]
+    result.missing = _missing(run, [*sampled, *warm_sampled])
     ignored = {i for i, o in overrides.items() if o.ignore}
-    compared = {i: v for i, v in now.items() if sampled.get(i) and i not in ignored}
-    warm_compared = {i: warm_now[i] for i in warm_now if warm_sampled.get(i) and i not in ignored}
+    compared = {i: v for i, v in now.items() if i in sampled and i not in ignored}
+    warm_compared = {i: warm_now[i] for i in warm_now if i in warm_sampled and i not in ignored}
     result.compared = len(compared) + len(warm_compared)
     return Compared(compared, warm_compared)
 
@@ -88,14 +89,13 @@ def _missing(run: RunTimings, sampled: list[str]) -> list[str]:
     return sorted(t for t in sampled if t not in ran and module_path_of(t) in modules)
 
 
-def suite_history(env: EnvHistory) -> list[tuple[str, float]]:
+def suite_history(env: EnvHistory, summary: Summary) -> list[tuple[str, float]]:
     """Each baseline run's tests (warm-ups included) summed, labelled by its commit."""
     history = []
-    for run in env.runs:
-        values = [v for kind in ("tests", "warmup") for v in run.values[kind] if v is not None]
-        if values:
+    for run, total in zip(env.runs, summary.totals, strict=True):
+        if total is not None:
             label = run.identity.commit[:8] if run.identity.commit else run.identity.describe()
-            history.append((label, fsum(values)))
+            history.append((label, total))
     return history
 
 
@@ -179,11 +179,10 @@ def quiet_comparison(
     summary = env.stored_summary()
     if summary is None or not rule_spread_is_summarised(rule):
         return None
-    result = Comparison(run.key)
-    compared = take_inventory(result, run, env, summary, overrides=overrides, new_slow=new_slow)
+    timed = Compared(run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True))
     judged = {
-        "tests": compared.tests,
-        "warmup": compared.warmups,
+        "tests": timed.tests,  # ignored and new ones too: a bound needs no more care
+        "warmup": timed.warmups,
         "classes": run.classes.comparable(),
         "modules": run.modules.comparable(),
     }
@@ -192,6 +191,10 @@ def quiet_comparison(
             env, summary, kind, now, floor=rule.min_duration, change_rule=change_rule
         ):
             return None
+    result = Comparison(run.key)
+    compared = take_inventory(
+        result, run, env, summary, overrides=overrides, new_slow=new_slow, timed=timed
+    )
     positions = env.positions("tests")
     tests = list(compared.tests)
     current = [compared.tests[i] for i in tests]
@@ -210,7 +213,7 @@ def quiet_comparison(
                 return None  # a change of the suite: find_steps decides
         if speed is not None or speeds is not None:
             result.speed = speed or 1.0
-    result.suite_history = suite_history(env)
+    result.suite_history = suite_history(env, summary)
     usual = usual_layout(env)
     if usual is not None and run.layout is not None and run.layout != usual:
         result.layout, result.baseline_layout = run.layout, usual

@@ -93,7 +93,8 @@ def encode_record(
     head: Mapping[str, Any],
     deselected: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Iterator[bytes]:
-    """The record as JSON, a column at a time (``files.dumps_in_pieces``).
+    """The record as JSON, a column at a time (``files.dumps_in_pieces``): each column
+    of seconds is rounded as it is written, so one such copy exists at a time.
 
     ``deselected`` counts, per class and per module (``{"classes": {id: n}, ...}``),
     the tests that were collected but not run here (``-k``, ``-m``, another shard).
@@ -103,11 +104,11 @@ def encode_record(
     tests = {
         "id": table.nodeids,
         "outcome": table.outcomes,
-        "setup": rounded(table.setups),
-        "call": rounded(table.calls),
-        "teardown": rounded(table.teardowns),
-        "total": rounded(table.totals()),
-        "gc": rounded(table.pauses),
+        "setup": lambda: rounded(table.setups),
+        "call": lambda: rounded(table.calls),
+        "teardown": lambda: rounded(table.teardowns),
+        "total": lambda: rounded(table.totals()),
+        "gc": lambda: rounded(table.pauses),
         "class": table.class_ids,
         "module": table.module_ids,
         "worker": table.workers,

@@ -55,12 +55,13 @@ class Summary:
     warmup_median: Values
     speeds: list[float]
     peaks: dict[str, Values]
+    totals: Values  # per run: its tests and warm-ups summed (None: no sample)
 
     def fits(self, env: EnvHistory) -> bool:
         """Whether it was derived from ``env``'s runs as they are (not an older file's)."""
         return (
             self.runs == len(env.runs)
-            and len(self.speeds) == self.runs
+            and len(self.speeds) == len(self.totals) == self.runs
             and len(self.median) == len(self.noise) == len(self.level) == len(env.ids["tests"])
             and len(self.warmup_median) == len(env.ids["warmup"])
             and all(len(self.peaks.get(kind, ())) == len(env.ids[kind]) for kind in KINDS)
@@ -186,10 +187,27 @@ def summarise(env: EnvHistory) -> Summary:
         warmup_median=_rounded(row_median(warmup), SUMMARY_DIGITS),
         speeds=[round(speed, SUMMARY_DIGITS) for speed in column_speeds(tests, levels)],
         peaks={kind: _peaks(env.matrix(kind)[1]) for kind in KINDS},
+        totals=_run_totals([tests, warmup]),
     )
 
 
 SUMMARY_DIGITS = 7  # a median of samples kept to the microsecond is exact to 7 digits
+
+
+def _run_totals(matrices: list[npt.NDArray[np.float64]]) -> Values:
+    """Per run (column), the sum of its samples across ``matrices`` (None: none)."""
+    import numpy as np
+
+    sampled = np.zeros(matrices[0].shape[1], dtype=bool)
+    totals = np.zeros(matrices[0].shape[1])
+    for matrix in matrices:
+        if matrix.size:
+            sampled |= np.any(~np.isnan(matrix), axis=0)
+            totals += np.nansum(matrix, axis=0)
+    return [
+        round(total, 6) if has else None
+        for total, has in zip(totals.tolist(), sampled.tolist(), strict=True)
+    ]
 
 
 def _peaks(matrix: npt.NDArray[np.float64]) -> Values:

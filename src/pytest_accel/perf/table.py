@@ -147,11 +147,14 @@ class TimingTable:
         column: list[str | None],
         warmup: list[bool],
         deselected: Mapping[str, int],
+        totals: list[float] | None = None,
     ) -> tuple[Groups, dict[str, list[Any]]]:
         """The classes or modules (``column``) as the comparison sees them, and as the
-        record writes them: id, tests, total, span, deselected and whole."""
+        record writes them: id, tests, total, span, deselected and whole.  ``totals``:
+        ``self.totals()``, when the caller has them already."""
         partial = frozenset(g for g, n in deselected.items() if n)
-        groups = whole_groups(column, self.outcomes, warmup, self.totals(), partial)
+        totals = self.totals() if totals is None else totals
+        groups = whole_groups(column, self.outcomes, warmup, totals, partial)
         index = {group: i for i, group in enumerate(groups.ids)}
         tests = [0] * len(groups.ids)
         starts = [0.0] * len(groups.ids)

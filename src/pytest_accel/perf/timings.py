@@ -18,6 +18,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress
 from typing import Any
 
 from pytest_accel.reports import FAILING
@@ -108,16 +109,21 @@ def layout_of(workers: int, shards: Sequence[str | None] = ()) -> str:
 def without_pauses(run: RunTimings, pauses: Sequence[float]) -> RunTimings:
     """``run`` with each test's full garbage collections (``perf.pauses``) taken out of
     its call and total, and out of its class's and module's totals."""
-    if not any(pauses):
+    paused_rows = list(compress(range(len(pauses)), pauses))
+    if not paused_rows:
         return run
-    call = [max(c - p, 0.0) for c, p in zip(run.call, pauses, strict=True)]
-    total = [max(t - p, 0.0) for t, p in zip(run.total, pauses, strict=True)]
+    # A run has a handful of pauses: copy the columns' references, change those rows.
+    call, total = list(run.call), list(run.total)
+    for row in paused_rows:
+        call[row] = max(call[row] - pauses[row], 0.0)
+        total[row] = max(total[row] - pauses[row], 0.0)
     groups = []
     for column, found in ((run.cls, run.classes), (run.module, run.modules)):
         paused: dict[str, float] = {}
-        for group, pause in zip(column, pauses, strict=True):
-            if group is not None and pause:
-                paused[group] = paused.get(group, 0.0) + pause
+        for row in paused_rows:
+            group = column[row]
+            if group is not None:
+                paused[group] = paused.get(group, 0.0) + pauses[row]
         totals = [
             max(t - paused.get(g, 0.0), 0.0) for g, t in zip(found.ids, found.total, strict=True)
         ]
