@@ -79,6 +79,21 @@ def test_a_suite_total_over_the_floors_is_a_finding_either_way() -> None:
     assert quiet.to_json() == full.to_json()
 
 
+def test_a_suite_slowed_by_its_own_processes_contention_is_no_finding_a_slower_runner_is() -> None:
+    """chex under -n 2 on two cores against serial runs: every test 1.3-1.7x slower as
+    the workers share the cores, and the suite total with them."""
+    many = {f"t_{i:03d}.py::test": 0.05 for i in range(40)}
+    env = history([many] * 12)
+    slower = run_of(scaled(many, 1.4), 99)
+    quiet, full = both(replace(slower, layout="xdist 2"), env)
+    assert quiet.speed == pytest.approx(1.4, rel=0.02)
+    assert quiet.regressions == []
+    assert quiet.to_json() == full.to_json()
+    quiet, full = both(slower, env)  # the same layout: a slower runner shows, once
+    assert [(f.kind, f.corrected) for f in quiet.regressions] == [("session", None)]
+    assert quiet.to_json() == full.to_json()
+
+
 def test_a_run_spread_unlike_the_baseline_names_both_layouts_either_way() -> None:
     env = history([FAST] * 6)
     run = replace(run_of(FAST, 99), layout="xdist 2")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -17,7 +16,7 @@ from pytest_accel.cli.common import (
     positive_int,
     rule_of,
 )
-from pytest_accel.files import check_writable, read_json, write_json_atomic
+from pytest_accel.files import check_writable, dumps, read_json, write_json_atomic
 from pytest_accel.perf import output
 from pytest_accel.perf.merge import MergeError, merge_records
 from pytest_accel.perf.offline import accept_changes, compare_files, fold_records, upgrade_file
@@ -88,7 +87,7 @@ def compare(args: argparse.Namespace) -> int:
     )
     failing = bool(args.fail and comparison.alarms)
     if args.format == "json":
-        sys.stdout.write(json.dumps(comparison.to_json(), indent=2) + "\n")
+        sys.stdout.buffer.write(dumps(comparison.to_json(), indent=True))
     elif args.format == "markdown":
         sys.stdout.write(output.markdown(comparison, failing))
     elif not comparison.found:

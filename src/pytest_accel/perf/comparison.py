@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from itertools import compress, repeat
 from math import fsum, log
+from operator import is_not
 from typing import TYPE_CHECKING
 
 from pytest_accel.perf.causes import (
@@ -35,6 +37,7 @@ from pytest_accel.perf.causes import (
 from pytest_accel.perf.changes import ChangeRule, find_steps
 from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
 from pytest_accel.perf.quiet import (
+    Compared,
     aligned,
     module_path_of,
     quiet_comparison,
@@ -72,8 +75,9 @@ def compare(
 ) -> Comparison:
     """Compare ``run`` with the baseline's runs ``env`` of the same hardware key."""
     overrides = overrides or {}
+    timed = Compared(run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True))
     quiet = quiet_comparison(
-        run, env, rule, overrides, new_slow=new_slow, change_rule=change_rule(rule)
+        run, env, rule, overrides, new_slow=new_slow, change_rule=change_rule(rule), timed=timed
     )
     if quiet is not None:
         return quiet
@@ -82,7 +86,7 @@ def compare(
     summary = env.summary()
     result = Comparison(run.key)
     compared, warm_compared = take_inventory(
-        result, run, env, summary, overrides=overrides, new_slow=new_slow
+        result, run, env, summary, overrides=overrides, new_slow=new_slow, timed=timed
     )
     result.suite_history = suite_history(env, summary)
     setting = _Setting(env, run, rule, summary=summary)
@@ -174,11 +178,13 @@ def _judge(
     index = env.positions(KIND_OF_FINDING[kind]) if env.ids[KIND_OF_FINDING[kind]] is ids else None
     if index is None:
         index = {ident: row for row, ident in enumerate(ids)}
-    found = [(i, index[i], seconds) for i, seconds in now.items() if i in index]
-    present = [i for i, _, _ in found]
-    rows = np.fromiter((row for _, row, _ in found), dtype=np.int64, count=len(found))
+    # The ids of ``now`` the baseline has, with C-level maps: 100,000 of them offline.
+    positions = list(map(index.get, now))
+    kept = list(map(is_not, positions, repeat(None)))
+    present = list(compress(now, kept))
+    rows = np.array(list(compress(positions, kept)), dtype=np.int64)
     samples = matrix[rows] if len(rows) else np.zeros((0, len(env.runs)))
-    current = np.fromiter((s for _, _, s in found), dtype=np.float64, count=len(found))
+    current = np.array(list(compress(now.values(), kept)), dtype=np.float64)
     known = _summarised(setting, kind, ids)
     if known is not None:  # the numbers the quiet comparison (perf.quiet) uses too
         medians = np.array(aligned(known[0], index, present), dtype=np.float64)
@@ -314,7 +320,7 @@ def _judge_suite(result: Comparison, kinds: list[Judged], groups: list[Judged], 
     accounted += sum(c.after - c.before for k in (*kinds, *groups) for c in k.changes)
     # ... and a change of the suite itself (the runner's speed over runs) says it already.
     accounted += sum(c.after - c.before for c in result.changes if c.kind == "session")
-    verdict = suite_finding(now, then, count, accounted, rule)
+    verdict = suite_finding(result, count, accounted, rule)
     if verdict is not None:
         what, finding = verdict
         (result.regressions if what == "regression" else result.improvements).append(finding)

@@ -3,6 +3,7 @@ with a baseline, add records to a baseline, accept changes, read expected durati
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -24,6 +25,8 @@ from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, load_record, timings
 from pytest_accel.perf.rule import Rule
 
+LARGE_BASELINE = 1 << 20  # bytes: thousands of tests' samples, compared with numpy anyway
+
 
 def compare_files(
     record_path: str,
@@ -34,6 +37,8 @@ def compare_files(
     new_slow: float = 1.0,
 ) -> Comparison:
     """The plugin's comparison, from a record and a baseline (under the record's key)."""
+    if os.path.getsize(baseline_path) > LARGE_BASELINE:
+        import numpy  # noqa: F401  # read in bulk: the samples' check makes the arrays
     _, data = load_record(record_path)
     run = timings(data)
     if env_key:

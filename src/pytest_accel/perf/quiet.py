@@ -84,9 +84,8 @@ def _missing(run: RunTimings, sampled: list[str]) -> list[str]:
     """Tests with samples that did not run, in modules that ran here whole: they were
     removed or renamed.  A module with deselected tests (-k, -m, another shard) says
     nothing about the tests it did not run; neither does one that did not run."""
-    ran = set(run.ids)
     modules = run.ran_modules() - run.partial_modules
-    return sorted(t for t in sampled if t not in ran and module_path_of(t) in modules)
+    return sorted(t for t in set(sampled).difference(run.ids) if module_path_of(t) in modules)
 
 
 def suite_history(env: EnvHistory, summary: Summary) -> list[tuple[str, float]]:
@@ -101,24 +100,46 @@ def suite_history(env: EnvHistory, summary: Summary) -> list[tuple[str, float]]:
 
 def aligned(values: Values, index: Mapping[str, int], ids: list[str]) -> list[float]:
     """The summary's values of ``ids`` (rows in ``index``), None as NaN."""
+    found = list(map(values.__getitem__, map(index.__getitem__, ids)))
+    if None not in found:  # the usual case, checked in C
+        return found  # type: ignore[return-value]
     nan = float("nan")
-    return [nan if (v := values[index[i]]) is None else v for i in ids]
+    return [nan if v is None else v for v in found]
 
 
 def suite_finding(
-    now: float, then: float, count: int, accounted: float, rule: Rule
+    result: Comparison, count: int, accounted: float, rule: Rule
 ) -> tuple[str, Finding] | None:
-    """The suite total's verdict, where the findings (``accounted`` seconds of shift)
-    do not explain it.  One sample has no spread: the floors and the ratio decide."""
+    """The suite total's verdict (``result.suite_now`` against ``suite_then``), where
+    the findings (``accounted`` seconds of shift) do not explain it.  One sample has no
+    spread: the floors and the ratio decide.
+
+    The total is judged as measured: a slower runner shows here, once.  But a run spread
+    over processes unlike the baseline's runs (``-n 2`` against serial runs) slows every
+    test by the processes' contention, not by anything in the code: there it must also
+    hold with the runner's speed divided out."""
+    now, then = result.suite_now, result.suite_then
     if is_explained(now - then, accounted):
         return None
     ratio = now / then if then > 0 else float("inf")
-    finding = Finding("session", "suite total", then, now, ratio, count)
-    if now >= rule.min_duration and now - then >= rule.min_delta and now > then * rule.threshold:
+    speed = result.speed if result.layout is not None else 1.0
+    corrected = None if speed == 1.0 else ratio / speed
+    finding = Finding("session", "suite total", then, now, ratio, count, corrected=corrected)
+    if _slower(now, then, rule) and _slower(now / speed, then, rule):
         return "regression", finding
-    if then >= rule.min_duration and then - now >= rule.min_delta and now * rule.threshold < then:
+    if _faster(now, then, rule) and _faster(now / speed, then, rule):
         return "improvement", finding
     return None
+
+
+def _slower(now: float, then: float, rule: Rule) -> bool:
+    return now >= rule.min_duration and now - then >= rule.min_delta and now > then * rule.threshold
+
+
+def _faster(now: float, then: float, rule: Rule) -> bool:
+    return (
+        then >= rule.min_duration and then - now >= rule.min_delta and now * rule.threshold < then
+    )
 
 
 def may_step(series: Sequence[float | None], rule: ChangeRule) -> bool:
@@ -172,8 +193,10 @@ def quiet_comparison(
     *,
     new_slow: float,
     change_rule: ChangeRule,
+    timed: Compared | None = None,
 ) -> Comparison | None:
-    """The comparison, when nothing but the suite total can be found; None otherwise."""
+    """The comparison, when nothing but the suite total can be found; None otherwise.
+    ``timed``: the run's comparable tests and warm-ups, when the caller has them."""
     from pytest_accel.perf.comparison import rule_spread_is_summarised
 
     summary = env.stored_summary()
@@ -223,7 +246,7 @@ def quiet_comparison(
     if count:
         result.suite_now = fsum(current) + fsum(compared.warmups[i] for i in warm)
         result.suite_then = fsum(medians) + fsum(warm_medians)
-        verdict = suite_finding(result.suite_now, result.suite_then, count, 0.0, rule)
+        verdict = suite_finding(result, count, 0.0, rule)
         if verdict is not None:
             what, finding = verdict
             (result.regressions if what == "regression" else result.improvements).append(finding)

@@ -31,6 +31,9 @@ class Run:
     identity: RunIdentity
     values: dict[str, Values]  # per kind, aligned with the ids (a shorter list: no more)
     layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
+    # The values of a kind as a float array (NaN: no sample), when reading made one
+    # (numpy already imported) and ``values`` has not changed since.
+    arrays: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,9 @@ class EnvHistory:
         else:
             built = np.full((width, len(self.runs)), np.nan)
             for column, run in enumerate(self.runs):
-                values = np.array(run.values[kind], dtype=np.float64)  # None: NaN
+                values = run.arrays.get(kind)
+                if values is None:
+                    values = np.array(run.values[kind], dtype=np.float64)  # None: NaN
                 built[: len(values), column] = values
         built.flags.writeable = False
         self._matrices[kind] = (width, list(self.runs), built)

@@ -11,7 +11,9 @@ faster machine since Tuesday) is one change of the suite, not a change of each t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from math import exp, isnan, log
+from operator import le, mul, sub, truediv
 from typing import TYPE_CHECKING
 
 from pytest_accel.perf.changes import ChangeRule, Steps, find_steps
@@ -41,18 +43,16 @@ def runner_speed(
     Plain Python over the compared tests, so that a comparison that finds nothing needs
     no numpy (``perf.quiet``); C-level maps keep 100,000 tests to a few milliseconds.
     """
-    usable = [
-        (log(c / m), 0.0 if isnan(n) else n)
-        for c, m, n in zip(current, medians, noise, strict=True)
-        if m > 0 and c > 0
-    ]
+    usable = [(c, m, n) for c, m, n in zip(current, medians, noise, strict=True) if m > 0 and c > 0]
     if len(usable) < MIN_FOR_SPEED:
         return None
-    ratios = [r for r, _ in usable]
+    now, then, spreads = zip(*usable, strict=True)
+    ratios = list(map(log, map(truediv, now, then)))
     estimate = median(ratios)
-    agreeing = sum(
-        abs(r - estimate) <= max(SPEED_BAND, AGREEMENT_SPREADS * n) for r, n in usable
-    ) / len(usable)
+    # Each test's band: two of its spreads (NaN: unknown, the narrowest band) or 10%.
+    bands = map(max, repeat(SPEED_BAND), map(mul, repeat(AGREEMENT_SPREADS), spreads))
+    distances = map(abs, map(sub, ratios, repeat(estimate)))
+    agreeing = sum(map(le, distances, bands)) / len(usable)
     if agreeing < AGREEMENT or abs(estimate) < NEGLIGIBLE:
         return None
     return exp(estimate)
