@@ -448,6 +448,14 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
 
 # --- full garbage collections ---------------------------------------------------------------
 
+SERIAL_AND_UNDER_XDIST = pytest.mark.parametrize(
+    "xdist",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-p", "xdist", "-n", "1"], id="xdist", marks=pytest.mark.requires("xdist")),
+    ],
+)
+
 GC_SUITE = """
 import gc
 
@@ -464,13 +472,7 @@ def test_collects():
 """
 
 
-@pytest.mark.parametrize(
-    "xdist",
-    [
-        pytest.param([], id="serial"),
-        pytest.param(["-p", "xdist", "-n", "1"], id="xdist", marks=pytest.mark.requires("xdist")),
-    ],
-)
+@SERIAL_AND_UNDER_XDIST
 def test_full_garbage_collections_are_recorded_and_left_out_of_the_timing_judged(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:
@@ -515,13 +517,7 @@ def test_with_fixture(collects):
 """
 
 
-@pytest.mark.parametrize(
-    "xdist",
-    [
-        pytest.param([], id="serial"),
-        pytest.param(["-p", "xdist", "-n", "1"], id="xdist", marks=pytest.mark.requires("xdist")),
-    ],
-)
+@SERIAL_AND_UNDER_XDIST
 def test_full_collections_in_a_setup_or_teardown_leave_that_phase_and_its_module_total(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:

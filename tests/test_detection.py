@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,24 @@ def test_the_pytest_header_shows_the_detected_hardware(
     result = pytester.runpytest()
     result.stdout.fnmatch_lines([header])
     result.assert_outcomes(passed=1)
+
+
+def test_framework_versions_come_from_the_installed_distributions_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never by importing a framework, and without ``importlib.metadata`` (a 20 ms
+    import): the ``NAME-VERSION.dist-info`` directories installers write."""
+    from pytest_accel.hardware.detection import framework_versions
+
+    site = tmp_path / "site"
+    for name in ("jax-0.9.1.dist-info", "torch_xla-2.5.0+cpu.dist-info", "jaxlib-0.9.1.dist-info"):
+        (site / name).mkdir(parents=True)
+    shadowed = tmp_path / "later"
+    (shadowed / "jax-0.1.0.dist-info").mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(site), str(shadowed)])
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    versions = framework_versions()
+    assert versions["jax"] == "0.9.1"  # the first on the path wins, as for imports
+    assert versions["jaxlib"] == "0.9.1"
+    assert versions["torch_xla"] == "2.5.0+cpu"
+    assert "torch" not in versions

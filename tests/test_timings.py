@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,3 +228,52 @@ def test_a_table_folds_phases_into_one_attempt_and_a_new_setup_into_the_next() -
             {"outcome": "passed", "setup": 0.1, "call": 0.3, "teardown": 0.05},
         ]
     }
+
+
+def phase(nodeid: str, when: Any, start: float, outcome: Any = "passed") -> pytest.TestReport:
+    """A report of 0.1 s; start 0: none (a crashed worker's report)."""
+    stop = start + 0.1 if start else 0.0
+    return pytest.TestReport(
+        nodeid, ("t.py", 0, "a"), {}, outcome, None, when, [], 0.1, start, stop
+    )
+
+
+def test_phases_at_one_clock_reading_sort_in_phase_order_and_crash_reports_go_last() -> None:
+    from pytest_accel.perf.collector import _chronological
+
+    reports = [
+        phase("t.py::b", "???", 0.0, "failed"),  # xdist's report of a crashed worker
+        phase("t.py::a", "teardown", 5.0),
+        phase("t.py::a", "call", 5.0),
+        phase("t.py::b", "setup", 6.0),
+        phase("t.py::a", "setup", 5.0),
+    ]
+    assert _chronological(reports) == 4  # with a start
+    assert [(r.nodeid, r.when) for r in reports] == [
+        ("t.py::a", "setup"),
+        ("t.py::a", "call"),
+        ("t.py::a", "teardown"),
+        ("t.py::b", "setup"),
+        ("t.py::b", "???"),
+    ]
+
+
+def test_a_report_another_plugin_added_to_folds_as_a_plain_one(pytester: pytest.Pytester) -> None:
+    """The plain path reads a report's fields directly; one with an attribute more (here
+    pytest-html's ``extras``) takes the long way, to the same table."""
+    tables = []
+    for extra in (False, True):
+        collector = ResultsCollector(parsed(pytester))
+        reports = [
+            phase(f"t.py::{name}", when, 10.0 * (n + 1) + k)
+            for n, name in enumerate("ab")
+            for k, when in enumerate(("setup", "call", "teardown"))
+        ]
+        if extra:
+            for report in reports:
+                report.extras = []  # type: ignore[attr-defined]
+        collector._fold(reports)
+        tables.append(vars(collector.table))
+    assert tables[0] == tables[1]
+    assert tables[0]["calls"] == [0.1, 0.1]
+    assert tables[0]["stops"] == [12.1, 22.1]

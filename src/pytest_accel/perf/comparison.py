@@ -41,6 +41,7 @@ from pytest_accel.perf.quiet import (
     aligned,
     module_path_of,
     quiet_comparison,
+    rule_spread_is_summarised,
     suite_finding,
     suite_history,
     take_inventory,
@@ -252,12 +253,6 @@ def _summarised(
     return None
 
 
-def rule_spread_is_summarised(rule: Rule) -> bool:
-    """Whether the summary's noise is this rule's (it is the default rule's)."""
-    default = Rule()
-    return rule.spread == default.spread and rule.log_space == default.log_space
-
-
 def _since(setting: _Setting, runs: int) -> RunIdentity:
     """The run where a change of ``runs`` runs (this one included) began."""
     env = setting.env
@@ -269,7 +264,6 @@ def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[
     """A step in the runner's speed over runs (a slower runner type under the same key,
     a framework upgrade that slows everything): one change of the suite total, where
     the tests' own changes were explained away by it."""
-
     total = fsum(tests.medians.tolist())  # as perf.quiet sums it
     steps = find_steps(speeds[None, :] * total, change_rule(setting.rule))
     if not steps.found[0]:

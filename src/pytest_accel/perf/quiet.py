@@ -185,6 +185,12 @@ def _nothing_to_find(
     return True
 
 
+def rule_spread_is_summarised(rule: Rule) -> bool:
+    """Whether the summary's noise is this rule's (it is the default rule's)."""
+    default = Rule()
+    return rule.spread == default.spread and rule.log_space == default.log_space
+
+
 def quiet_comparison(
     run: RunTimings,
     env: EnvHistory,
@@ -197,8 +203,6 @@ def quiet_comparison(
 ) -> Comparison | None:
     """The comparison, when nothing but the suite total can be found; None otherwise.
     ``timed``: the run's comparable tests and warm-ups, when the caller has them."""
-    from pytest_accel.perf.comparison import rule_spread_is_summarised
-
     summary = env.stored_summary()
     if summary is None or not rule_spread_is_summarised(rule):
         return None

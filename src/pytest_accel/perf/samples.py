@@ -48,7 +48,7 @@ class Summary:
     median log of its positive samples, what run speeds are measured against); per
     warm-up its median; per id of every kind its largest sample (``peaks``: an id whose
     samples all stay below the rule's ``min_duration`` cannot be a finding unless it
-    reaches it now); per run its speed (``perf.speed``).
+    reaches it now); per run its speed (``perf.speed``) and its total.
     """
 
     runs: int
