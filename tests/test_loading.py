@@ -131,6 +131,8 @@ def test_comparing_fast_tests_with_a_baseline_needs_no_numpy_until_one_could_be_
     assert [run["run"] for run in comparison["suite"]["history"]] != []
     monkeypatch.setenv("SLOW_SECONDS", "0.3")
     result = pytester.runpytest_subprocess(*baseline)
+    # Which findings a loaded machine's three samples allow is the rule's business
+    # (test_comparison.py); here, that the full comparison ran.
     result.stdout.fnmatch_lines(
-        ["REGRESSION test test_*.py::test_slow: 0.3*", "numpy at the end: True"]
+        ["perf: * regression(s)*3 test(s) compared*", "numpy at the end: True"]
     )
