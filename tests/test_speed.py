@@ -11,7 +11,9 @@ import pytest
 from pytest_accel.perf.changes import ChangeRule
 from pytest_accel.perf.speed import (
     MIN_FOR_SPEED,
-    run_speeds,
+    column_speeds,
+    current_speed,
+    log_centres,
     runner_speed,
     unexplained_steps,
 )
@@ -77,6 +79,18 @@ def test_a_missing_spread_counts_as_the_narrowest_band() -> None:
     base = medians()
     noise = np.full(base.size, np.nan)
     assert runner_speed(base * 1.25, base, noise) == pytest.approx(1.25)
+
+
+def run_speeds(series: np.ndarray) -> np.ndarray | None:
+    """Each run's speed in ``series`` (tests x runs, the last column this run), as the
+    comparison takes them: the baseline's runs and this one against the tests' levels
+    over the baseline's runs."""
+    if series.shape[0] < MIN_FOR_SPEED or not series.size:
+        return None
+    baseline = series[:, :-1]
+    levels = log_centres(baseline)
+    now = current_speed(series[:, -1].tolist(), levels.tolist())
+    return np.array([*column_speeds(baseline, levels), now])
 
 
 def series_with_speeds(speeds: list[float], tests: int = 60, seed: int = 2) -> np.ndarray:

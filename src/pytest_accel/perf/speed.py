@@ -4,8 +4,10 @@ CI runners differ, and a run on a slower runner makes every test slower.  The sp
 estimated from the tests themselves (the median of their log ratios) and used only to
 explain findings away, never to make one: a finding must hold both as measured and
 with the speed divided out.  For one run against the baseline (``runner_speed``), and
-for every run of a series (``run_speeds``), so that a step all tests took together (a
-faster machine since Tuesday) is one change of the suite, not a change of each test.
+for every run of a series, each against the tests' levels over the baseline's runs
+(``column_speeds`` for the baseline's, kept in its summary; ``current_speed`` for this
+one), so that a step all tests took together (a faster machine since Tuesday) is one
+change of the suite, not a change of each test.
 """
 
 from __future__ import annotations
@@ -107,20 +109,6 @@ def median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-def run_speeds(series: FloatArray) -> FloatArray | None:
-    """Each run's speed in ``series`` (tests x runs, the last column this run), every run
-    against the tests' levels over the baseline's runs; None for fewer than MIN_FOR_SPEED
-    tests."""
-    import numpy as np
-
-    if series.shape[0] < MIN_FOR_SPEED or not series.size:
-        return None
-    baseline = series[:, :-1]
-    centres = log_centres(baseline)
-    now = current_speed(series[:, -1].tolist(), centres.tolist())
-    return np.array([*column_speeds(baseline, centres), now])
 
 
 def unexplained_steps(series: FloatArray, rule: ChangeRule, speeds: FloatArray | None) -> Steps:
