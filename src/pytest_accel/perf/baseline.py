@@ -14,8 +14,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from functools import partial
-from operator import is_not
 from typing import Any
 
 from pytest_accel.fields import (
@@ -41,6 +39,7 @@ from pytest_accel.perf.samples import (
     Summary,
     Values,
     expected_durations,
+    has_sample,
 )
 from pytest_accel.perf.timings import RunIdentity, RunTimings
 
@@ -58,7 +57,6 @@ BASELINE_SCHEMA = "pytest-accel/baseline"
 BASELINE_VERSION = 2
 _SAMPLE_TYPES = {float, int, type(None)}
 _NUMBER_TYPES = {float, int}
-_present = partial(is_not, None)
 
 
 def parse_baseline(path: str, data: Any) -> Baseline:
@@ -185,7 +183,7 @@ def _checked_seconds(column: list[Any]) -> tuple[bool, Any]:
         with np.errstate(invalid="ignore"):
             valid = not (np.any(seconds < 0) or np.any(seconds > MAX_SECONDS))
         return valid, seconds if valid else None
-    present = list(filter(_present, column))
+    present = list(filter(has_sample, column))
     return not present or (min(present) >= 0 and max(present) <= MAX_SECONDS), None
 
 

@@ -19,21 +19,17 @@ that both give the same result.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import partial
 from itertools import compress
 from math import fsum, log
-from operator import is_not
 from typing import NamedTuple
 
 from pytest_accel.perf.causes import is_explained, usual_layout
 from pytest_accel.perf.changes import ChangeRule
 from pytest_accel.perf.findings import Comparison, Finding, Override
 from pytest_accel.perf.rule import LOG_FLOOR, Rule
-from pytest_accel.perf.samples import EnvHistory, Summary, Values
+from pytest_accel.perf.samples import EnvHistory, Summary, Values, has_sample
 from pytest_accel.perf.speed import current_speed, median, runner_speed
 from pytest_accel.perf.timings import RunTimings
-
-_present = partial(is_not, None)
 
 
 class Compared(NamedTuple):
@@ -60,8 +56,8 @@ def take_inventory(
         run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True)
     )
     # An id has a sample in some run exactly when it has a median.
-    sampled = set(compress(env.ids["tests"], map(_present, summary.median)))
-    warm_sampled = set(compress(env.ids["warmup"], map(_present, summary.warmup_median)))
+    sampled = set(compress(env.ids["tests"], map(has_sample, summary.median)))
+    warm_sampled = set(compress(env.ids["warmup"], map(has_sample, summary.warmup_median)))
     result.new = [i for i in (*now, *warm_now) if i not in sampled and i not in warm_sampled]
     seconds = {i: now[i] if i in now else warm_now[i] for i in result.new}
     result.new_slow = sorted(

@@ -100,14 +100,14 @@ def encode_record(
     the tests that were collected but not run here (``-k``, ``-m``, another shard).
     """
     deselected = deselected or {}
-    warmup = table.warmup()
+    warmup, totals = table.warmup(), table.totals()
     tests = {
         "id": table.nodeids,
         "outcome": table.outcomes,
         "setup": lambda: rounded(table.setups),
         "call": lambda: rounded(table.calls),
         "teardown": lambda: rounded(table.teardowns),
-        "total": lambda: rounded(table.totals()),
+        "total": lambda: rounded(totals),
         "gc": lambda: rounded(table.pauses),
         "class": table.class_ids,
         "module": table.module_ids,
@@ -116,7 +116,7 @@ def encode_record(
         "attempts": table.attempts_json(),
     }
     groups = {
-        section: table.groups(column, warmup, deselected.get(section, {}))[1]
+        section: table.groups(column, warmup, deselected.get(section, {}), totals)[1]
         for section, column in zip(GROUP_SECTIONS, (table.class_ids, table.module_ids), strict=True)
     }
     yield from dumps_in_pieces({**head, "tests": tests, **groups})

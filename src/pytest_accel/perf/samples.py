@@ -7,7 +7,9 @@ format is ``perf.baseline``'s; what the numbers mean, ``perf.rule``'s and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from math import isnan
+from operator import is_not
 from typing import TYPE_CHECKING, Any
 
 from pytest_accel.perf.timings import RunIdentity
@@ -24,6 +26,8 @@ KINDS = ("tests", "warmup", "classes", "modules")
 METRICS = ("call", "total")
 
 Values = list[float | None]
+# ``value is not None`` as a C-level predicate, for maps and filters over samples.
+has_sample = partial(is_not, None)
 
 
 @dataclass
