@@ -139,7 +139,7 @@ def stretch_baseline(path: Path, runs: int) -> None:
     """A baseline made ``runs`` runs long from its newest run, each sample within 5% of
     it (a seeded wobble): the window full, as a suite's baseline is after ``runs``
     nightly runs.  Written by the plugin's own code, summary and all."""
-    from pytest_accel.perf.baseline import Run, load_baseline, to_json
+    from pytest_accel.perf.baseline import KINDS, Run, load_baseline, to_json
 
     baseline = load_baseline(path)
     wobble = random.Random(7)
@@ -153,7 +153,7 @@ def stretch_baseline(path: Path, runs: int) -> None:
                         None if v is None else round(v * wobble.uniform(0.95, 1.05), 6)
                         for v in values
                     ]
-                    for kind, values in newest.values.items()
+                    for kind, values in ((k, newest.values[k]) for k in KINDS)
                 },
                 newest.layout,
             )

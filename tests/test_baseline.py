@@ -1,6 +1,7 @@
-"""The baseline file: version 2 (runs with their identity, values per run), what it
-accepts as input (version 1, a record, a pytest-split map), the rolling window, parallel
-updates, malformed files, and a cold cache."""
+"""The baseline file: version 3 (runs with their identity, a column of samples per run
+and kind), what it accepts as input (version 2's lists, version 1, a record, a
+pytest-split map), the rolling window, parallel updates, malformed files, and a cold
+cache."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.files import InputError
+from pytest_accel.perf import columns
 from pytest_accel.perf.baseline import (
     BASELINE_SCHEMA,
     Baseline,
@@ -41,6 +43,18 @@ def test_b():
 def load(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
+
+
+def samples(column: str) -> list[float | None]:
+    """A version 3 column as numbers (None: no sample)."""
+    return columns.as_list(columns.decode(column))
+
+
+def b64(*values: float) -> str:
+    import base64
+    import struct
+
+    return base64.b64encode(struct.pack(f"<{len(values)}d", *values)).decode()
 
 
 def schema() -> dict[str, Any]:
@@ -72,7 +86,7 @@ def test_five_runs_make_a_baseline_of_five_runs_with_their_identity(
     monkeypatch.setenv("GITHUB_REF_NAME", "main")
     data = load(build_baseline(pytester))
     jsonschema.validate(data, schema())
-    assert (data["schema"], data["version"], data["window"]) == (BASELINE_SCHEMA, 2, 20)
+    assert (data["schema"], data["version"], data["window"]) == (BASELINE_SCHEMA, 3, 20)
     env = data["envs"]["cpu/x1"]
     assert env["tests"] == ["test_sleepy.py::test_b"]
     assert env["warmup"] == ["test_sleepy.py::test_a"]  # the first test of every run
@@ -80,7 +94,9 @@ def test_five_runs_make_a_baseline_of_five_runs_with_their_identity(
     for run in env["runs"]:
         assert (run["commit"], run["branch"]) == ("abc1234", "main")
         assert run["started"].endswith("Z")
-        assert 0.19 < run["warmup"][0] < 1.0
+        (warmup,) = samples(run["warmup"])
+        assert warmup is not None
+        assert 0.19 < warmup < 1.0
     assert env["modules"] == []  # the module held the warm-up: never whole
 
 
@@ -118,7 +134,7 @@ def test_version_1_baselines_are_read_with_their_samples_as_the_newest_runs() ->
     assert len(env.runs) == 3
     assert env.samples("tests") == {"t::a": [1.0, 2.0, 3.0], "t::b": [9.0]}
     assert env.runs[-1].values["tests"] == [3.0, 9.0]  # the last samples: the newest run
-    assert to_json(Baseline({"cpu/x1": env}))["version"] == 2
+    assert to_json(Baseline({"cpu/x1": env}))["version"] == 3
 
 
 def test_a_record_and_a_pytest_split_map_are_one_run_baselines(tmp_path: Path) -> None:
@@ -176,7 +192,7 @@ def test_six_updates_at_once_lose_no_run(pytester: pytest.Pytester) -> None:
     env = load(pytester.path / "shared.json")["envs"]["cpu/x1"]
     assert len(env["runs"]) == 6
     assert len(env["tests"]) == 19  # and the first, in "warmup"
-    assert all(len(run["tests"]) == 19 for run in env["runs"])
+    assert all(len(samples(run["tests"])) == 19 for run in env["runs"])
 
 
 def test_a_smaller_window_trims_every_key(tmp_path: Path) -> None:
@@ -190,8 +206,9 @@ def test_a_smaller_window_trims_every_key(tmp_path: Path) -> None:
     assert data["window"] == 2
 
 
-HEAD = '{"schema": "pytest-accel/baseline", "version": 2, "envs": '
+HEAD = '{"schema": "pytest-accel/baseline", "version": 3, "envs": '
 RUN = HEAD + '{"k": {"tests": ["t::a"], "runs": [{"commit": null, "tests": '
+RUN2 = RUN.replace('"version": 3', '"version": 2')
 V1 = '{"schema": "pytest-accel/baseline", "version": 1, "envs": {"k": {"tests": {"t": {"samples": '
 
 
@@ -202,15 +219,26 @@ V1 = '{"schema": "pytest-accel/baseline", "version": 1, "envs": {"k": {"tests": 
         ("", "is empty"),
         ("[1, 2]", "expected a JSON object, got list"),
         (HEAD + "[]}", "envs: expected an object, got list"),
-        (RUN + '"fast"}]}}}', "envs['k'].runs[0].tests: expected a list, got str"),
-        (RUN + "[NaN]}]}}}", "is not valid JSON"),
-        (RUN + "[-1.5]}]}}}", "envs['k'].runs[0].tests['t::a']: -1.5 is negative"),
+        (RUN + '"fast!"}]}}}', "envs['k'].runs[0].tests: not base64"),
+        (RUN + '"fast"}]}}}', "runs[0].tests: 3 bytes, not a whole number of 8-byte doubles"),
+        (RUN + f'"{b64(-1.5)}"}}]}}}}}}', "envs['k'].runs[0].tests['t::a']: -1.5 is negative"),
         (
-            RUN + "[1e300]}]}}}",
+            RUN + f'"{b64(float("inf"))}"}}]}}}}}}',
+            "['t::a']: expected a number of seconds, got inf",
+        ),
+        (RUN + f'"{b64(0.1, 0.2)}"}}]}}}}}}', "envs['k'].runs[0].tests: 2 values for 1 tests"),
+        (
+            RUN + '{"t::a": 1}}]}}}',
+            "runs[0].tests: expected base64 samples (a string) or a list of numbers, got dict",
+        ),
+        (RUN2 + "[NaN]}]}}}", "is not valid JSON"),
+        (RUN2 + "[-1.5]}]}}}", "envs['k'].runs[0].tests['t::a']: -1.5 is negative"),
+        (
+            RUN2 + "[1e300]}]}}}",
             "envs['k'].runs[0].tests['t::a']: 1e+300 seconds is implausibly large",
         ),
-        (RUN + "[true]}]}}}", "envs['k'].runs[0].tests['t::a']: expected a number of seconds"),
-        (RUN + "[1, 2]}]}}}", "envs['k'].runs[0].tests: 2 values for 1 tests"),
+        (RUN2 + "[true]}]}}}", "envs['k'].runs[0].tests['t::a']: expected a number of seconds"),
+        (RUN2 + "[1, 2]}]}}}", "envs['k'].runs[0].tests: 2 values for 1 tests"),
         (
             HEAD + '{"k": {"tests": [1], "runs": []}}}',
             "envs['k'].tests: expected a list of ids (strings)",
@@ -231,7 +259,7 @@ V1 = '{"schema": "pytest-accel/baseline", "version": 1, "envs": {"k": {"tests": 
         ),
         (
             '{"schema": "pytest-accel/baseline", "version": 9, "envs": {}}',
-            "version 9 is newer than this pytest-accel reads (2); upgrade",
+            "version 9 is newer than this pytest-accel reads (3); upgrade",
         ),
         (
             '{"schema": "pytest-accel/baseline", "version": "1", "envs": {}}',

@@ -1,11 +1,13 @@
 """The baseline in memory: runs folded in with their identity, the matrices and indexes
 a comparison reads (built once, rebuilt when the runs change), accepting a change,
-validation in bulk with the bad value named, and the JSON written back.  (Baselines
+validation in bulk with the bad value named, the JSON written back, and the samples'
+columns (version 3's base64 doubles) decoded only when read.  (Baselines
 made by real runs, and read from broken files, are in test_baseline.py.)"""
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.files import InputError
+from pytest_accel.perf import columns
 from pytest_accel.perf.baseline import (
     Baseline,
     EnvHistory,
@@ -113,6 +116,10 @@ def document(env_json: dict[str, Any]) -> dict[str, Any]:
     return {"schema": "pytest-accel/baseline", "version": 2, "window": 20, "envs": env_json}
 
 
+def decoded(column: str) -> list[float | None]:
+    return columns.as_list(columns.decode(column))
+
+
 def test_written_and_read_back_a_baseline_is_the_same() -> None:
     env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
     data = to_json(Baseline({"cpu/x1": env}))
@@ -122,10 +129,69 @@ def test_written_and_read_back_a_baseline_is_the_same() -> None:
     np.testing.assert_array_equal(again.envs["cpu/x1"].matrix("tests")[1], env.matrix("tests")[1])
 
 
-def test_trailing_missing_samples_are_not_written() -> None:
-    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
+def test_trailing_missing_samples_are_not_written_and_others_are_nan() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3}, {"t.py::b": 0.4})
     runs = to_json(Baseline({"cpu/x1": env}))["envs"]["cpu/x1"]["runs"]
-    assert runs[1]["tests"] == [0.3]
+    assert decoded(runs[1]["tests"]) == [0.3]
+    assert decoded(runs[2]["tests"]) == [None, 0.4]
+    assert len(columns.decode(runs[2]["tests"])) == 16  # two doubles
+    assert columns.decode(runs[2]["tests"])[:8] == bytes.fromhex("000000000000f87f")  # NaN, LE
+
+
+def test_a_column_read_is_decoded_only_when_its_list_is_asked_for() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
+    again = parse_baseline("b.json", to_json(Baseline({"cpu/x1": env}))).envs["cpu/x1"]
+    run = again.runs[1]
+    assert isinstance(run.values, columns.Columns)
+    assert run.values.raw("tests") is not None
+    assert run.sample("tests", 0) == 0.3
+    assert run.sample("tests", 1) is None  # past the trimmed end
+    matrix = again.matrix("tests")[1]
+    assert (matrix[0].tolist(), matrix[1, 0]) == ([0.1, 0.3], 0.2)
+    assert math.isnan(matrix[1, 1])
+    assert run.values.raw("tests") is not None  # the matrix read the bytes themselves
+    assert run.values["tests"] == [0.3]
+    assert run.values.raw("tests") is None  # the list is what the run holds now
+    run.values["tests"][0] = 0.5
+    assert to_json(Baseline({"cpu/x1": again}))["envs"]["cpu/x1"]["runs"][1]["tests"] == (
+        columns.encode({"tests": [0.5]}, "tests")
+    )
+
+
+def test_a_version_2_baseline_is_read_and_written_back_as_version_3() -> None:
+    data = bad_run([0.1, None])
+    data["envs"]["cpu/x1"]["runs"].append({"commit": "d", "tests": [0.2, 0.3]})
+    env = parse_baseline("b.json", data).envs["cpu/x1"]
+    assert env.samples("tests") == {"t.py::a": [0.1, 0.2], "t.py::b": [0.3]}
+    written = to_json(Baseline({"cpu/x1": env}))
+    assert written["version"] == 3
+    assert [decoded(run["tests"]) for run in written["envs"]["cpu/x1"]["runs"]] == [
+        [0.1],
+        [0.2, 0.3],
+    ]
+    assert parse_baseline("b.json", written).envs["cpu/x1"].samples("tests") == env.samples("tests")
+
+
+@pytest.mark.parametrize("numpy_loaded", [True, False], ids=["numpy", "plain"])
+@pytest.mark.parametrize(
+    ("values", "bad"),
+    [
+        ([0.1, math.nan, 1e6, 0.0, -0.0], None),
+        ([0.1, -1.0], 1),
+        ([math.inf, 0.1], 0),
+        ([math.nan, 1e6 + 1], 1),
+        ([-math.nan, 0.1, -2.0], 2),
+    ],
+)
+def test_a_column_s_bad_sample_is_found_with_or_without_numpy(
+    values: list[float], bad: int | None, numpy_loaded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import struct
+
+    raw = struct.pack(f"<{len(values)}d", *values)
+    if not numpy_loaded:
+        monkeypatch.delitem(sys.modules, "numpy")
+    assert columns.bad_sample(raw) == bad
 
 
 def bad_run(tests: list[Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pytest
 from bench import synthetic
 from pytest_accel.cli import main
 from pytest_accel.files import InputError
+from pytest_accel.perf import columns
 from pytest_accel.perf.baseline import load_baseline
 from pytest_accel.perf.offline import (
     accept_changes,
@@ -148,25 +149,37 @@ def version_1_baseline() -> dict[str, Any]:
 def test_a_version_1_baseline_is_upgraded_in_place_with_its_samples(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     path.write_text(json.dumps(version_1_baseline()))
-    assert upgrade_file(str(path)) == ("baseline", 1)
+    assert upgrade_file(str(path)) == ("baseline", 1, 3)
     data = json.loads(path.read_text())
-    assert data["version"] == 2
+    assert data["version"] == 3
     env = load_baseline(path).envs["cpu/x1"]
     assert env.samples("tests") == {"t.py::a": [0.1, 0.2], "t.py::b": [0.3]}
-    assert upgrade_file(str(path)) == ("baseline", 2)  # upgrading twice changes nothing
+    assert upgrade_file(str(path)) == ("baseline", 3, 3)  # upgrading twice changes nothing
 
 
-def test_upgrade_gives_a_version_2_baseline_its_summary(
+def test_upgrade_gives_a_version_2_baseline_base64_columns_and_its_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = Path(baseline_of(tmp_path, [0.5] * 3))
+    path = Path(baseline_of(tmp_path, [0.5, 0.25, 0.75]))
     data = json.loads(path.read_text(encoding="utf-8"))
-    summary = data["envs"]["cpu/x1"].pop("summary")
-    path.write_text(json.dumps(data), encoding="utf-8")  # as a 0.2 development build wrote it
+    env = data["envs"]["cpu/x1"]
+    summary = env.pop("summary")
+    written = [dict(run) for run in env["runs"]]
+    for run in env["runs"]:  # as a 0.2 development build wrote it: lists, no summary
+        for kind in ("tests", "warmup", "classes", "modules"):
+            run[kind] = columns.as_list(columns.decode(run[kind]))
+    data["version"] = 2
+    path.write_text(json.dumps(data), encoding="utf-8")
+    before = load_baseline(path).envs["cpu/x1"].samples("tests")
+    assert before["t.py::test_a"] == [0.49, 0.2525, 0.7425]
     capsys.readouterr()
     assert main(["upgrade", str(path)]) == 0
-    assert capsys.readouterr().out == f"{path}: baseline version 2 -> 2, with its summary\n"
-    assert json.loads(path.read_text(encoding="utf-8"))["envs"]["cpu/x1"]["summary"] == summary
+    assert capsys.readouterr().out == f"{path}: baseline version 2 -> 3, with its summary\n"
+    again = json.loads(path.read_text(encoding="utf-8"))
+    assert again["version"] == 3
+    assert again["envs"]["cpu/x1"]["summary"] == summary
+    assert again["envs"]["cpu/x1"]["runs"] == written
+    assert load_baseline(path).envs["cpu/x1"].samples("tests") == before
 
 
 def test_a_durations_map_is_not_upgraded(tmp_path: Path) -> None:

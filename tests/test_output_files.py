@@ -19,6 +19,7 @@ import pytest
 
 from pytest_accel.files import STALE_TEMP_SECONDS, TEMP_SUFFIX, write_atomic
 from pytest_accel.locking import lock_path
+from pytest_accel.perf.columns import decode
 
 PASSING = "def test_a(): pass\ndef test_b(): pass\n"
 
@@ -177,7 +178,8 @@ def test_a_symlinked_baseline_and_history_update_their_targets_and_stay_links(
     assert (pytester.path / "link.json").is_symlink()
     assert (pytester.path / "hist-link.json").is_symlink()
     runs = load(shared / "base.json")["envs"]["cpu/x1"]["runs"]
-    assert [(len(r["tests"]), len(r["warmup"])) for r in runs] == [(1, 1), (1, 1)]
+    counts = [(len(decode(r["tests"])), len(decode(r["warmup"]))) for r in runs]
+    assert counts == [(8, 8), (8, 8)]  # one 8-byte sample of each
     assert len(load(shared / "hist.json")["envs"]["cpu/x1"]["runs"]) == 2
     # No lock or temp file beside the user's files, under either name.
     assert files_beside(shared) == {"base.json", "hist.json"}

@@ -221,7 +221,11 @@ def read_bytes(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> by
         raise
     with os.fdopen(fd, "rb") as handle:
         try:
-            data = handle.read(limit + 1)
+            # What the file holds, and then whatever it grew by (up to the limit): one
+            # read of ``limit`` bytes would allocate them all first.
+            data = handle.read(min(info.st_size, limit) + 1)
+            if len(data) > info.st_size:
+                data += handle.read(limit + 1 - len(data))
         except OSError as exc:
             raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:
@@ -231,15 +235,29 @@ def read_bytes(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> by
 
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON file, or raise InputError saying why it cannot be read."""
-    return parse_json(path, read_bytes(path))
+    if "orjson" in sys.modules:
+        return parse_json(path, read_bytes(path))
+    # The standard library parses text: the file's bytes go before the parse, so that
+    # they and the text and the parsed values are never all held at once.
+    return parse_json(path, _text(path, read_bytes(path)))
 
 
-def parse_json(path: str | os.PathLike[str], raw: bytes) -> Any:
+def _text(path: str | os.PathLike[str], raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"is not valid JSON ({str(exc)[:200]})") from None
+
+
+def parse_json(path: str | os.PathLike[str], raw: bytes | str) -> Any:
     """Strict JSON (UTF-8, no NaN or Infinity, no number beyond a float, nesting within
     limits), the same with orjson or the standard library (``dumps`` says which)."""
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]  # a UTF-8 BOM from an editor is untidy, not invalid
-    if not raw.strip():
+    # A UTF-8 BOM from an editor is untidy, not invalid.
+    if isinstance(raw, bytes):
+        raw = raw.removeprefix(b"\xef\xbb\xbf")
+    else:
+        raw = raw.removeprefix("\ufeff")
+    if not raw or raw.isspace():  # no copy of a large file, as strip() would make
         raise InputError(path, "is empty")
     with gc_paused():
         if "orjson" in sys.modules:
@@ -251,8 +269,9 @@ def parse_json(path: str | os.PathLike[str], raw: bytes) -> Any:
                 raise InputError(path, f"is not valid JSON ({exc})") from None
         import json
 
+        text = _text(path, raw) if isinstance(raw, bytes) else raw
         try:
-            return json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_int=_int64)
+            return json.loads(text, parse_constant=_no_constant, parse_int=_int64)
         except RecursionError:
             raise InputError(path, "is not valid JSON (nested too deeply)") from None
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, ours below

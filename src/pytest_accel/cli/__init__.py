@@ -18,7 +18,7 @@ import pytest
 from pytest_accel import __version__
 from pytest_accel.cli import detect, flaky, report, shard, timing
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliError, HelpFormatter
-from pytest_accel.files import InputError
+from pytest_accel.files import InputError, gc_paused
 from pytest_accel.hardware.detection import DetectionError
 from pytest_accel.reports import problem
 from pytest_accel.text import one_line
@@ -61,7 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     import orjson  # noqa: F401
 
     try:
-        code: int = args.handler(args)
+        # A short-lived process whose large structures (parsed files, their columns) hold
+        # no cycles: a collection would only walk them again, 0.1-0.4 s at 100,000 tests.
+        with gc_paused():
+            code: int = args.handler(args)
     except (CliError, InputError, DetectionError, pytest.UsageError) as exc:
         sys.stderr.write(one_line(f"pytest-accel: error: {exc}") + "\n")
         return EXIT_USAGE

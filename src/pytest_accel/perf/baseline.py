@@ -1,12 +1,13 @@
 """Baselines: the last runs' timings per hardware key, read, validated, updated and
 written only here.
 
-Version 2 (docs/regressions.md, "The baseline file") keeps, per hardware key, the runs
-its samples came from, oldest first (commit, branch, start time), and per run one list
-of seconds for each kind (tests, classes, modules), aligned with that kind's ids
-(``null``: no sample in that run).  Lists of numbers parse several times faster than an
-object per test.  ``--perf-baseline`` also accepts a version 1 baseline, a record (one
-run) and a pytest-split ``.test_durations`` map (one run, test totals, any key).
+Version 3 (docs/format.md, "The baseline") keeps, per hardware key, the runs its
+samples came from, oldest first (commit, branch, start time), and per run one column of
+seconds for each kind (tests, warm-ups, classes, modules), aligned with that kind's ids:
+base64 doubles, NaN for no sample (``perf.columns`` says why).  Version 2 wrote the
+columns as lists of numbers (``null``: no sample); it is read as it is.
+``--perf-baseline`` also accepts a version 1 baseline, a record (one run) and a
+pytest-split ``.test_durations`` map (one run, test totals, any key).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pytest_accel.fields import (
 )
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
+from pytest_accel.perf import columns
+from pytest_accel.perf.columns import Values
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, timings
 from pytest_accel.perf.samples import (
     ANY_ENV,
@@ -37,7 +40,6 @@ from pytest_accel.perf.samples import (
     EnvHistory,
     Run,
     Summary,
-    Values,
     expected_durations,
     has_sample,
 )
@@ -54,7 +56,7 @@ __all__ = [
 ]
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
-BASELINE_VERSION = 2
+BASELINE_VERSION = 3
 _SAMPLE_TYPES = {float, int, type(None)}
 _NUMBER_TYPES = {float, int}
 
@@ -67,7 +69,7 @@ def parse_baseline(path: str, data: Any) -> Baseline:
         version = check_version(path, data, BASELINE_VERSION)
         window = expect_int(path, "window", data.get("window", DEFAULT_WINDOW), minimum=1)
         envs = expect_object(path, "envs", data.get("envs"))
-        parse = _parse_env if version == 2 else _parse_env_version_1
+        parse = _parse_env if version >= 2 else _parse_env_version_1
         return Baseline({key: parse(path, f"envs[{key!r}]", e) for key, e in envs.items()}, window)
     if schema == RECORD_SCHEMA:
         record = timings(check_record(path, data))
@@ -146,45 +148,51 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
     identity = RunIdentity(entry.get("commit"), entry.get("branch"), started)
     layout = expect_text(path, f"{where}.layout", entry.get("layout"), optional=True)
     values: dict[str, Values] = {}
-    arrays: dict[str, Any] = {}
+    encoded: dict[str, bytes] = {}
     for kind in KINDS:
         column = entry.get(kind, [])
-        if not isinstance(column, list):
-            raise InputError(path, f"{where}.{kind}: expected a list, got {type(column).__name__}")
-        if len(column) > len(ids[kind]):
+        if isinstance(column, str):  # version 3
+            try:
+                raw = columns.decode(column)
+            except ValueError as exc:
+                raise InputError(path, f"{where}.{kind}: {exc}") from None
+            count = len(raw) // 8
+            bad = columns.bad_sample(raw)
+            encoded[kind] = raw
+        elif isinstance(column, list):  # version 2
+            count = len(column)
+            bad = None if _checked_seconds(column) else _first_bad(column)
+            values[kind] = column
+        else:
             raise InputError(
-                path, f"{where}.{kind}: {len(column)} values for {len(ids[kind])} {kind}"
+                path,
+                f"{where}.{kind}: expected base64 samples (a string) or a list of numbers,"
+                f" got {type(column).__name__}",
             )
-        valid, array = _checked_seconds(column)
-        if not valid:
-            for ident, sample in zip(ids[kind], column, strict=False):  # name the bad one
-                if sample is not None:
-                    expect_seconds(path, f"{where}.{kind}[{ident!r}]", sample)
-        elif array is not None:
-            arrays[kind] = array
-        values[kind] = column
-    return Run(identity, values, layout, arrays)
+        if count > len(ids[kind]):
+            raise InputError(path, f"{where}.{kind}: {count} values for {len(ids[kind])} {kind}")
+        if bad is not None:
+            sample = columns.as_list(raw)[bad] if isinstance(column, str) else column[bad]
+            expect_seconds(path, f"{where}.{kind}[{ids[kind][bad]!r}]", sample)
+    return Run(identity, columns.Columns(values, encoded), layout)
 
 
-def _checked_seconds(column: list[Any]) -> tuple[bool, Any]:
-    """Whether every value is a number of seconds (0 to 10^6) or null, checked in bulk:
-    a baseline can hold two million samples.  Where numpy is imported already (the
-    ``pytest-accel`` command, a suite that uses it) the check is numpy's, and the float
-    array it made comes along for the comparison to reuse; else C-level maps."""
+def _checked_seconds(column: list[Any]) -> bool:
+    """Whether every value is a number of seconds (0 to 10^6) or null, checked in bulk
+    with C-level maps: a baseline can hold two million samples."""
     if not set(map(type, column)) <= _SAMPLE_TYPES:
-        return False, None
-    if "numpy" in sys.modules:
-        import numpy as np
-
-        try:
-            seconds = np.array(column, dtype=np.float64)  # None: NaN
-        except OverflowError:  # an integer beyond any float
-            return False, None
-        with np.errstate(invalid="ignore"):
-            valid = not (np.any(seconds < 0) or np.any(seconds > MAX_SECONDS))
-        return valid, seconds if valid else None
+        return False
     present = list(filter(has_sample, column))
-    return not present or (min(present) >= 0 and max(present) <= MAX_SECONDS), None
+    return not present or (min(present) >= 0 and max(present) <= MAX_SECONDS)
+
+
+def _first_bad(column: list[Any]) -> int:
+    for index, sample in enumerate(column):
+        if sample is not None and (
+            type(sample) not in _NUMBER_TYPES or not 0 <= sample <= MAX_SECONDS
+        ):
+            return index
+    return 0
 
 
 def _parse_env_version_1(path: str, where: str, value: Any) -> EnvHistory:
@@ -270,7 +278,6 @@ def _compact(env: EnvHistory) -> None:
         for run in env.runs:
             column = run.values[kind]
             run.values[kind] = [column[i] if i < len(column) else None for i in keep]
-            run.arrays.pop(kind, None)
 
 
 def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, Any]) -> None:
@@ -280,7 +287,6 @@ def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, An
     for run in env.runs[: max(len(env.runs) - runs, 0)]:
         if at < len(run.values[kind]):
             run.values[kind][at] = None
-            run.arrays.pop(kind, None)
     env.accepted.append(note)
     env.changed()  # the samples changed in place
 
@@ -300,7 +306,7 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
         {
             **run.identity.to_json(),
             "layout": run.layout,
-            **{kind: _trimmed(run.values[kind]) for kind in KINDS},
+            **{kind: columns.encode(run.values, kind) for kind in KINDS},
         }
         for run in env.runs
     ]
@@ -322,13 +328,6 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
         "modules": {"peak": summary.peaks["modules"]},
     }
     return data
-
-
-def _trimmed(values: Values) -> Values:
-    end = len(values)
-    while end and values[end - 1] is None:
-        end -= 1
-    return values[:end]
 
 
 def update_baseline_file(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import compress, repeat
 from math import fsum, log
 from operator import is_not
@@ -35,6 +36,7 @@ from pytest_accel.perf.causes import (
     usual_layout,
 )
 from pytest_accel.perf.changes import ChangeRule, find_steps
+from pytest_accel.perf.columns import Values
 from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
 from pytest_accel.perf.quiet import (
     Compared,
@@ -46,8 +48,8 @@ from pytest_accel.perf.quiet import (
     suite_history,
     take_inventory,
 )
-from pytest_accel.perf.rule import Rule, judge, row_median
-from pytest_accel.perf.samples import EnvHistory, Summary, Values
+from pytest_accel.perf.rule import Rule, judge, row_median, sample_spread
+from pytest_accel.perf.samples import EnvHistory, Summary
 from pytest_accel.perf.speed import current_speed, runner_speed, unexplained_steps
 from pytest_accel.perf.timings import RunIdentity, RunTimings
 
@@ -91,26 +93,26 @@ def compare(
     )
     result.suite_history = suite_history(env, summary)
     setting = _Setting(env, run, rule, summary=summary)
-    tests = _judge(setting, "test", compared, env.matrix("tests"), overrides)
-    speed = None
+    test_inputs = _inputs(setting, "test", compared, env.matrix("tests"))
+    speed = speeds = None
     if rule.normalize:
-        speed = runner_speed(tests.current.tolist(), tests.medians.tolist(), tests.noise.tolist())
-    speeds = None
-    if rule.normalize:
-        levels = aligned(summary.level, env.positions("tests"), tests.ids)
-        every = [*summary.speeds, current_speed(tests.current.tolist(), levels)]
+        current = test_inputs.current.tolist()
+        speed = runner_speed(current, test_inputs.medians.tolist(), test_inputs.noise.tolist())
+        levels = aligned(summary.level, env.positions("tests"), test_inputs.ids)
+        every = [*summary.speeds, current_speed(current, levels)]
         speeds = None if all(s == 1.0 for s in every) else np.array(every)
     if speed is not None or speeds is not None:
         result.speed = speed or 1.0
         setting = _Setting(env, run, rule, speed, speeds, summary)
-        tests = _judge(setting, "test", compared, env.matrix("tests"), overrides)
+    tests = _judge(setting, "test", test_inputs, overrides)
     if speeds is not None:
         result.changes += _suite_change(setting, tests, speeds)
     # A warm-up is mostly the process's (imports, a backend starting, a cold disk cache):
     # only a large change of it, the rule's second tier, is a finding.
     warm_rule = replace(rule, threshold=max(rule.threshold, rule.large_ratio))
     warm_setting = replace(setting, rule=warm_rule)
-    warm = _judge(warm_setting, "test", warm_compared, env.matrix("warmup"), overrides)
+    warm_inputs = _inputs(warm_setting, "test", warm_compared, env.matrix("warmup"))
+    warm = _judge(warm_setting, "test", warm_inputs, overrides)
     warm.findings = [(what, replace(f, warmup=True)) for what, f in warm.findings]
     _collect(result, warm)
     groups = _judge_groups(result, setting, tests)
@@ -133,8 +135,13 @@ def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[
         for ident, cls, module in zip(run.ids, run.cls, run.module, strict=True):
             if ident in wanted:
                 class_of[ident], module_of[ident] = cls, module
-    classes = _judge(setting, "class", run.classes.comparable(), env.matrix("classes"), {})
-    modules = _judge(setting, "module", run.modules.comparable(), env.matrix("modules"), {})
+    classes, modules = (
+        _judge(setting, kind, _inputs(setting, kind, now, env.matrix(of)), {})
+        for kind, now, of in (
+            ("class", run.classes.comparable(), "classes"),
+            ("module", run.modules.comparable(), "modules"),
+        )
+    )
     usual = usual_layout(env)
     if usual is not None and run.layout is not None and run.layout != usual:
         result.layout, result.baseline_layout = run.layout, usual
@@ -162,20 +169,27 @@ class _Setting:
     summary: Summary | None = None  # medians and noise of tests and warm-ups
 
 
-def _judge(
-    setting: _Setting,
-    kind: str,
-    now: Mapping[str, float],
-    baseline: tuple[list[str], FloatArray],
-    overrides: Mapping[str, Override],
-) -> Judged:
-    """One kind's single-run verdicts and changes, for the ids of ``now`` the baseline
-    has samples of."""
+@dataclass(frozen=True)
+class _Inputs:
+    """One kind's ids the baseline has samples of, with what the rule needs of them
+    that does not depend on the runner's speed: worked out once per kind."""
+
+    ids: list[str]
+    current: FloatArray  # seconds now
+    samples: FloatArray  # a row per id, a column per baseline run
+    medians: FloatArray
+    spread: tuple[FloatArray, FloatArray]  # the z-score's centre and scale (rule.sample_spread)
+    noise: FloatArray  # each one's spread in log seconds (NaN: unknown)
+
+
+def _inputs(
+    setting: _Setting, kind: str, now: Mapping[str, float], baseline: tuple[list[str], FloatArray]
+) -> _Inputs:
+    """The ids of ``now`` the baseline has samples of, and their numbers."""
     import numpy as np
 
-    env, rule, speed = setting.env, setting.rule, setting.speed
+    env, rule = setting.env, setting.rule
     ids, matrix = baseline
-
     index = env.positions(KIND_OF_FINDING[kind]) if env.ids[KIND_OF_FINDING[kind]] is ids else None
     if index is None:
         index = {ident: row for row, ident in enumerate(ids)}
@@ -191,21 +205,45 @@ def _judge(
         medians = np.array(aligned(known[0], index, present), dtype=np.float64)
     else:
         medians = row_median(samples) if len(rows) else np.zeros(0)
+    if samples.size:
+        spread = sample_spread(samples, rule)
+    else:
+        spread = (np.full(len(present), np.nan), np.full(len(present), np.nan))
+    with np.errstate(all="ignore"):
+        noise = spread[1] if rule.log_space else spread[1] / medians
+    if known is not None and known[1] is not None and rule_spread_is_summarised(rule):
+        noise = np.array(aligned(known[1], index, present), dtype=np.float64)
+    return _Inputs(present, current, samples, medians, spread, noise)
+
+
+def _judge(
+    setting: _Setting, kind: str, inputs: _Inputs, overrides: Mapping[str, Override]
+) -> Judged:
+    """One kind's single-run verdicts and changes."""
+    import numpy as np
+
+    rule, speed = setting.rule, setting.speed
+    present, current, samples, medians = inputs.ids, inputs.current, inputs.samples, inputs.medians
     thresholds, deltas = _overrides(present, overrides, rule)
-    raw = judge(current, samples, rule, threshold=thresholds, min_delta=deltas, median=medians)
+    verdict = partial(
+        judge,
+        samples=samples,
+        rule=rule,
+        threshold=thresholds,
+        min_delta=deltas,
+        median=medians,
+        spread=inputs.spread,
+    )
+    raw = verdict(current)
     regressed, improved = raw.regressed, raw.improved
     if speed is not None:  # explains findings away, never makes one
-        corrected = judge(
-            current / speed, samples, rule, threshold=thresholds, min_delta=deltas, median=medians
-        )
+        corrected = verdict(current / speed)
         regressed, improved = regressed & corrected.regressed, improved & corrected.improved
     series = np.concatenate([samples, current[:, None]], axis=1)
     steps = unexplained_steps(series, change_rule(rule), setting.run_speeds)
-    with np.errstate(all="ignore"):
-        noise = raw.spread if rule.log_space else raw.spread / medians
-    if known is not None and known[1] is not None and rule_spread_is_summarised(rule):
-        noise = np.array(aligned(known[1], index, present), dtype=np.float64)
-    judged = Judged(present, current, medians, noise, series, regressed, improved, steps, [], [])
+    judged = Judged(
+        present, current, medians, inputs.noise, series, regressed, improved, steps, [], []
+    )
     for row in np.flatnonzero(steps.found):
         runs = int(steps.runs[row])
         before, after = float(steps.before[row]), float(steps.after[row])

@@ -12,6 +12,7 @@ from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
 from pytest_accel.perf.baseline import (
+    BASELINE_VERSION,
     Baseline,
     accept,
     expected_durations,
@@ -144,18 +145,19 @@ def durations_file(path: str, env_key: str | None) -> tuple[dict[str, float], Gr
     return expected_durations(env), None
 
 
-def upgrade_file(path: str) -> tuple[str, int]:
-    """Rewrite a version 1 baseline or record as version 2, atomically; what it was."""
+def upgrade_file(path: str) -> tuple[str, int, int]:
+    """Rewrite an older baseline or record in the current version, atomically: what it
+    was, its version before and now."""
     from pytest_accel.files import write_json_atomic
-    from pytest_accel.perf.record import record_json
+    from pytest_accel.perf.record import RECORD_VERSION, record_json
 
     data = read_json(path)
     version = data.get("version") if isinstance(data, dict) else None
     if isinstance(data, dict) and data.get("schema") == RECORD_SCHEMA:
         write_json_atomic(path, record_json(check_record(path, data)))
-        return "record", int(version or 0)
+        return "record", int(version or 0), RECORD_VERSION
     baseline = parse_baseline(path, data)
     if baseline.source != "baseline":
         raise InputError(path, f"is a {baseline.source} file, not a baseline or a record")
     write_json_atomic(path, to_json(baseline))
-    return "baseline", int(version or 0)
+    return "baseline", int(version or 0), BASELINE_VERSION

@@ -18,16 +18,17 @@ that both give the same result.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from itertools import compress
 from math import fsum, log
 from typing import NamedTuple
 
 from pytest_accel.perf.causes import is_explained, usual_layout
 from pytest_accel.perf.changes import ChangeRule
+from pytest_accel.perf.columns import Values
 from pytest_accel.perf.findings import Comparison, Finding, Override
 from pytest_accel.perf.rule import LOG_FLOOR, Rule
-from pytest_accel.perf.samples import EnvHistory, Summary, Values, has_sample
+from pytest_accel.perf.samples import EnvHistory, Summary, has_sample
 from pytest_accel.perf.speed import current_speed, median, runner_speed
 from pytest_accel.perf.timings import RunTimings
 
@@ -55,18 +56,22 @@ def take_inventory(
     now, warm_now = timed or Compared(
         run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True)
     )
-    # An id has a sample in some run exactly when it has a median.
-    sampled = set(compress(env.ids["tests"], map(has_sample, summary.median)))
-    warm_sampled = set(compress(env.ids["warmup"], map(has_sample, summary.warmup_median)))
+    # An id has a sample in some run exactly when it has a median.  Usually every id
+    # has one (ids without samples are dropped), and the ids' own index is the set.
+    sampled = _sampled(env.ids["tests"], summary.median, env.positions("tests"))
+    warm_sampled = _sampled(env.ids["warmup"], summary.warmup_median, env.positions("warmup"))
     result.new = [i for i in (*now, *warm_now) if i not in sampled and i not in warm_sampled]
     seconds = {i: now[i] if i in now else warm_now[i] for i in result.new}
     result.new_slow = sorted(
         ((i, seconds[i]) for i in result.new if seconds[i] >= new_slow), key=lambda item: -item[1]
     )
     result.warmup = [i for i in warm_now if i in sampled and i not in warm_sampled]
-    result.missing = _missing(run, [*sampled, *warm_sampled])
+    result.missing = _missing(run, [sampled, warm_sampled])
     ignored = {i for i, o in overrides.items() if o.ignore}
-    compared = {i: v for i, v in now.items() if i in sampled and i not in ignored}
+    if ignored:
+        compared = {i: v for i, v in now.items() if i in sampled and i not in ignored}
+    else:
+        compared = {i: v for i, v in now.items() if i in sampled}
     warm_compared = {i: warm_now[i] for i in warm_now if i in warm_sampled and i not in ignored}
     result.compared = len(compared) + len(warm_compared)
     return Compared(compared, warm_compared)
@@ -76,12 +81,22 @@ def module_path_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def _missing(run: RunTimings, sampled: list[str]) -> list[str]:
+def _sampled(ids: list[str], medians: Values, index: Mapping[str, int]) -> Collection[str]:
+    """The ids with a median: ``index`` itself when all have one, no copy of 10,000 ids."""
+    if None not in medians:  # checked in C
+        return index.keys()
+    return set(compress(ids, map(has_sample, medians)))
+
+
+def _missing(run: RunTimings, sampled: list[Collection[str]]) -> list[str]:
     """Tests with samples that did not run, in modules that ran here whole: they were
     removed or renamed.  A module with deselected tests (-k, -m, another shard) says
     nothing about the tests it did not run; neither does one that did not run."""
     modules = run.ran_modules() - run.partial_modules
-    return sorted(t for t in set(sampled).difference(run.ids) if module_path_of(t) in modules)
+    ran = set(run.ids)
+    return sorted(
+        {t for ids in sampled for t in ids if t not in ran and module_path_of(t) in modules}
+    )
 
 
 def suite_history(env: EnvHistory, summary: Summary) -> list[tuple[str, float]]:
@@ -170,9 +185,7 @@ def _nothing_to_find(
             return False
         peak = peaks[row]
         if peak is not None and peak >= floor:
-            samples = [
-                run.values[kind][row] if row < len(run.values[kind]) else None for run in env.runs
-            ]
+            samples = [run.sample(kind, row) for run in env.runs]
             present = [s for s in samples if s is not None]
             if present and median(present) >= floor:
                 return False
@@ -202,7 +215,9 @@ def quiet_comparison(
     summary = env.stored_summary()
     if summary is None or not rule_spread_is_summarised(rule):
         return None
-    timed = Compared(run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True))
+    timed = timed or Compared(
+        run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True)
+    )
     judged = {
         "tests": timed.tests,  # ignored and new ones too: a bound needs no more care
         "warmup": timed.warmups,

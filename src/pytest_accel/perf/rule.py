@@ -121,8 +121,11 @@ def judge(
     threshold: FloatArray | float | None = None,
     min_delta: FloatArray | float | None = None,
     median: FloatArray | None = None,
+    spread: tuple[FloatArray, FloatArray] | None = None,
 ) -> Judgement:
-    """Apply the rule row by row: ``current[i]`` against the samples in ``samples[i]``."""
+    """Apply the rule row by row: ``current[i]`` against the samples in ``samples[i]``.
+    ``median`` and ``spread`` (``sample_spread``'s centre and spread): the samples'
+    own, when the caller has them already (they do not depend on ``current``)."""
     import numpy as np
 
     threshold = rule.threshold if threshold is None else threshold
@@ -134,10 +137,10 @@ def judge(
         return Judgement(np.zeros(len(current)), count, unknown, unknown, nothing, nothing)
     with np.errstate(all="ignore"):
         median = row_median(samples) if median is None else median
-        centre, spread = sample_spread(samples, rule)
+        centre, scale = sample_spread(samples, rule) if spread is None else spread
         now = np.log(np.maximum(current, LOG_FLOOR)) if rule.log_space else current
-        z = (now - centre) / spread
-    z_applies = (count >= rule.min_samples) & (spread > 0)
+        z = (now - centre) / scale
+    z_applies = (count >= rule.min_samples) & (scale > 0)
     z = np.where(z_applies, z, np.nan)
     large_k = rule.mad_k * rule.large_k_factor
     needed_up = np.where(current >= median * rule.large_ratio, large_k, rule.mad_k)
@@ -154,4 +157,4 @@ def judge(
         & (current * threshold < median)
         & (~z_applies | (z < -needed_down))
     )
-    return Judgement(median, count, z, spread, regressed & (count > 0), improved & (count > 0))
+    return Judgement(median, count, z, scale, regressed & (count > 0), improved & (count > 0))

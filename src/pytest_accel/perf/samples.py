@@ -6,12 +6,14 @@ format is ``perf.baseline``'s; what the numbers mean, ``perf.rule``'s and
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from functools import partial
 from math import isnan
 from operator import is_not
 from typing import TYPE_CHECKING, Any
 
+from pytest_accel.perf.columns import Columns, Values, as_array
 from pytest_accel.perf.timings import RunIdentity
 
 if TYPE_CHECKING:
@@ -25,7 +27,6 @@ ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware 
 KINDS = ("tests", "warmup", "classes", "modules")
 METRICS = ("call", "total")
 
-Values = list[float | None]
 # ``value is not None`` as a C-level predicate, for maps and filters over samples.
 has_sample = partial(is_not, None)
 
@@ -33,11 +34,21 @@ has_sample = partial(is_not, None)
 @dataclass
 class Run:
     identity: RunIdentity
-    values: dict[str, Values]  # per kind, aligned with the ids (a shorter list: no more)
+    # Per kind, aligned with the ids (a shorter list: no more); read from a file, each
+    # kind is decoded when first asked for (``perf.columns``).
+    values: MutableMapping[str, Values]
     layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
-    # The values of a kind as a float array (NaN: no sample), when reading made one
-    # (numpy already imported) and ``values`` has not changed since.
-    arrays: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.values, Columns):
+            self.values = Columns(self.values)
+
+    def sample(self, kind: str, row: int) -> float | None:
+        """The sample of the id in ``row`` of ``kind`` (None: none in this run)."""
+        if isinstance(self.values, Columns):
+            return self.values.sample(kind, row)
+        column = self.values[kind]
+        return column[row] if row < len(column) else None
 
 
 @dataclass(frozen=True)
@@ -131,8 +142,10 @@ class EnvHistory:
         else:
             built = np.full((width, len(self.runs)), np.nan)
             for column, run in enumerate(self.runs):
-                values = run.arrays.get(kind)
-                if values is None:
+                raw = run.values.raw(kind) if isinstance(run.values, Columns) else None
+                if raw is not None:  # the file's doubles, never made into a list
+                    values = as_array(raw)
+                else:
                     values = np.array(run.values[kind], dtype=np.float64)  # None: NaN
                 built[: len(values), column] = values
         built.flags.writeable = False

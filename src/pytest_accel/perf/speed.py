@@ -13,9 +13,9 @@ change of the suite, not a change of each test.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import repeat
-from math import exp, isnan, log
-from operator import le, mul, sub, truediv
+from itertools import compress, repeat
+from math import exp, log
+from operator import and_, eq, gt, le, mul, sub, truediv
 from typing import TYPE_CHECKING
 
 from pytest_accel.perf.changes import ChangeRule, Steps, find_steps
@@ -45,19 +45,29 @@ def runner_speed(
     Plain Python over the compared tests, so that a comparison that finds nothing needs
     no numpy (``perf.quiet``); C-level maps keep 100,000 tests to a few milliseconds.
     """
-    usable = [(c, m, n) for c, m, n in zip(current, medians, noise, strict=True) if m > 0 and c > 0]
-    if len(usable) < MIN_FOR_SPEED:
+    current, medians, noise = _listed(current), _listed(medians), _listed(noise)
+    if not len(current) == len(medians) == len(noise):
+        raise ValueError("runner_speed: current, medians and noise differ in length")
+    # The tests timed now and before (NaN compares false), picked with C-level maps: no
+    # tuple per test.
+    usable = list(map(and_, map(gt, current, repeat(0.0)), map(gt, medians, repeat(0.0))))
+    now, then = list(compress(current, usable)), list(compress(medians, usable))
+    if len(now) < MIN_FOR_SPEED:
         return None
-    now, then, spreads = zip(*usable, strict=True)
+    spreads = compress(noise, usable)
     ratios = list(map(log, map(truediv, now, then)))
     estimate = median(ratios)
     # Each test's band: two of its spreads (NaN: unknown, the narrowest band) or 10%.
     bands = map(max, repeat(SPEED_BAND), map(mul, repeat(AGREEMENT_SPREADS), spreads))
     distances = map(abs, map(sub, ratios, repeat(estimate)))
-    agreeing = sum(map(le, distances, bands)) / len(usable)
+    agreeing = sum(map(le, distances, bands)) / len(now)
     if agreeing < AGREEMENT or abs(estimate) < NEGLIGIBLE:
         return None
     return exp(estimate)
+
+
+def _listed(values: Iterable[float]) -> list[float]:
+    return values if isinstance(values, list) else list(values)
 
 
 def log_centres(samples: FloatArray) -> FloatArray:
@@ -92,8 +102,11 @@ def column_speeds(samples: FloatArray, centres: FloatArray) -> list[float]:
 def current_speed(current: Sequence[float], centres: Sequence[float]) -> float:
     """This run's speed, as ``column_speeds`` measures a baseline run's: over the
     compared tests (``centres`` aligned with ``current``; NaN: no level)."""
-    pairs = zip(current, centres, strict=True)
-    return _speed_of([log(c) - k for c, k in pairs if c > 0 and not isnan(k)])
+    if len(current) != len(centres):
+        raise ValueError("current_speed: current and centres differ in length")
+    # The tests timed now with a level (NaN is not equal to itself), in C-level maps.
+    usable = list(map(and_, map(gt, current, repeat(0.0)), map(eq, centres, centres)))
+    return _speed_of(list(map(sub, map(log, compress(current, usable)), compress(centres, usable))))
 
 
 def _speed_of(log_ratios: list[float]) -> float:

@@ -167,10 +167,7 @@ def _series(env: EnvHistory, kind: str, ident: str, now: float | None) -> list[f
     if ident not in ids:
         return [None] * len(env.runs) + [now]
     at = ids.index(ident)
-    values: list[float | None] = [
-        run.values[kind][at] if at < len(run.values[kind]) else None for run in env.runs
-    ]
-    return [*values, now]
+    return [*(run.sample(kind, at) for run in env.runs), now]
 
 
 def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: Comparison) -> None:
