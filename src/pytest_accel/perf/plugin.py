@@ -212,6 +212,10 @@ class PerfPlugin:
                 self.comparison = self._compare(run)
                 if self.comparison is not None:
                     self._report(session, self.comparison)
+            if not self.config.stash.get(timings_wanted_key, False):
+                # Nothing reads it again (an update re-reads the file under its lock): its
+                # samples go before the record and the history are written, the peak.
+                self.baseline = self.config.stash[baseline_key] = None
         head = self.record_head(session.exitstatus)
         if self.options.record:
             with isolated(session, f"write the timing record {self.options.record}"):
