@@ -140,6 +140,7 @@ def stretch_baseline(path: Path, runs: int) -> None:
     it (a seeded wobble): the window full, as a suite's baseline is after ``runs``
     nightly runs.  Written by the plugin's own code, summary and all."""
     from pytest_accel.perf.baseline import KINDS, Run, load_baseline, to_json
+    from pytest_accel.perf.columns import Columns
 
     baseline = load_baseline(path)
     wobble = random.Random(7)
@@ -148,13 +149,15 @@ def stretch_baseline(path: Path, runs: int) -> None:
         env.runs = [
             Run(
                 newest.identity,
-                {
-                    kind: [
-                        None if v is None else round(v * wobble.uniform(0.95, 1.05), 6)
-                        for v in values
-                    ]
-                    for kind, values in ((k, newest.values[k]) for k in KINDS)
-                },
+                Columns(
+                    {
+                        kind: [
+                            None if v is None else round(v * wobble.uniform(0.95, 1.05), 6)
+                            for v in newest.values[kind]
+                        ]
+                        for kind in KINDS
+                    }
+                ),
                 newest.layout,
             )
             for _ in range(runs)

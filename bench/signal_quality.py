@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import signal_runs
 from pytest_accel.perf.baseline import KINDS, EnvHistory, Run
 from pytest_accel.perf.changes import ChangeRule
+from pytest_accel.perf.columns import Columns
 from pytest_accel.perf.comparison import compare
 from pytest_accel.perf.rule import MAD_SCALE, Rule, judge
 from pytest_accel.perf.timings import Groups, RunIdentity, RunTimings
@@ -78,7 +79,9 @@ def as_comparison_inputs(samples: Array, current: Array) -> tuple[RunTimings, En
     env = EnvHistory()
     env.ids["tests"] = ids
     empty: dict[str, list[float | None]] = {kind: [] for kind in KINDS}
-    env.runs = [Run(RunIdentity(), {**empty, "tests": column.tolist()}) for column in samples.T]
+    env.runs = [
+        Run(RunIdentity(), Columns({**empty, "tests": column.tolist()})) for column in samples.T
+    ]
     run = RunTimings(
         key="sim",
         identity=RunIdentity(),

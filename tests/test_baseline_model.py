@@ -154,7 +154,7 @@ def test_a_column_read_is_decoded_only_when_its_list_is_asked_for() -> None:
     assert run.values.raw("tests") is None  # the list is what the run holds now
     run.values["tests"][0] = 0.5
     assert to_json(Baseline({"cpu/x1": again}))["envs"]["cpu/x1"]["runs"][1]["tests"] == (
-        columns.encode({"tests": [0.5]}, "tests")
+        columns.encode(columns.Columns({"tests": [0.5]}), "tests")
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pytest_accel.perf.baseline import EnvHistory, Run
+from pytest_accel.perf.baseline import KINDS, EnvHistory, Run
 from pytest_accel.perf.causes import (
     Judged,
     confirmed_by_groups,
@@ -17,6 +17,7 @@ from pytest_accel.perf.causes import (
     usual_layout,
 )
 from pytest_accel.perf.changes import Steps
+from pytest_accel.perf.columns import Columns
 from pytest_accel.perf.findings import Change, Finding
 from pytest_accel.perf.timings import RunIdentity
 
@@ -135,7 +136,7 @@ def test_a_group_not_compared_whole_cannot_confirm() -> None:
 
 
 def run(layout: str | None) -> Run:
-    return Run(RunIdentity(), {"tests": [], "warmup": [], "classes": [], "modules": []}, layout)
+    return Run(RunIdentity(), Columns({kind: [] for kind in KINDS}), layout)
 
 
 def test_the_usual_layout_is_the_one_most_runs_had() -> None:

@@ -35,12 +35,12 @@ _LITTLE = sys.byteorder == "little"
 _DOUBLE = struct.Struct("<d")
 
 
-def encode(columns: Mapping[str, Values], kind: str) -> str:
+def encode(columns: Columns, kind: str) -> str:
     """A kind's values as the file stores them: the bytes read, if the run still holds
     them, else its list (None: no sample; trailing ones left out)."""
     import base64
 
-    raw = columns.raw(kind) if isinstance(columns, Columns) else None
+    raw = columns.raw(kind)
     if raw is None:
         values = columns[kind]
         end = len(values)

@@ -6,7 +6,6 @@ format is ``perf.baseline``'s; what the numbers mean, ``perf.rule``'s and
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from functools import partial
 from math import isnan
@@ -36,19 +35,12 @@ class Run:
     identity: RunIdentity
     # Per kind, aligned with the ids (a shorter list: no more); read from a file, each
     # kind is decoded when first asked for (``perf.columns``).
-    values: MutableMapping[str, Values]
+    values: Columns
     layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.values, Columns):
-            self.values = Columns(self.values)
 
     def sample(self, kind: str, row: int) -> float | None:
         """The sample of the id in ``row`` of ``kind`` (None: none in this run)."""
-        if isinstance(self.values, Columns):
-            return self.values.sample(kind, row)
-        column = self.values[kind]
-        return column[row] if row < len(column) else None
+        return self.values.sample(kind, row)
 
 
 @dataclass(frozen=True)
@@ -142,7 +134,7 @@ class EnvHistory:
         else:
             built = np.full((width, len(self.runs)), np.nan)
             for column, run in enumerate(self.runs):
-                raw = run.values.raw(kind) if isinstance(run.values, Columns) else None
+                raw = run.values.raw(kind)
                 if raw is not None:  # the file's doubles, never made into a list
                     values = as_array(raw)
                 else:
