@@ -209,10 +209,11 @@ def _inputs(
         spread = sample_spread(samples, rule)
     else:
         spread = (np.full(len(present), np.nan), np.full(len(present), np.nan))
-    with np.errstate(all="ignore"):
-        noise = spread[1] if rule.log_space else spread[1] / medians
     if known is not None and known[1] is not None and rule_spread_is_summarised(rule):
         noise = np.array(aligned(known[1], index, present), dtype=np.float64)
+    else:
+        with np.errstate(all="ignore"):
+            noise = spread[1] if rule.log_space else spread[1] / medians
     return _Inputs(present, current, samples, medians, spread, noise)
 
 

@@ -68,10 +68,7 @@ def take_inventory(
     result.warmup = [i for i in warm_now if i in sampled and i not in warm_sampled]
     result.missing = _missing(run, [sampled, warm_sampled])
     ignored = {i for i, o in overrides.items() if o.ignore}
-    if ignored:
-        compared = {i: v for i, v in now.items() if i in sampled and i not in ignored}
-    else:
-        compared = {i: v for i, v in now.items() if i in sampled}
+    compared = {i: v for i, v in now.items() if i in sampled and i not in ignored}
     warm_compared = {i: warm_now[i] for i in warm_now if i in warm_sampled and i not in ignored}
     result.compared = len(compared) + len(warm_compared)
     return Compared(compared, warm_compared)
