@@ -14,7 +14,7 @@ from pytest_accel.flaky.findings import Findings, build_findings, outcomes_from_
 from pytest_accel.flaky.history import EnvHistory, History
 from pytest_accel.flaky.options import RerunPolicy
 from pytest_accel.flaky.quarantine import Entry
-from pytest_accel.flaky.repeats import NEW_RUNS_ATTR
+from pytest_accel.outcomes import NEW_RUNS_ATTR
 
 
 @dataclass

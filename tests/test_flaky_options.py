@@ -78,8 +78,3 @@ def test_a_bad_value_is_a_usage_error_that_quotes_it(
     pytester: pytest.Pytester, arg: str, message: str
 ) -> None:
     assert usage_error(resolve, parsed(pytester, arg)).startswith(message)
-
-
-def test_the_options_are_resolved_once(pytester: pytest.Pytester) -> None:
-    config = parsed(pytester, "--flaky-reruns=1")
-    assert resolve(config) is resolve(config)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_accel.github import JobSummary, Section, fit, job_summary
+from pytest_accel.github import JobSummary, Section, fit
+from pytest_accel.reports import job_summary
 
 
 def rows(count: int, width: int = 40) -> list[str]:

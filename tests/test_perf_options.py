@@ -52,11 +52,6 @@ def test_values_from_the_ini_file(pytester: pytest.Pytester) -> None:
     assert options.rule.min_delta == 0.2
 
 
-def test_the_options_are_resolved_once_per_session(pytester: pytest.Pytester) -> None:
-    config = parsed(pytester, "--perf-top=3")
-    assert resolve(config) is resolve(config)
-
-
 def test_updating_needs_a_baseline_to_update(pytester: pytest.Pytester) -> None:
     with pytest.raises(pytest.UsageError) as raised:
         resolve(parsed(pytester, "--perf-update-baseline"))

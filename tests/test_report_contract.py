@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_accel.reports import exit_reasons_key, fail_session, isolated, problem, warn
+from pytest_accel.reports import exit_reasons_key, fail_session, isolated, warn
+from pytest_accel.text import problem
 
 
 class CustomWarning(UserWarning):

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import reports
+from pytest_accel import outcomes
+from pytest_accel.outcomes import OUTCOME_RANK, phase_outcome
 from pytest_accel.perf.collector import ResultsCollector
 from pytest_accel.perf.table import TimingTable
 from pytest_accel.perf.timings import (
@@ -22,7 +23,6 @@ from pytest_accel.perf.timings import (
     whole_groups,
     without_pauses,
 )
-from pytest_accel.reports import OUTCOME_RANK, phase_outcome
 from tests.configs import parsed
 
 
@@ -56,10 +56,10 @@ def test_a_failed_call_outranks_the_teardown_error_after_it() -> None:
 
 
 def test_an_id_that_is_not_utf8_is_written_with_its_bytes_escaped() -> None:
-    assert reports.test_id("t.py::test") == "t.py::test"
-    assert reports.test_id("t_é.py::test") == "t_é.py::test"
+    assert outcomes.test_id("t.py::test") == "t.py::test"
+    assert outcomes.test_id("t_é.py::test") == "t_é.py::test"
     undecodable = b"test_\xff.py::t".decode("utf-8", "surrogateescape")
-    assert reports.test_id(undecodable) == "test_\\xff.py::t"
+    assert outcomes.test_id(undecodable) == "test_\\xff.py::t"
 
 
 def test_rows_made_together_are_the_rows_made_one_by_one() -> None:
@@ -76,7 +76,7 @@ def test_rows_made_together_are_the_rows_made_one_by_one() -> None:
     for nodeid, (path, line, _), found in tests:
         row, new = one_by_one.row(nodeid)
         assert new
-        one_by_one.paths[row] = reports.test_id(path)
+        one_by_one.paths[row] = outcomes.test_id(path)
         one_by_one.lines[row] = None if line is None else line + 1
         if found is not None:
             one_by_one.class_ids[row], one_by_one.module_ids[row] = found

@@ -12,11 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import pytest
-
-from pytest_accel.files import InputError, check_writable
-from pytest_accel.reports import isolated
-
 MAX_ANNOTATIONS = 10
 MAX_SUMMARY_BYTES = 900 * 1024
 
@@ -130,34 +125,6 @@ class JobSummary:
         text = fit(self.sections, self.budget - existing)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(text)
-
-
-summary_key = pytest.StashKey[JobSummary]()
-
-
-def job_summary(config: pytest.Config) -> JobSummary | None:
-    """The run's job summary under GitHub Actions (None elsewhere); features add sections
-    and ``write_job_summary`` writes them once, after all of them."""
-    if not in_github_actions():
-        return None
-    found = config.stash.get(summary_key, None)
-    if found is None:
-        path = os.environ.get("GITHUB_STEP_SUMMARY")
-        if not path:
-            return None
-        try:
-            check_writable(path)
-        except InputError as exc:
-            raise pytest.UsageError(f"GITHUB_STEP_SUMMARY: {exc}") from None
-        found = config.stash[summary_key] = JobSummary(path)
-    return found
-
-
-def write_job_summary(session: pytest.Session) -> None:
-    summary = session.config.stash.get(summary_key, None)
-    if summary is not None:
-        with isolated(session, f"append to GITHUB_STEP_SUMMARY {summary.path}"):
-            summary.write()
 
 
 def _mermaid_text(text: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import flaky, github, hookspecs, perf, report, reports, scaleout, session
+from pytest_accel import flaky, hookspecs, perf, report, reports, scaleout, session
 from pytest_accel.hardware import plugin as hardware
 from pytest_accel.settings import OptionGroup, add_group
 
@@ -63,7 +63,7 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None]:
     """After every feature's session-end work and pytest's own last line: the job
     summary, written once under one budget, and why a plugin option set the exit status."""
     result = yield
-    github.write_job_summary(session)
+    reports.write_job_summary(session)
     reports.write_exit_reasons(session.config)
     return result
 

@@ -1,11 +1,7 @@
-"""The report contract the features share: what an outcome is, which attributes our
-features attach to pytest's reports, and where a session's reports are read from.
-
-The features never read each other's state: the flaky feature marks a quarantined
-failure or a rerun's teardown on the report itself, and the timing feature reads those
-marks from the report.  Report attributes are plain values, so pytest-xdist carries
-them from a worker to the controller unchanged.  At session end, each feature leaves
-what it made in ``SessionOutputs`` for the HTML report.
+"""A session's reports and its end, on pytest's side of the report contract
+(``outcomes``): where the reports are read from, where each feature leaves what it
+made (``SessionOutputs``, for the HTML report), the GitHub job summary they share, and
+how a piece of session-end work that fails sets the exit status in one line.
 """
 
 from __future__ import annotations
@@ -20,47 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_accel.text import line_start, one_line
+from pytest_accel.files import InputError, check_writable
+from pytest_accel.github import JobSummary, in_github_actions
+from pytest_accel.outcomes import Parents, test_id
+from pytest_accel.text import line_start, one_line, problem
 
 if TYPE_CHECKING:
     from pytest_accel.flaky.history import History
     from pytest_accel.perf.baseline import Baseline
     from pytest_accel.perf.rule import Rule
-
-# Set on a report by the flaky feature, read by the timing feature:
-# the real outcome of a quarantined failure (reported as an expected failure),
-QUARANTINED_ATTR = "pytest_accel_quarantined"
-# and the teardown time of an attempt that was rerun (its teardown report is not logged).
-RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
-# pytest-rerunfailures' field, which our reruns set too: the attempt number (0 = first).
-RERUN_ATTR = "rerun"
-
-PHASES = ("setup", "call", "teardown")
-# A test's final outcome that counts as a failure of the run.
-FAILING = frozenset({"failed", "error", "crashed"})
-# Outcomes ranked by how bad they are: the worst phase decides an attempt's outcome.
-# A failed call outranks the teardown error that may follow it.
-OUTCOME_RANK = {
-    "passed": 0,
-    "skipped": 1,
-    "xfailed": 1,
-    "xpassed": 1,
-    "error": 2,
-    "failed": 3,
-    "crashed": 4,
-}
-OUTCOMES = frozenset(OUTCOME_RANK)  # what a record may say of a test
-
-
-def phase_outcome(when: str, outcome: str, wasxfail: bool) -> str:
-    """A report's contribution to its test's outcome, as pytest's summary counts it."""
-    if when == "???":  # pytest-xdist's report for a test that took its worker down
-        return "crashed"
-    if outcome in ("failed", "rerun"):  # "rerun": a failed attempt that is tried again
-        return "failed" if when == "call" else "error"
-    if outcome == "skipped":
-        return "xfailed" if wasxfail else "skipped"
-    return "xpassed" if wasxfail and when == "call" else "passed"
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -111,31 +75,6 @@ class StatsListener:
             failed_phase = report.failed and report.when != "call"
             category = "error" if failed_phase else report.outcome
         self.stats.setdefault(category, []).append(report)
-
-
-def test_id(nodeid: str) -> str:
-    """A node id as our files and output carry it.
-
-    A file name that is not valid UTF-8 reaches Python with lone surrogates, which no
-    JSON, XML or terminal encoder takes; its bytes are written escaped, ``test_\\xff.py``,
-    as Python shows them.  Every other id is returned as it is.
-    """
-    if nodeid.isascii():
-        return nodeid
-    try:
-        nodeid.encode()
-    except UnicodeEncodeError:
-        return nodeid.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return nodeid
-
-
-def test_ids(nodeids: list[str]) -> list[str]:
-    """``test_id`` of each: the list itself when every id is ASCII (the usual case, one
-    pass in C over a session's ids)."""
-    return nodeids if all(map(str.isascii, nodeids)) else list(map(test_id, nodeids))
-
-
-Parents = tuple[str | None, str | None]  # class node id, module node id
 
 
 def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
@@ -213,16 +152,6 @@ def isolated(session: pytest.Session, what: str) -> Iterator[None]:
         fail_session(session, f"could not {what}: {problem(exc)}")
 
 
-def problem(exc: BaseException) -> str:
-    """An exception as one line: the file and the OS's words, or our own message."""
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        return f"{where}{exc.strerror or exc}"
-    if isinstance(exc, ValueError | LookupError | TypeError):
-        return f"{type(exc).__name__}: {exc}"  # a bug of ours: say so, in one line
-    return str(exc) or type(exc).__name__
-
-
 def write_exit_reasons(config: pytest.Config) -> None:
     """After pytest's own last line: why a plugin option set the exit status."""
     reasons = config.stash.get(exit_reasons_key, [])
@@ -233,3 +162,31 @@ def write_exit_reasons(config: pytest.Config) -> None:
             terminal.write_line(line, red=True)
         else:
             sys.stderr.write(line + "\n")
+
+
+summary_key = pytest.StashKey[JobSummary]()
+
+
+def job_summary(config: pytest.Config) -> JobSummary | None:
+    """The run's job summary under GitHub Actions (None elsewhere); features add sections
+    and ``write_job_summary`` writes them once, after all of them."""
+    if not in_github_actions():
+        return None
+    found = config.stash.get(summary_key, None)
+    if found is None:
+        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if not path:
+            return None
+        try:
+            check_writable(path)
+        except InputError as exc:
+            raise pytest.UsageError(f"GITHUB_STEP_SUMMARY: {exc}") from None
+        found = config.stash[summary_key] = JobSummary(path)
+    return found
+
+
+def write_job_summary(session: pytest.Session) -> None:
+    summary = session.config.stash.get(summary_key, None)
+    if summary is not None:
+        with isolated(session, f"append to GITHUB_STEP_SUMMARY {summary.path}"):
+            summary.write()

@@ -33,6 +33,7 @@ from pytest_accel.hardware.detection import (
     sysroot_from_env,
 )
 from pytest_accel.settings import (
+    ENV_KEY_OPTION,
     OptionGroup,
     OptionSpec,
     parse_choice,
@@ -102,14 +103,6 @@ OPTIONS = OptionGroup(
             metavar="SPEC",
         ),
     ),
-)
-# The hardware key is a fact of the session; the option is shown with the timing options.
-ENV_KEY_OPTION = OptionSpec(
-    "--perf-env-key",
-    "Name the hardware the timings belong to (default: platform/device_kind/xN), e.g. a"
-    " runner label.",
-    metavar="KEY",
-    default="platform/kind/xN",
 )
 
 

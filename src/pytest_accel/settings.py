@@ -6,18 +6,24 @@ documented), then ini, then the default.  A feature resolves its options once pe
 session into a frozen dataclass; a bad value is a ``pytest.UsageError`` that quotes it
 and lists the valid choices.  Parsers take the flag to name, so that the command line
 tool can report a flag as its user typed it.
+
+The command line tool shares the declarations and parsers, and imports no pytest (a
+tenth of a second on every command): pytest is imported here only to raise its error.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-
-import pytest
+from typing import TYPE_CHECKING
 
 from pytest_accel.text import shown
+
+if TYPE_CHECKING:
+    import pytest
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,17 @@ def add_group(parser: pytest.Parser, group: OptionGroup) -> None:
         else:
             section.addoption(spec.flag, default=None, metavar=spec.metavar, help=spec.help)
             parser.addini(spec.dest, spec.help, default=None)
+
+
+# The hardware key is a fact of the session (session.py), which the timing feature shows
+# with its options: declared here, where both read it.
+ENV_KEY_OPTION = OptionSpec(
+    "--perf-env-key",
+    "Name the hardware the timings belong to (default: platform/device_kind/xN), e.g. a"
+    " runner label.",
+    metavar="KEY",
+    default="platform/kind/xN",
+)
 
 
 def spec_in(specs: Sequence[OptionSpec], flag: str) -> OptionSpec:
@@ -103,8 +120,22 @@ def early_setting(early_config: pytest.Config, spec: OptionSpec) -> str | None:
     return None if value is None else str(value)
 
 
+def usage_error(message: str) -> pytest.UsageError:
+    """pytest's error for a bad option, which a pytest run prints as one line."""
+    import pytest
+
+    return pytest.UsageError(message)
+
+
+def usage_errors() -> tuple[type[Exception], ...]:
+    """What to catch as a bad option: ``pytest.UsageError`` once pytest is imported (no
+    usage error can have been raised before; the command line tool may never import it)."""
+    pytest_module = sys.modules.get("pytest")
+    return () if pytest_module is None else (pytest_module.UsageError,)
+
+
 def choices_error(flag: str, value: str, choices: Collection[str]) -> pytest.UsageError:
-    return pytest.UsageError(f"{flag}: invalid choice {value!r} (choose from {', '.join(choices)})")
+    return usage_error(f"{flag}: invalid choice {value!r} (choose from {', '.join(choices)})")
 
 
 def parse_choice(flag: str, value: str | None, choices: Sequence[str], default: str) -> str:
@@ -145,9 +176,7 @@ def parse_count(flag: str, value: str, minimum: int = 1, maximum: int = MAX_COUN
         kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
             minimum, f"an integer from {minimum}"
         )
-        raise pytest.UsageError(
-            f"{flag}: {shown(value)} is not {kind} up to {maximum} (e.g. {flag}=2)"
-        )
+        raise usage_error(f"{flag}: {shown(value)} is not {kind} up to {maximum} (e.g. {flag}=2)")
     return count
 
 
@@ -162,12 +191,12 @@ def parse_non_negative_int(flag: str, value: str) -> int:
 def parse_non_negative_float(flag: str, value: str) -> float:
     number = number_value(value)
     if number is None:
-        raise pytest.UsageError(f"{flag}: {shown(value)} is not a non-negative number")
+        raise usage_error(f"{flag}: {shown(value)} is not a non-negative number")
     return number
 
 
 def parse_positive_float(flag: str, value: str) -> float:
     number = number_value(value)
     if number is None or number <= 0:
-        raise pytest.UsageError(f"{flag}: {shown(value)} is not a positive number")
+        raise usage_error(f"{flag}: {shown(value)} is not a positive number")
     return number

@@ -36,3 +36,13 @@ def plain(value: str) -> str:
     """A setting's value as it is when plain, else quoted (escapes and all) and cut
     short, so that no value can break a line or run on for pages."""
     return value if _PLAIN.fullmatch(value) else shown(value, 60)
+
+
+def problem(exc: BaseException) -> str:
+    """An exception as one line: the file and the OS's words, or our own message."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    if isinstance(exc, ValueError | LookupError | TypeError):
+        return f"{type(exc).__name__}: {exc}"  # a bug of ours: say so, in one line
+    return str(exc) or type(exc).__name__

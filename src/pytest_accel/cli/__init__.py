@@ -13,15 +13,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import pytest
-
 from pytest_accel import __version__
 from pytest_accel.cli import detect, flaky, report, shard, timing
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliError, HelpFormatter
 from pytest_accel.files import InputError, gc_paused
 from pytest_accel.hardware.detection import DetectionError
-from pytest_accel.reports import problem
-from pytest_accel.text import one_line
+from pytest_accel.settings import usage_errors
+from pytest_accel.text import one_line, problem
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "CliError", "build_parser", "main"]
 
@@ -49,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# One line on stderr and exit 2 (with pytest's UsageError, from the shared option parsers).
+_BAD_INPUT: tuple[type[Exception], ...] = (CliError, InputError, DetectionError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -65,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # no cycles: a collection would only walk them again, 0.1-0.4 s at 100,000 tests.
         with gc_paused():
             code: int = args.handler(args)
-    except (CliError, InputError, DetectionError, pytest.UsageError) as exc:
+    except _BAD_INPUT + usage_errors() as exc:
         sys.stderr.write(one_line(f"pytest-accel: error: {exc}") + "\n")
         return EXIT_USAGE
     except OSError as exc:  # a write that failed after the checks (a full disk)

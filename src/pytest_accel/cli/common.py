@@ -7,12 +7,10 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
-
 from pytest_accel.perf.options import RULE_FLAGS, rule_from
 from pytest_accel.perf.options import option as perf_option
 from pytest_accel.perf.rule import Rule
-from pytest_accel.settings import parse_positive_int
+from pytest_accel.settings import count_value
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -48,10 +46,10 @@ def add_command(
 
 
 def positive_int(text: str) -> int:
-    try:
-        return parse_positive_int("value", text)
-    except pytest.UsageError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from exc
+    value = count_value(text, minimum=1)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
 
 
 def non_negative_float(text: str) -> float:

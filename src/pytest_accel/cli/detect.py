@@ -7,11 +7,8 @@ import json
 import sys
 from typing import Any
 
-import pytest
-
-from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, CliError, add_command
-from pytest_accel.hardware.detection import PROBE_TIMEOUT, Detection
-from pytest_accel.hardware.probe import ProbeError, probe_and_confirm
+from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, add_command
+from pytest_accel.hardware.detection import PROBE_TIMEOUT
 from pytest_accel.text import one_line
 
 
@@ -54,43 +51,11 @@ def add(commands: Any) -> None:
     detect.set_defaults(handler=run)
 
 
-class _Capture:
-    """Keeps the session's facts and the header line, and stops before collection."""
-
-    def __init__(self) -> None:
-        self.detection: Detection | None = None
-        self.header = ""
-        self.where = ""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_configure(self, config: pytest.Config) -> None:
-        from pytest_accel import session
-        from pytest_accel.hardware.plugin import header_line
-
-        facts = session.setup(config)
-        self.detection, self.header = facts.detection, header_line(facts)
-        self.where = f"rootdir: {config.rootpath}"
-        if config.inipath is not None:
-            self.where += f", configfile: {config.inipath.name}"
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session: pytest.Session) -> bool:
-        return True  # nothing to collect: detection is all we came for
-
-
-def detect_as_pytest(args: list[str]) -> tuple[Detection, str, str]:
-    """The detection, header line and rootdir of a pytest run here with ``args``."""
-    capture = _Capture()
-    # No terminal, no cache, and no assertion rewriting: this process has imported the
-    # plugin already, and nothing will run that needs rewritten asserts.
-    quiet = ["-p", "pytest_accel", "-p", "no:terminal", "-p", "no:cacheprovider", "--assert=plain"]
-    code = pytest.main([*quiet, *args], plugins=[capture])
-    if capture.detection is None:
-        raise CliError(f"pytest stopped before detecting anything (exit status {int(code)})")
-    return capture.detection, capture.header, capture.where
-
-
 def run(args: argparse.Namespace) -> int:
+    # Only this command runs pytest (and maybe JAX): the others import neither.
+    from pytest_accel.cli.detect_session import detect_as_pytest
+    from pytest_accel.hardware.probe import ProbeError, probe_and_confirm
+
     detection, header, where = detect_as_pytest(args.pytest_args)
     probe: dict[str, object] | None = None
     if args.probe == "jax":

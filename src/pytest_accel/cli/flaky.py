@@ -7,23 +7,13 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, add_command, percentage, positive_int
 from pytest_accel.files import InputError, check_writable, read_json, write_json_atomic
-from pytest_accel.flaky.classify import analysis
-from pytest_accel.flaky.history import (
-    HISTORY_SCHEMA,
-    History,
-    RecordedRun,
-    combine,
-    parse_history,
-    run_letters,
-)
-from pytest_accel.flaky.output import analysis_text
-from pytest_accel.flaky.quarantine import propose, utc_today
-from pytest_accel.flaky.quarantine import to_json as quarantine_json
-from pytest_accel.perf.record import RECORD_SCHEMA, attempts_of, check_record
+
+if TYPE_CHECKING:
+    from pytest_accel.flaky.history import History
 
 
 def add(commands: Any) -> None:
@@ -80,6 +70,15 @@ def add(commands: Any) -> None:
 
 def history_inputs(paths: Sequence[str], window: int | None) -> History:
     """Histories and records (each record one run) as one history."""
+    from pytest_accel.flaky.history import (
+        HISTORY_SCHEMA,
+        RecordedRun,
+        combine,
+        parse_history,
+        run_letters,
+    )
+    from pytest_accel.perf.record import RECORD_SCHEMA, attempts_of, check_record
+
     histories, runs = [], []
     for path in paths:
         data = read_json(path)
@@ -106,6 +105,12 @@ def history_inputs(paths: Sequence[str], window: int | None) -> History:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The feature's modules load when this command runs, not for every command's parser.
+    from pytest_accel.flaky.classify import analysis
+    from pytest_accel.flaky.output import analysis_text
+    from pytest_accel.flaky.quarantine import propose, utc_today
+    from pytest_accel.flaky.quarantine import to_json as quarantine_json
+
     report = analysis(history_inputs(args.files, args.window))
     over = {
         platform: pct

@@ -8,9 +8,7 @@ import sys
 from typing import Any
 
 from pytest_accel.cli.common import EXIT_OK, add_command, positive_int
-from pytest_accel.perf.offline import durations_file
 from pytest_accel.scaleout.options import SHARD_BY
-from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
 
 
 def add(commands: Any) -> None:
@@ -57,6 +55,10 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """A plan from a durations file alone: a record knows each test's class and module;
     from a baseline or a pytest-split map they are read from the node ids."""
+    # Loaded when this command runs, not for every command's parser.
+    from pytest_accel.perf.offline import durations_file
+    from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
+
     known, groups = durations_file(args.durations, args.env_key)
     plan = plan_tests(known, groups or groups_from_node_ids(known), args.by, args.splits)
     loads = plan.loads()

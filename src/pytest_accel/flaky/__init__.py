@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import TYPE_CHECKING
 
 from pytest_accel.flaky.options import OPTIONS, resolve
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = ["OPTIONS", "register"]
 

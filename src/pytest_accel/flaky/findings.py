@@ -11,8 +11,7 @@ from typing import Any
 from pytest_accel.flaky.classify import Classification, Share, classify
 from pytest_accel.flaky.history import FLAKY, History
 from pytest_accel.flaky.quarantine import Entry
-from pytest_accel.flaky.repeats import NEW_RUNS_ATTR
-from pytest_accel.reports import phase_outcome, test_id, test_ids
+from pytest_accel.outcomes import NEW_RUNS_ATTR, phase_outcome, test_id, test_ids
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 from pytest_accel.fields import check_header
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import FileIdentity, file_identity, update_locked
-from pytest_accel.reports import FAILING
+from pytest_accel.outcomes import FAILING
 
 HISTORY_SCHEMA = "pytest-accel/flaky-history"
 HISTORY_VERSION = 1

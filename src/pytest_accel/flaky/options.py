@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import pytest
+from typing import TYPE_CHECKING
 
 from pytest_accel.settings import (
     OptionGroup,
@@ -17,7 +16,11 @@ from pytest_accel.settings import (
     parse_positive_int,
     spec_in,
     text_setting,
+    usage_error,
 )
+
+if TYPE_CHECKING:
+    import pytest
 
 DEFAULT_WINDOW = 50
 
@@ -147,14 +150,8 @@ class FlakyOptions:
         )
 
 
-options_key = pytest.StashKey[FlakyOptions]()
-
-
 def resolve(config: pytest.Config) -> FlakyOptions:
-    """The options, validated once per session."""
-    found = config.stash.get(options_key, None)
-    if found is not None:
-        return found
+    """The options, validated (once per session: ``register`` asks, and passes them on)."""
 
     def get(flag: str) -> str | None:
         return text_setting(config, option(flag))
@@ -164,19 +161,19 @@ def resolve(config: pytest.Config) -> FlakyOptions:
     if max_pct is not None:
         pct = parse_non_negative_float("--flaky-max-pct", max_pct)
         if pct > 100:
-            raise pytest.UsageError(
+            raise usage_error(
                 f"--flaky-max-pct: {max_pct!r} is above 100; give a percentage such as 5"
             )
     history = get("--flaky-history")
     new_runs_text = get("--flaky-new-runs")
     new_runs = parse_positive_int("--flaky-new-runs", new_runs_text) if new_runs_text else 1
     if new_runs > 1 and not history:
-        raise pytest.UsageError(
+        raise usage_error(
             "--flaky-new-runs needs --flaky-history PATH: a test is new when the history"
             " has never seen it"
         )
     count = parse_non_negative_int("--flaky-reruns", reruns) if reruns else 0
-    resolved = config.stash[options_key] = FlakyOptions(
+    return FlakyOptions(
         reruns=count,
         quarantine=get("--flaky-quarantine"),
         history=history,
@@ -186,7 +183,6 @@ def resolve(config: pytest.Config) -> FlakyOptions:
         policy=_policy(config, count, get),
         new_runs=new_runs,
     )
-    return resolved
 
 
 def _policy(config: pytest.Config, reruns: int, get: Callable[[str], str | None]) -> RerunPolicy:
@@ -197,7 +193,7 @@ def _policy(config: pytest.Config, reruns: int, get: Callable[[str], str | None]
     )
     mass_failure = parse_non_negative_float("--flaky-mass-failure", mass) if mass else 30.0
     if mass_failure > 100:
-        raise pytest.UsageError(
+        raise usage_error(
             f"--flaky-mass-failure: {mass!r} is above 100; give a percentage such as 30"
         )
     return RerunPolicy(
@@ -216,7 +212,5 @@ def _patterns(config: pytest.Config, flag: str) -> tuple[re.Pattern[str], ...]:
         try:
             patterns.append(re.compile(text))
         except re.error as exc:
-            raise pytest.UsageError(
-                f"{flag}: {text!r} is not a regular expression ({exc})"
-            ) from None
+            raise usage_error(f"{flag}: {text!r} is not a regular expression ({exc})") from None
     return tuple(patterns)

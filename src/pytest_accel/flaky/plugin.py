@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_accel import github
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, check_writable, gc_paused, write_json_atomic
 from pytest_accel.flaky.budget import WORKERINPUT_BUDGET, Budget, is_mass_failure
@@ -45,6 +44,7 @@ from pytest_accel.reports import (
     fail_session,
     is_xdist_worker,
     isolated,
+    job_summary,
     report_stats,
     session_outputs,
     warn,
@@ -205,7 +205,7 @@ class FlakyPlugin:
 
             with isolated(session, f"write the flaky report {self.options.report}"):
                 write_json_atomic(self.options.report, report_json(findings))
-        summary = github.job_summary(self.config)
+        summary = job_summary(self.config)
         if summary is not None:
             summary.add(summary_section(findings))
         if findings.over_limit:
@@ -299,7 +299,7 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
                 check_writable(path)
             except InputError as exc:
                 raise pytest.UsageError(f"{flag}: {exc}") from None
-    github.job_summary(config)  # checked before any test runs
+    job_summary(config)  # checked before any test runs
     interrupt_on_sigterm(config)
     plugin = FlakyPlugin(
         config,

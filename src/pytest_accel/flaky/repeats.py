@@ -15,12 +15,9 @@ from __future__ import annotations
 import pytest
 from _pytest.runner import call_and_report
 
-from pytest_accel.reports import RERUN_TEARDOWN_ATTR
+from pytest_accel.outcomes import NEW_RUNS_ATTR, RERUN_TEARDOWN_ATTR
 
 RUNS_PROPERTY = "new_test_runs"
-# On the final reports of a repeated new test: how many times it ran (plain int, so
-# pytest-xdist carries it to the controller).
-NEW_RUNS_ATTR = "pytest_accel_new_runs"
 Attempt = tuple[pytest.TestReport, pytest.TestReport | None, pytest.TestReport]
 
 

@@ -20,7 +20,7 @@ from _pytest.runner import call_and_report
 
 from pytest_accel.flaky.budget import Budget, MassFailure
 from pytest_accel.flaky.options import RerunPolicy
-from pytest_accel.reports import RERUN_TEARDOWN_ATTR, test_id
+from pytest_accel.outcomes import RERUN_TEARDOWN_ATTR, test_id
 
 RERUN = "rerun"
 ATTEMPTS_PROPERTY = "attempts"

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from pytest_accel.flaky.quarantine import Entry, Matcher, Quarantine, candidate_keys, utc_today
-from pytest_accel.reports import QUARANTINED_ATTR, reports_are_relayed, test_id
+from pytest_accel.outcomes import QUARANTINED_ATTR, test_id
+from pytest_accel.reports import reports_are_relayed
 
 QUARANTINE_PROPERTY = "quarantined"
 # What a worker tells the controller about its collection (xdist ``workeroutput``).

@@ -3,10 +3,12 @@ and the files, rule and output behind them."""
 
 from __future__ import annotations
 
-import pytest
+from typing import TYPE_CHECKING
 
-from pytest_accel import session
 from pytest_accel.perf.options import OPTIONS, resolve
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = ["OPTIONS", "register"]
 
@@ -15,6 +17,8 @@ def register(config: pytest.Config) -> None:
     """With --perf-record or --perf-baseline, or when another feature wants the timings
     (the HTML report): workers annotate reports, the process that owns the session
     compares and writes."""
+    from pytest_accel import session  # pytest's side; the command line tool imports perf too
+
     options = resolve(config)
     if options.enabled or config.stash.get(session.timings_wanted_key, False):
         from pytest_accel.perf.plugin import register_feature

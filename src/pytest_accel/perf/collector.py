@@ -17,19 +17,10 @@ from typing import Any
 
 import pytest
 
+from pytest_accel.outcomes import QUARANTINED_ATTR, RERUN_TEARDOWN_ATTR, Parents, test_id, test_ids
 from pytest_accel.perf.pauses import WORKEROUTPUT_PAUSES, Pause, attribute, pauses_key
 from pytest_accel.perf.table import TimingTable
-from pytest_accel.reports import (
-    QUARANTINED_ATTR,
-    RERUN_TEARDOWN_ATTR,
-    Parents,
-    node_parents,
-    report_stats,
-    reports_are_relayed,
-    test_id,
-    test_ids,
-    xdist_worker_id,
-)
+from pytest_accel.reports import node_parents, report_stats, reports_are_relayed, xdist_worker_id
 
 # The report attribute that carries collection-tree facts from a worker to the controller.
 NODE_INFO_ATTR = "pytest_accel_node"

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     FloatArray = npt.NDArray[np.float64]
+    IntArray = npt.NDArray[np.int64]
     BoolArray = npt.NDArray[np.bool_]
 
 
@@ -202,7 +203,7 @@ def _inputs(
     current = np.array(list(compress(now.values(), kept)), dtype=np.float64)
     known = _summarised(setting, kind, ids)
     if known is not None:  # the numbers the quiet comparison (perf.quiet) uses too
-        medians = np.array(aligned(known[0], index, present), dtype=np.float64)
+        medians = _at_rows(known[0], rows)
     else:
         medians = row_median(samples) if len(rows) else np.zeros(0)
     if samples.size:
@@ -210,11 +211,18 @@ def _inputs(
     else:
         spread = (np.full(len(present), np.nan), np.full(len(present), np.nan))
     if known is not None and known[1] is not None and rule_spread_is_summarised(rule):
-        noise = np.array(aligned(known[1], index, present), dtype=np.float64)
+        noise = _at_rows(known[1], rows)
     else:
         with np.errstate(all="ignore"):
             noise = spread[1] if rule.log_space else spread[1] / medians
     return _Inputs(present, current, samples, medians, spread, noise)
+
+
+def _at_rows(values: Values, rows: IntArray) -> FloatArray:
+    """The summary's ``values`` at ``rows``, None as NaN (as numpy converts it)."""
+    import numpy as np
+
+    return np.array(values, dtype=np.float64)[rows]
 
 
 def _judge(

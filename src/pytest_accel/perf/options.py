@@ -1,7 +1,8 @@
 """The timing feature's options and the switch that registers it.
 
 Rule options are validated here without importing the rule (or numpy), so every run
-can afford it; the rule itself is built only when there is something to compare.
+can afford it; the rule itself is built only when there is something to compare.  The
+command line tool shares them, and imports no pytest.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pytest
-
-from pytest_accel import session
 from pytest_accel.settings import (
+    ENV_KEY_OPTION,
     OptionGroup,
     OptionSpec,
     choices_error,
@@ -22,9 +21,12 @@ from pytest_accel.settings import (
     parse_positive_int,
     raw_setting,
     spec_in,
+    usage_error,
 )
 
 if TYPE_CHECKING:
+    import pytest
+
     from pytest_accel.perf.rule import Rule
 
 DEFAULT_TOP = 20
@@ -41,7 +43,7 @@ OPTIONS = OptionGroup(
             " failures and Ctrl-C.",
             metavar="PATH",
         ),
-        session.ENV_KEY_OPTION,
+        ENV_KEY_OPTION,
         OptionSpec(
             "--perf-baseline",
             "Compare this run's timings with PATH: a baseline file, a record, or a"
@@ -167,7 +169,7 @@ def rule_settings(
     if threshold is not None:
         settings["threshold"] = parse_positive_float(shown("--perf-threshold"), threshold)
         if settings["threshold"] < 1:
-            raise pytest.UsageError(
+            raise usage_error(
                 f"{shown('--perf-threshold')}: {threshold!r} is below 1; a regression is a"
                 " ratio above 1"
             )
@@ -202,14 +204,8 @@ def rule_from(values: Mapping[str, object], shown: Callable[[str], str] = str) -
     return build_rule(rule_settings(values, shown))
 
 
-options_key = pytest.StashKey[PerfOptions]()
-
-
 def resolve(config: pytest.Config) -> PerfOptions:
-    """The options, validated once per session."""
-    found = config.stash.get(options_key, None)
-    if found is not None:
-        return found
+    """The options, validated (once per session: ``register`` asks, and passes them on)."""
 
     def get(flag: str) -> str | bool | None:
         return raw_setting(config, option(flag))
@@ -219,8 +215,8 @@ def resolve(config: pytest.Config) -> PerfOptions:
     top, window, new_slow = get("--perf-top"), get("--perf-window"), get("--perf-new-slow")
     update = bool(get("--perf-update-baseline"))
     if update and not baseline:
-        raise pytest.UsageError("--perf-update-baseline needs --perf-baseline PATH to update")
-    resolved = config.stash[options_key] = PerfOptions(
+        raise usage_error("--perf-update-baseline needs --perf-baseline PATH to update")
+    return PerfOptions(
         record=str(record) if record else None,
         baseline=str(baseline) if baseline else None,
         rule_settings=settings,
@@ -230,4 +226,3 @@ def resolve(config: pytest.Config) -> PerfOptions:
         window=parse_positive_int("--perf-window", str(window)) if window else DEFAULT_WINDOW,
         new_slow=parse_non_negative_float("--perf-new-slow", str(new_slow)) if new_slow else 1.0,
     )
-    return resolved

@@ -42,6 +42,7 @@ from pytest_accel.reports import (
     fail_session,
     is_xdist_worker,
     isolated,
+    job_summary,
     session_outputs,
     warn,
 )
@@ -249,7 +250,7 @@ class PerfPlugin:
         from pytest_accel.perf import output
 
         self._emit_warnings(session, comparison)
-        summary = github.job_summary(self.config)
+        summary = job_summary(self.config)
         if summary is not None:
             summary.add(output.summary_section(comparison, self.failing))
         if self.failing:
@@ -326,7 +327,7 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
                 check_writable(path)
             except InputError as exc:
                 raise pytest.UsageError(f"{flag}: {exc}") from None
-    github.job_summary(config)  # checked before any test runs
+    job_summary(config)  # checked before any test runs
     interrupt_on_sigterm(config)
     baseline = config.stash[baseline_key] = load_for_session(options)
     results = ResultsCollector(config)

@@ -68,10 +68,18 @@ def take_inventory(
     result.warmup = [i for i in warm_now if i in sampled and i not in warm_sampled]
     result.missing = _missing(run, [sampled, warm_sampled])
     ignored = {i for i, o in overrides.items() if o.ignore}
-    compared = {i: v for i, v in now.items() if i in sampled and i not in ignored}
-    warm_compared = {i: warm_now[i] for i in warm_now if i in warm_sampled and i not in ignored}
+    compared = _kept(now, sampled, ignored)
+    warm_compared = _kept(warm_now, warm_sampled, ignored)
     result.compared = len(compared) + len(warm_compared)
     return Compared(compared, warm_compared)
+
+
+def _kept(now: dict[str, float], sampled: Collection[str], ignored: set[str]) -> dict[str, float]:
+    """The ids of ``now`` with samples, but for those ignored: a C-level filter."""
+    kept = dict(compress(now.items(), map(sampled.__contains__, now)))
+    for ident in ignored.intersection(kept):
+        del kept[ident]
+    return kept
 
 
 def module_path_of(nodeid: str) -> str:

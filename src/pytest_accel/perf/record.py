@@ -26,6 +26,7 @@ from pytest_accel.fields import (
 )
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.hardware.detection import Detection
+from pytest_accel.outcomes import OUTCOMES
 from pytest_accel.perf.table import TimingTable, rounded
 from pytest_accel.perf.timings import (
     Groups,
@@ -35,7 +36,6 @@ from pytest_accel.perf.timings import (
     whole_groups,
     without_pauses,
 )
-from pytest_accel.reports import OUTCOMES
 
 RECORD_SCHEMA = "pytest-accel/record"
 RECORD_VERSION = 2

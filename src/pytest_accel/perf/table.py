@@ -8,8 +8,8 @@ from itertools import repeat
 from operator import add, itemgetter, mul, truediv
 from typing import Any
 
+from pytest_accel.outcomes import OUTCOME_RANK, Parents, phase_outcome, test_ids
 from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
-from pytest_accel.reports import OUTCOME_RANK, Parents, phase_outcome, test_ids
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown
 _NO_PARENTS: Parents = (None, None)

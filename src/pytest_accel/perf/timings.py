@@ -18,10 +18,11 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import compress
+from itertools import compress, repeat
+from operator import and_, eq
 from typing import Any
 
-from pytest_accel.reports import FAILING
+from pytest_accel.outcomes import FAILING
 
 
 @dataclass(frozen=True)
@@ -81,13 +82,10 @@ class RunTimings:
     def comparable(self, metric: str = "call", *, warmup: bool = False) -> dict[str, float]:
         """Tests that passed, with their timing: those that did not pay their process's
         warm-up, or (``warmup``) those that did."""
-        return {
-            i: value
-            for i, outcome, warm, value in zip(
-                self.ids, self.outcome, self.warmup, self.metric(metric), strict=True
-            )
-            if outcome == "passed" and warm == warmup
-        }
+        # C-level maps, no Python frame per test: 100,000 of them offline.
+        passed = map(eq, self.outcome, repeat("passed"))
+        keep = map(and_, passed, map(eq, self.warmup, repeat(warmup)))
+        return dict(compress(zip(self.ids, self.metric(metric), strict=True), keep))
 
     def ran_modules(self) -> set[str]:
         return {m for m in self.module if m is not None}

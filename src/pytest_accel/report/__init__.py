@@ -3,10 +3,12 @@ history (``--accel-report``, ``pytest-accel report``)."""
 
 from __future__ import annotations
 
-import pytest
+from typing import TYPE_CHECKING
 
-from pytest_accel import session
 from pytest_accel.settings import OptionGroup, OptionSpec, text_setting
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = ["OPTIONS", "ask_for_timings", "register"]
 
@@ -33,6 +35,8 @@ def ask_for_timings(config: pytest.Config) -> None:
     """With --accel-report, the timing feature collects this run's timings even
     without its own options."""
     if _path(config):
+        from pytest_accel import session  # pytest's side; the command line tool imports report too
+
         config.stash[session.timings_wanted_key] = True
 
 

@@ -4,11 +4,12 @@ recorded durations."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-import pytest
-
-from pytest_accel import session
 from pytest_accel.scaleout.options import OPTIONS, resolve
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = ["OPTIONS", "register", "take_devices"]
 
@@ -23,6 +24,7 @@ def register(config: pytest.Config) -> None:
 
         check_worker_count(config, workers)
     if options.shard is not None:
+        from pytest_accel import session
         from pytest_accel.scaleout.plugin import Sharding
 
         config.stash[session.shard_key] = str(options.shard_label)

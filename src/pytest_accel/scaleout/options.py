@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pytest
+from typing import TYPE_CHECKING
 
 from pytest_accel.settings import (
     OptionGroup,
@@ -13,7 +12,11 @@ from pytest_accel.settings import (
     parse_choice,
     spec_in,
     text_setting,
+    usage_error,
 )
+
+if TYPE_CHECKING:
+    import pytest
 
 PIN_MODES = ("auto", "off")
 SHARD_BY = ("test", "class", "module")
@@ -60,13 +63,8 @@ class ScaleoutOptions:
         return f"{self.shard[0]}/{self.shard[1]}" if self.shard else None
 
 
-options_key = pytest.StashKey[ScaleoutOptions]()
-
-
 def resolve(config: pytest.Config) -> ScaleoutOptions:
-    found = config.stash.get(options_key, None)
-    if found is not None:
-        return found
+    """The options, validated: three settings, so each hook that needs them reads them."""
     pin = parse_choice(
         "--accel-pin", text_setting(config, option("--accel-pin")), PIN_MODES, "auto"
     )
@@ -78,9 +76,8 @@ def resolve(config: pytest.Config) -> ScaleoutOptions:
         try:
             shard = parse_shard(shard_text)
         except ShardSpecError as exc:
-            raise pytest.UsageError(f"--accel-shard: {exc}") from None
+            raise usage_error(f"--accel-shard: {exc}") from None
     shard_by = parse_choice(
         "--accel-shard-by", text_setting(config, option("--accel-shard-by")), SHARD_BY, "class"
     )
-    resolved = config.stash[options_key] = ScaleoutOptions(pin, shard, shard_by)
-    return resolved
+    return ScaleoutOptions(pin, shard, shard_by)

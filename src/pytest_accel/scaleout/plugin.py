@@ -21,7 +21,8 @@ from pytest_accel.hardware.detection import (
     count_of,
     sysroot_from_env,
 )
-from pytest_accel.reports import node_parents, test_id
+from pytest_accel.outcomes import test_id
+from pytest_accel.reports import node_parents
 from pytest_accel.scaleout.options import ScaleoutOptions, option, resolve
 from pytest_accel.scaleout.pinning import PINNED_PLATFORMS, Pin, PinError, plan_pin, shareable
 from pytest_accel.scaleout.sharding import Plan, make_units, plan, weights_for

@@ -1,0 +1,74 @@
+"""The report contract the features share: what an outcome is, which attributes our
+features attach to pytest's reports, and how a test id is written.
+
+The features never read each other's state: the flaky feature marks a quarantined
+failure or a rerun's teardown on the report itself, and the timing feature reads those
+marks from the report.  Report attributes are plain values, so pytest-xdist carries
+them from a worker to the controller unchanged.  Nothing here needs pytest: the command
+line tool reads records with it.  Where a session's reports are read from is
+``reports``.
+"""
+
+from __future__ import annotations
+
+# Set on a report by the flaky feature, read by the timing feature:
+# the real outcome of a quarantined failure (reported as an expected failure),
+QUARANTINED_ATTR = "pytest_accel_quarantined"
+# and the teardown time of an attempt that was rerun (its teardown report is not logged).
+RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
+# pytest-rerunfailures' field, which our reruns set too: the attempt number (0 = first).
+RERUN_ATTR = "rerun"
+# On the final reports of a repeated new test (``--flaky-new-runs``): how many times it ran.
+NEW_RUNS_ATTR = "pytest_accel_new_runs"
+
+PHASES = ("setup", "call", "teardown")
+# A test's final outcome that counts as a failure of the run.
+FAILING = frozenset({"failed", "error", "crashed"})
+# Outcomes ranked by how bad they are: the worst phase decides an attempt's outcome.
+# A failed call outranks the teardown error that may follow it.
+OUTCOME_RANK = {
+    "passed": 0,
+    "skipped": 1,
+    "xfailed": 1,
+    "xpassed": 1,
+    "error": 2,
+    "failed": 3,
+    "crashed": 4,
+}
+OUTCOMES = frozenset(OUTCOME_RANK)  # what a record may say of a test
+
+
+def phase_outcome(when: str, outcome: str, wasxfail: bool) -> str:
+    """A report's contribution to its test's outcome, as pytest's summary counts it."""
+    if when == "???":  # pytest-xdist's report for a test that took its worker down
+        return "crashed"
+    if outcome in ("failed", "rerun"):  # "rerun": a failed attempt that is tried again
+        return "failed" if when == "call" else "error"
+    if outcome == "skipped":
+        return "xfailed" if wasxfail else "skipped"
+    return "xpassed" if wasxfail and when == "call" else "passed"
+
+
+def test_id(nodeid: str) -> str:
+    """A node id as our files and output carry it.
+
+    A file name that is not valid UTF-8 reaches Python with lone surrogates, which no
+    JSON, XML or terminal encoder takes; its bytes are written escaped, ``test_\\xff.py``,
+    as Python shows them.  Every other id is returned as it is.
+    """
+    if nodeid.isascii():
+        return nodeid
+    try:
+        nodeid.encode()
+    except UnicodeEncodeError:
+        return nodeid.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return nodeid
+
+
+def test_ids(nodeids: list[str]) -> list[str]:
+    """``test_id`` of each: the list itself when every id is ASCII (the usual case, one
+    pass in C over a session's ids)."""
+    return nodeids if all(map(str.isascii, nodeids)) else list(map(test_id, nodeids))
+
+
+Parents = tuple[str | None, str | None]  # class node id, module node id

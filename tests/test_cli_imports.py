@@ -1,0 +1,77 @@
+"""The command line tool imports no pytest: a tenth of a second, often more, of every
+command's time (docs/architecture.md says how the shared modules keep it out)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Runs one command in a fresh interpreter, then says whether pytest got imported.
+PROBE = """
+import json, sys
+from pytest_accel.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "pytest": "pytest" in sys.modules}))
+"""
+
+
+def run_fresh(args: list[str], cwd: Path) -> tuple[int, bool, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=cwd, check=True
+    )
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    return outcome["code"], outcome["pytest"], done.stderr
+
+
+@pytest.fixture
+def files(pytester: pytest.Pytester) -> Path:
+    """A record, a baseline of it and a flaky history, from a real run."""
+    pytester.makepyfile(
+        test_a="""
+        class TestGroup:
+            def test_one(self): pass
+            def test_two(self): pass
+        def test_three(): pass
+        """
+    )
+    common = ["-p", "no:xdist", "--flaky-history=history.json", "--perf-baseline=baseline.json"]
+    pytester.runpytest(*common, "--perf-update-baseline").assert_outcomes(passed=3)
+    pytester.runpytest(*common, "--perf-record=record.json").assert_outcomes(passed=3)
+    return pytester.path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "record.json", "--baseline", "baseline.json", "--format", "json"],
+        ["baseline", "record.json", "--into", "folded.json"],
+        ["upgrade", "baseline.json"],
+        ["merge", "record.json", "-o", "merged.json"],
+        ["flaky", "history.json", "--format", "json"],
+        ["shard", "--durations", "baseline.json", "--splits", "2"],
+        ["report", "record.json", "--baseline", "baseline.json", "-o", "report.html"],
+    ],
+    ids=lambda args: args[0],
+)
+def test_a_command_that_reads_files_runs_without_importing_pytest(
+    files: Path, args: list[str]
+) -> None:
+    code, imported, stderr = run_fresh(args, files)
+    assert (code, stderr) == (0, "")
+    assert imported is False
+
+
+def test_a_bad_option_value_is_still_one_line_and_exit_2_in_a_fresh_process(files: Path) -> None:
+    """The shared parsers raise pytest's UsageError, importing pytest only then: the
+    tool must still catch it as bad input, not show a traceback."""
+    code, _, stderr = run_fresh(
+        ["compare", "record.json", "--baseline", "baseline.json", "--threshold", "0.5"], files
+    )
+    assert code == 2
+    assert stderr == (
+        "pytest-accel: error: --threshold: '0.5' is below 1; a regression is a ratio above 1\n"
+    )
