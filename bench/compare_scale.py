@@ -3,6 +3,11 @@ baseline by ``pytest-accel baseline``, then ``pytest-accel compare`` of a 21st r
 against it.  Reports the median wall time and peak RSS of each command, per size.
 
     python bench/compare_scale.py --tests 10000,50000,100000,200000 --repeat 3
+    python bench/compare_scale.py --tests 100000 --repeat 12 --against ../before
+
+``--against DIR`` (a checkout of another commit, e.g. ``git worktree add ../before
+HEAD~1``) also times ``compare`` with that tree's source, paired: each round runs both,
+forward and backward in turn, and the ratio is the median of the rounds' ratios.
 
 The records come from the plugin's own encoder (``bench/synthetic.py``): the exact
 format a run writes.  Each size's inputs are built once and reused by every repeat.
@@ -76,9 +81,9 @@ def write_records(directory: Path, tests: int, runs: int = RUNS) -> list[Path]:
     return paths
 
 
-def timed(command: list[str], into: Measured) -> None:
+def timed(command: list[str], into: Measured, env: dict[str, str] | None = None) -> None:
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(process.pid, 0)
     into.walls.append(time.perf_counter() - start)
     into.rss_mb.append(usage.ru_maxrss / 1024)
@@ -88,9 +93,31 @@ def timed(command: list[str], into: Measured) -> None:
         raise SystemExit(f"{' '.join(command[2:5])} failed with exit {code}:\n{stderr[-2000:]}")
 
 
-def measure(tests: int, repeat: int) -> tuple[Measured, Measured, float, float]:
+@dataclass
+class Paired:
+    """``compare`` with this tree (``now``) and with ``--against``'s (``then``)."""
+
+    now: Measured = field(default_factory=Measured)
+    then: Measured = field(default_factory=Measured)
+
+    def ratios(self) -> str:
+        def median_ratio(a: list[float], b: list[float]) -> float:
+            return statistics.median(x / y for x, y in zip(a, b, strict=True))
+
+        wall = median_ratio(self.now.walls, self.then.walls)
+        rss = median_ratio(self.now.rss_mb, self.then.rss_mb)
+        return (
+            f"now {self.now.row()} | then {self.then.row()} | paired wall ratio {wall:.3f}x"
+            f" | paired RSS ratio {rss:.3f}x"
+        )
+
+
+def measure(
+    tests: int, repeat: int, against: Path | None = None
+) -> tuple[Measured, Measured, float, float, Paired | None]:
     cli = [sys.executable, "-m", "pytest_accel"]
     fold, compare = Measured(), Measured()
+    paired = None
     with tempfile.TemporaryDirectory() as tmp:
         records = write_records(Path(tmp), tests)
         baseline = Path(tmp) / "baseline.json"
@@ -100,8 +127,15 @@ def measure(tests: int, repeat: int) -> tuple[Measured, Measured, float, float]:
         command = [*cli, "compare", str(records[-1]), "--baseline", str(baseline)]
         for _ in range(repeat):
             timed([*command, "--format", "json"], compare)
+        if against is not None:
+            paired = Paired()
+            then_env = {**os.environ, "PYTHONPATH": str(against.resolve() / "src")}
+            for round_ in range(repeat):
+                pair = [(paired.now, None), (paired.then, then_env)]
+                for into, env in pair if round_ % 2 == 0 else reversed(pair):
+                    timed([*command, "--format", "json"], into, env)
         sizes = baseline.stat().st_size / 1e6, records[-1].stat().st_size / 1e6
-    return fold, compare, *sizes
+    return fold, compare, *sizes, paired
 
 
 def main() -> None:
@@ -110,10 +144,15 @@ def main() -> None:
         "--tests", default="100000", help="comma-separated suite sizes (default 100000)"
     )
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--against", type=Path, metavar="DIR", help="a checkout to time compare against, paired"
+    )
     args = parser.parse_args()
     rows = []
     for tests in (int(n) for n in args.tests.split(",")):
-        fold, compare, base_mb, record_mb = measure(tests, args.repeat)
+        fold, compare, base_mb, record_mb, paired = measure(tests, args.repeat, args.against)
+        if paired is not None:
+            print(f"{tests}: compare against {args.against}: {paired.ratios()}")
         rows.append(
             f"| {tests:,} | {base_mb:.0f} | {record_mb:.0f} | {compare.row()} | {fold.row()} |"
         )
