@@ -40,7 +40,6 @@ from pytest_accel.perf.columns import Values
 from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
 from pytest_accel.perf.quiet import (
     Compared,
-    aligned,
     module_path_of,
     quiet_comparison,
     rule_spread_is_summarised,
@@ -99,7 +98,7 @@ def compare(
     if rule.normalize:
         current = test_inputs.current.tolist()
         speed = runner_speed(current, test_inputs.medians.tolist(), test_inputs.noise.tolist())
-        levels = aligned(summary.level, env.positions("tests"), test_inputs.ids)
+        levels = _at_rows(summary.level, test_inputs.rows).tolist()
         every = [*summary.speeds, current_speed(current, levels)]
         speeds = None if all(s == 1.0 for s in every) else np.array(every)
     if speed is not None or speeds is not None:
@@ -176,6 +175,7 @@ class _Inputs:
     that does not depend on the runner's speed: worked out once per kind."""
 
     ids: list[str]
+    rows: IntArray  # each id's row in the baseline's ids of its kind
     current: FloatArray  # seconds now
     samples: FloatArray  # a row per id, a column per baseline run
     medians: FloatArray
@@ -215,7 +215,7 @@ def _inputs(
     else:
         with np.errstate(all="ignore"):
             noise = spread[1] if rule.log_space else spread[1] / medians
-    return _Inputs(present, current, samples, medians, spread, noise)
+    return _Inputs(present, rows, current, samples, medians, spread, noise)
 
 
 def _at_rows(values: Values, rows: IntArray) -> FloatArray:
