@@ -241,6 +241,9 @@ def test_the_summary_is_written_with_the_samples_and_read_back_as_written() -> N
     assert written["runs"] == 2
     assert written["tests"]["median"] == [0.2, 0.2]  # (0.1 + 0.3) / 2; b's one sample
     assert written["tests"]["peak"] == [0.3, 0.2]
+    # The z-score's centre: the median log sample (of two, the mean of their logs).
+    centre = [round((math.log(0.1) + math.log(0.3)) / 2, 7), round(math.log(0.2), 7)]
+    assert written["tests"]["centre"] == centre
     assert written["speeds"] == [1.0, 1.0]  # fewer than 20 tests: no speed
     assert written["totals"] == [0.3, 0.3]
     again = parse_baseline("b.json", to_json(Baseline({"cpu/x1": env})))
@@ -249,10 +252,21 @@ def test_the_summary_is_written_with_the_samples_and_read_back_as_written() -> N
     assert summary == env.summary()
 
 
+def test_a_summary_written_without_the_centre_is_derived_again_with_it() -> None:
+    env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
+    data = to_json(Baseline({"cpu/x1": env}))
+    del data["envs"]["cpu/x1"]["summary"]["tests"]["centre"]  # as a 0.2 pre-release wrote
+    read = parse_baseline("b.json", data).envs["cpu/x1"]
+    assert read.stored_summary() is None
+    assert read.summary() == env.summary()
+    assert to_json(Baseline({"cpu/x1": read}))["envs"]["cpu/x1"]["summary"]["tests"]["centre"]
+
+
 @pytest.mark.parametrize(
     ("summary", "message"),
     [
         ([], "envs['cpu/x1'].summary: expected an object, got list"),
+        ({"runs": 1, "tests": {"centre": {}}}, "summary.tests.centre: expected a list of"),
         ({"runs": 1, "tests": {"median": ["x"]}}, "summary.tests.median: expected a list of"),
         ({"runs": 1, "speeds": [None]}, "summary.speeds: expected a list of numbers"),
         ({"runs": -1}, "summary.runs: "),

@@ -251,6 +251,19 @@ def test_on_a_slower_runner_only_the_truly_slower_test_regresses_with_both_ratio
     assert [f.kind for f in result.regressions] == ["test", "session"]
 
 
+def test_a_run_in_another_order_than_the_baseline_is_compared_the_same() -> None:
+    # The baseline's order takes a shortcut (no lookup per test); any other, the lookups.
+    then = many(50)
+    now = {t: s * 1.3 for t, s in then.items()}
+    now["t_007.py::test"] *= 2.0
+    now["t_020.py::test"] *= 0.3
+    in_order = compared(now, then)
+    reordered = compared(dict(reversed(list(now.items()))), then)
+    assert reordered.to_json() == in_order.to_json()
+    assert [f.id for f in in_order.regressions if f.kind == "test"] == ["t_007.py::test"]
+    assert [f.id for f in in_order.improvements if f.kind == "test"] == ["t_020.py::test"]
+
+
 def test_compare_after_merging_shards_warm_from_a_cache_passes_with_fail(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,13 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from pytest_accel.perf.changes import ChangeRule
+from pytest_accel.perf.changes import ChangeRule, find_steps
 from pytest_accel.perf.speed import (
     MIN_FOR_SPEED,
     column_speeds,
     current_speed,
+    current_speed_of_arrays,
     log_centres,
     runner_speed,
+    runner_speed_of_arrays,
     unexplained_steps,
 )
 
@@ -167,3 +169,57 @@ def test_a_test_that_slowed_against_a_runner_that_sped_up_is_not_found_backwards
     assert steps.found[3]
     assert steps.after[3] > steps.before[3]
     assert math.isclose(steps.after[3] / steps.before[3], 1.6, rel_tol=0.05)
+
+
+def test_only_the_steps_found_as_measured_are_searched_again_with_the_speeds_out() -> None:
+    # Every row is searched on its own, so searching only the rows found as measured
+    # must give what searching every row gives: measured, corrected, the same way.
+    series = series_with_speeds([1.0] * 6 + [1.3] * 6, tests=80, seed=5)
+    series[3, 8:] *= 2.0
+    series[11, 5:] /= 2.0
+    series[40, 6:] *= 1.3  # with the runner: explained away
+    speeds = run_speeds(series)
+    assert speeds is not None
+    measured, corrected = find_steps(series, RULE), find_steps(series / speeds[None, :], RULE)
+    same_way = np.sign(measured.after - measured.before) == np.sign(
+        corrected.after - corrected.before
+    )
+    expected = measured.found & corrected.found & same_way
+    steps = unexplained_steps(series, RULE, speeds)
+    assert expected.any()
+    assert steps.found.tolist() == expected.tolist()
+    assert steps.runs.tolist() == np.where(expected, measured.runs, 0).tolist()
+    assert np.array_equal(steps.before, np.where(expected, measured.before, np.nan), equal_nan=True)
+
+
+@pytest.mark.parametrize("count", [MIN_FOR_SPEED + 2, 301, 400])  # some too few, even, odd
+@pytest.mark.parametrize("scale", [1.0, 0.8, 1.3])
+@pytest.mark.parametrize("holes", [False, True])
+def test_the_speeds_over_arrays_are_the_speeds_over_lists_to_the_last_bit(
+    count: int, scale: float, holes: bool
+) -> None:
+    # The full comparison takes numpy's way, the quiet one the lists' way: one number.
+    rng = np.random.default_rng(count)
+    then = medians(count, seed=count)
+    now = then * scale * np.exp(rng.normal(0.0, 0.05, count))
+    noise = rng.uniform(0.0, 0.3, count)
+    if holes:  # no sample now, none before, no spread known
+        for values in (now, then, noise):
+            values[rng.choice(count, count // 10, replace=False)] = np.nan
+    now[:3] = 0.0  # too fast for the clock: no log
+    levels = np.log(then)
+    by_arrays = runner_speed_of_arrays(now, then, noise)
+    assert by_arrays == runner_speed(now.tolist(), then.tolist(), noise.tolist())
+    now_speed = current_speed_of_arrays(now, levels)
+    assert now_speed == current_speed(now.tolist(), levels.tolist())
+    if scale != 1.0 and count > 300:
+        assert by_arrays == pytest.approx(scale, rel=0.05)
+        assert now_speed == pytest.approx(scale, rel=0.05)
+
+
+def test_too_few_usable_tests_give_no_speed_over_arrays_either() -> None:
+    then = medians(MIN_FOR_SPEED + 1)
+    now = then * 1.5
+    now[:2] = np.nan
+    assert runner_speed_of_arrays(now, then, np.full(len(then), 0.02)) is None
+    assert current_speed_of_arrays(now, np.log(then)) == 1.0

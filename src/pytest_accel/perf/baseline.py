@@ -129,6 +129,7 @@ def _parse_summary(path: str, where: str, value: Any) -> Summary:
     return Summary(
         runs,
         numbers("tests.median", tests.get("median", [])),
+        numbers("tests.centre", tests.get("centre", [])),
         numbers("tests.noise", tests.get("noise", [])),
         numbers("tests.level", tests.get("level", [])),
         numbers("warmup.median", warmup.get("median", [])),
@@ -314,6 +315,7 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
         "totals": summary.totals,
         "tests": {
             "median": summary.median,
+            "centre": summary.centre,
             "noise": summary.noise,
             "level": summary.level,
             "peak": summary.peaks["tests"],

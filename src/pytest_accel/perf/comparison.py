@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import compress, repeat
-from math import fsum, log
+from math import fsum, isnan, log
 from operator import is_not
 from typing import TYPE_CHECKING
 
@@ -49,7 +49,11 @@ from pytest_accel.perf.quiet import (
 )
 from pytest_accel.perf.rule import Rule, judge, row_median, sample_spread
 from pytest_accel.perf.samples import EnvHistory, Summary
-from pytest_accel.perf.speed import current_speed, runner_speed, unexplained_steps
+from pytest_accel.perf.speed import (
+    current_speed_of_arrays,
+    runner_speed_of_arrays,
+    unexplained_steps,
+)
 from pytest_accel.perf.timings import RunIdentity, RunTimings
 
 if TYPE_CHECKING:
@@ -96,10 +100,10 @@ def compare(
     test_inputs = _inputs(setting, "test", compared, env.matrix("tests"))
     speed = speeds = None
     if rule.normalize:
-        current = test_inputs.current.tolist()
-        speed = runner_speed(current, test_inputs.medians.tolist(), test_inputs.noise.tolist())
-        levels = _at_rows(summary.level, test_inputs.rows).tolist()
-        every = [*summary.speeds, current_speed(current, levels)]
+        current = test_inputs.current
+        speed = runner_speed_of_arrays(current, test_inputs.medians, test_inputs.noise)
+        levels = _at_rows(summary.level, test_inputs.rows)
+        every = [*summary.speeds, current_speed_of_arrays(current, levels)]
         speeds = None if all(s == 1.0 for s in every) else np.array(every)
     if speed is not None or speeds is not None:
         result.speed = speed or 1.0
@@ -166,7 +170,7 @@ class _Setting:
     rule: Rule
     speed: float | None = None
     run_speeds: FloatArray | None = None  # each run's speed, this one last (speed.py)
-    summary: Summary | None = None  # medians and noise of tests and warm-ups
+    summary: Summary | None = None  # medians, centres and noise of tests and warm-ups
 
 
 @dataclass(frozen=True)
@@ -191,28 +195,37 @@ def _inputs(
 
     env, rule = setting.env, setting.rule
     ids, matrix = baseline
-    index = env.positions(KIND_OF_FINDING[kind]) if env.ids[KIND_OF_FINDING[kind]] is ids else None
-    if index is None:
-        index = {ident: row for row, ident in enumerate(ids)}
-    # The ids of ``now`` the baseline has, with C-level maps: 100,000 of them offline.
-    positions = list(map(index.get, now))
-    kept = list(map(is_not, positions, repeat(None)))
-    present = list(compress(now, kept))
-    rows = np.array(list(compress(positions, kept)), dtype=np.int64)
-    samples = matrix[rows] if len(rows) else np.zeros((0, len(env.runs)))
-    current = np.array(list(compress(now.values(), kept)), dtype=np.float64)
+    present = list(now)
+    if present == ids:  # the baseline's ids in its order, as a suite that did not change
+        rows = np.arange(len(ids), dtype=np.int64)
+        samples = matrix
+        current = np.fromiter(now.values(), dtype=np.float64, count=len(present))
+    else:
+        index = (
+            env.positions(KIND_OF_FINDING[kind]) if env.ids[KIND_OF_FINDING[kind]] is ids else None
+        )
+        if index is None:
+            index = dict(zip(ids, range(len(ids)), strict=True))
+        # The ids of ``now`` the baseline has, with C-level maps: 100,000 of them offline.
+        positions = list(map(index.get, now))
+        kept = list(map(is_not, positions, repeat(None)))
+        present = list(compress(now, kept))
+        rows = np.array(list(compress(positions, kept)), dtype=np.int64)
+        samples = matrix[rows] if len(rows) else np.zeros((0, len(env.runs)))
+        current = np.array(list(compress(now.values(), kept)), dtype=np.float64)
     known = _summarised(setting, kind, ids)
     if known is not None:  # the numbers the quiet comparison (perf.quiet) uses too
         medians = _at_rows(known[0], rows)
     else:
         medians = row_median(samples) if len(rows) else np.zeros(0)
-    if samples.size:
-        spread = sample_spread(samples, rule)
-    else:
-        spread = (np.full(len(present), np.nan), np.full(len(present), np.nan))
     if known is not None and known[1] is not None and rule_spread_is_summarised(rule):
-        noise = _at_rows(known[1], rows)
+        centre, noise = _at_rows(known[1][0], rows), _at_rows(known[1][1], rows)
+        spread = (centre, noise)
     else:
+        if samples.size:
+            spread = sample_spread(samples, rule)
+        else:
+            spread = (np.full(len(present), np.nan), np.full(len(present), np.nan))
         with np.errstate(all="ignore"):
             noise = spread[1] if rule.log_space else spread[1] / medians
     return _Inputs(present, rows, current, samples, medians, spread, noise)
@@ -259,42 +272,44 @@ def _judge(
         judged.changes.append(
             Change(kind, present[row], before, after, runs, _since(setting, runs))
         )
-    changed = dict(zip(present, np.sign(steps.after - steps.before).tolist(), strict=True))
+    # A change says more (when it began, and that it held) than a finding the same way.
+    direction = np.sign(steps.after - steps.before)  # NaN: no step
     for what, mask, sign in (("regression", regressed, 1.0), ("improvement", improved, -1.0)):
-        for row in np.flatnonzero(mask):
-            if steps.found[row] and changed[present[row]] == sign:
-                continue  # a change says more: when it began, and that it held
-            median = float(medians[row])
-            z = float(raw.z[row])
-            ratio = float(current[row]) / median if median > 0 else float("inf")
-            judged.findings.append(
-                (
-                    what,
-                    Finding(
-                        kind,
-                        present[row],
-                        median,
-                        float(current[row]),
-                        ratio,
-                        int(raw.count[row]),
-                        None if np.isnan(z) else z,
-                        None if speed is None else ratio / speed,
-                    ),
-                )
+        rows = np.flatnonzero(mask & ~(steps.found & (direction == sign)))
+        for row, median, now, count, z in zip(
+            rows.tolist(),
+            medians[rows].tolist(),
+            current[rows].tolist(),
+            raw.count[rows].tolist(),
+            raw.z[rows].tolist(),
+            strict=True,
+        ):
+            ratio = now / median if median > 0 else float("inf")
+            finding = Finding(
+                kind,
+                present[row],
+                median,
+                now,
+                ratio,
+                int(count),
+                None if isnan(z) else z,
+                None if speed is None else ratio / speed,
             )
+            judged.findings.append((what, finding))
     return judged
 
 
 def _summarised(
     setting: _Setting, kind: str, ids: list[str]
-) -> tuple[Values, Values | None] | None:
-    """The summary's medians (and noise, for tests) of the ids judged, when they are
-    the env's tests or warm-ups (``Summary``); None for classes and modules."""
+) -> tuple[Values, tuple[Values, Values] | None] | None:
+    """The summary's medians (and for tests the z-score's centre and scale) of the ids
+    judged, when they are the env's tests or warm-ups (``Summary``); None for classes
+    and modules."""
     summary, env = setting.summary, setting.env
     if summary is None:
         return None
     if ids is env.ids["tests"]:
-        return summary.median, summary.noise
+        return summary.median, (summary.centre, summary.noise)
     if ids is env.ids["warmup"]:
         return summary.warmup_median, None
     return None

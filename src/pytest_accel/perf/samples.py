@@ -50,16 +50,18 @@ class Summary:
     comparison that can find nothing needs no numpy (``perf.quiet``).  Rounded as
     written whether read or computed: both comparisons see the same numbers.
 
-    Per test (aligned with ``ids["tests"]``, None: no sample): its median, its noise
-    (the spread of its log samples, as the rule's z-score takes it) and its level (the
-    median log of its positive samples, what run speeds are measured against); per
-    warm-up its median; per id of every kind its largest sample (``peaks``: an id whose
-    samples all stay below the rule's ``min_duration`` cannot be a finding unless it
-    reaches it now); per run its speed (``perf.speed``) and its total.
+    Per test (aligned with ``ids["tests"]``, None: no sample): its median, its centre
+    and noise (the median and spread of its log samples: the default rule's z-score
+    centre and scale, ``rule.sample_spread``) and its level (the median log of its
+    positive samples, what run speeds are measured against); per warm-up its median;
+    per id of every kind its largest sample (``peaks``: an id whose samples all stay
+    below the rule's ``min_duration`` cannot be a finding unless it reaches it now);
+    per run its speed (``perf.speed``) and its total.
     """
 
     runs: int
     median: Values
+    centre: Values
     noise: Values
     level: Values
     warmup_median: Values
@@ -72,7 +74,11 @@ class Summary:
         return (
             self.runs == len(env.runs)
             and len(self.speeds) == len(self.totals) == self.runs
-            and len(self.median) == len(self.noise) == len(self.level) == len(env.ids["tests"])
+            and len(self.median)
+            == len(self.centre)
+            == len(self.noise)
+            == len(self.level)
+            == len(env.ids["tests"])
             and len(self.warmup_median) == len(env.ids["warmup"])
             and all(len(self.peaks.get(kind, ())) == len(env.ids[kind]) for kind in KINDS)
         )
@@ -150,7 +156,7 @@ class EnvHistory:
         cached = self._positions.get(kind)
         if cached is not None and cached[0] is ids and len(cached[1]) == len(ids):
             return cached[1]
-        index = {ident: row for row, ident in enumerate(ids)}
+        index = dict(zip(ids, range(len(ids)), strict=True))
         self._positions[kind] = (ids, index)
         return index
 
@@ -191,11 +197,12 @@ def summarise(env: EnvHistory) -> Summary:
 
     _, tests = env.matrix("tests")
     _, warmup = env.matrix("warmup")
-    _, noise = sample_spread(tests, Rule())
+    centre, noise = sample_spread(tests, Rule())
     levels = log_centres(tests)
     return Summary(
         runs=len(env.runs),
         median=_rounded(row_median(tests), SUMMARY_DIGITS),
+        centre=_rounded(centre, SUMMARY_DIGITS),
         noise=_rounded(noise, SUMMARY_DIGITS),
         level=_rounded(levels, SUMMARY_DIGITS),
         warmup_median=_rounded(row_median(warmup), SUMMARY_DIGITS),

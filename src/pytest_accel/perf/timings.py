@@ -82,7 +82,13 @@ class RunTimings:
     def comparable(self, metric: str = "call", *, warmup: bool = False) -> dict[str, float]:
         """Tests that passed, with their timing: those that did not pay their process's
         warm-up, or (``warmup``) those that did."""
-        # C-level maps, no Python frame per test: 100,000 of them offline.
+        # C-level maps, no Python frame per test: 100,000 of them offline.  Usually all
+        # passed and none (or all) ran first in their process: a count says so.
+        wanted = self.warmup.count(warmup)
+        if not wanted:
+            return {}
+        if wanted == len(self.ids) and self.outcome.count("passed") == wanted:
+            return dict(zip(self.ids, self.metric(metric), strict=True))
         passed = map(eq, self.outcome, repeat("passed"))
         keep = map(and_, passed, map(eq, self.warmup, repeat(warmup)))
         return dict(compress(zip(self.ids, self.metric(metric), strict=True), keep))
