@@ -4,27 +4,50 @@ command's time (docs/architecture.md says how the shared modules keep it out).""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 # Runs one command in a fresh interpreter, then says whether pytest got imported.
 PROBE = """
-import json, sys
+import json, os, sys
 from pytest_accel.cli import main
 code = main(sys.argv[1:])
-print(json.dumps({"code": code, "pytest": "pytest" in sys.modules}))
+tasks = "/proc/self/task"
+print(json.dumps({
+    "code": code,
+    "pytest": "pytest" in sys.modules,
+    "numpy": "numpy" in sys.modules,
+    "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+    "threads": len(os.listdir(tasks)) if os.path.isdir(tasks) else None,
+}))
 """
 
 
-def run_fresh(args: list[str], cwd: Path) -> tuple[int, bool, str]:
+def probe(args: list[str], cwd: Path) -> dict[str, Any]:
+    """The command run in a fresh interpreter, without a BLAS setting of its own; what
+    the process held after it, and its stderr."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=cwd, check=True
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=True,
+        env=env,
     )
-    outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    return outcome["code"], outcome["pytest"], done.stderr
+    outcome: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    outcome["stderr"] = done.stderr
+    return outcome
+
+
+def run_fresh(args: list[str], cwd: Path) -> tuple[int, bool, str]:
+    outcome = probe(args, cwd)
+    return outcome["code"], outcome["pytest"], outcome["stderr"]
 
 
 @pytest.fixture
@@ -75,3 +98,14 @@ def test_a_bad_option_value_is_still_one_line_and_exit_2_in_a_fresh_process(file
     assert stderr == (
         "pytest-accel: error: --threshold: '0.5' is below 1; a regression is a ratio above 1\n"
     )
+
+
+def test_a_command_that_loads_numpy_starts_no_blas_threads(files: Path) -> None:
+    """No command multiplies matrices: OpenBLAS's pool would only spin on the other
+    cores, so the tool asks for one thread, unless the user set a number."""
+    outcome = probe(["baseline", "record.json", "--into", "folded.json"], files)
+    assert (outcome["code"], outcome["stderr"]) == (0, "")
+    assert outcome["numpy"] is True  # the fold summarises the samples with numpy
+    assert outcome["blas_threads"] == "1"
+    if outcome["threads"] is not None:  # Linux: the process's threads, all of them
+        assert outcome["threads"] == 1

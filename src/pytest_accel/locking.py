@@ -10,7 +10,6 @@ read (``file_identity``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -38,6 +37,8 @@ def cache_subdir(name: str) -> Path | None:
 def lock_path(target: Path) -> Path:
     """The lock for ``target``: in our cache directory (never beside the user's files),
     named after the resolved path, so a link and its target share one lock."""
+    import hashlib  # 6 ms of OpenSSL, for the commands that never write a file
+
     digest = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
     directory = cache_subdir("locks")
     if directory is None:

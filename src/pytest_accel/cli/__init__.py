@@ -10,6 +10,7 @@ problem, never a traceback).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -61,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # faster, and this process exits with little in memory (files.dumps says why a
     # pytest run does without it).
     import orjson  # noqa: F401
+
+    # No command multiplies matrices: without this, importing numpy starts OpenBLAS's
+    # thread pool, whose threads spin on the other cores (0.1 s of CPU on 2 cores).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     try:
         # A short-lived process whose large structures (parsed files, their columns) hold

@@ -10,7 +10,7 @@ turns that into the comparison's ``RunTimings``.
 from __future__ import annotations
 
 import os
-import platform as python_platform
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +81,7 @@ def record_head(
             "platform": detection.platform,
             "device_kind": detection.device_kind,
             "device_count": detection.device_count,
-            "python": python_platform.python_version(),
+            "python": sys.version.split()[0],  # platform.python_version(), without importing it
             "pytest": pytest_version,
             "frameworks": dict(frameworks),
         },
