@@ -179,8 +179,11 @@ def run_concurrently(
 
 
 def per_test(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A version 2 record's test columns seen as one object per test (node id)."""
-    columns = record["tests"]
+    """A record's test columns, as the plugin reads them (every column a list), seen
+    as one object per test (node id)."""
+    from pytest_accel.perf.record import check_record
+
+    columns = check_record("record.json", record)["tests"]
     names = [n for n in columns if isinstance(columns[n], list) and n not in ("id", "warmup")]
     view = {
         nodeid: {name: columns[name][row] for name in names}

@@ -16,6 +16,7 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.cli import main
+from pytest_accel.perf.repeats import expanded
 
 BROKEN_CONTENTS: dict[str, bytes] = {
     "truncated": b'{"schema": "pytest-accel/rec',
@@ -183,7 +184,10 @@ def mutated_record(tmp_path: Path, field: tuple[str, ...], value: Any) -> Path:
     data = json.loads(valid_record(tmp_path).read_text())
     if len(field) == 3:  # a column's entry
         section, column, ident = field
-        data[section][column][data[section]["id"].index(ident)] = copy.deepcopy(value)
+        entries = data[section][column]
+        if isinstance(entries, dict):  # runs of equal values: as the list they stand for
+            entries = data[section][column] = expanded(entries["values"], entries["counts"])
+        entries[data[section]["id"].index(ident)] = copy.deepcopy(value)
     else:
         data[field[0]][field[1]] = copy.deepcopy(value)
     path = tmp_path / "mutated.json"
@@ -246,6 +250,63 @@ def test_an_outcome_that_is_a_list_is_named_by_every_consumer(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     escaped = expected.replace("[", "[[]")
     result.stderr.fnmatch_lines([f"ERROR: --perf-baseline: mutated.json: {escaped}*"])
+
+
+@pytest.mark.parametrize(
+    ("runs", "message"),
+    [
+        ({"values": ["passed"], "counts": [3]}, "tests.outcome: runs of 3 entries for 2 ids"),
+        ({"values": ["passed", "failed"], "counts": [2]}, "tests.outcome: 2 values for 1 counts"),
+        (
+            {"values": ["passed", "failed"], "counts": [2, 0]},
+            "tests.outcome.counts: expected a whole number from 1, got 0",
+        ),
+        (
+            {"values": ["passed", "passed"], "counts": [True, 1]},
+            "tests.outcome.counts: expected a whole number from 1, got True",
+        ),
+        ({"values": ["passed"]}, "tests.outcome: expected a list, or runs as lists values and"),
+        (
+            {"values": ["passed", "bogus"], "counts": [1, 1]},
+            "tests.outcome['t.py::test_two']: expected one of crashed, error, failed",
+        ),
+    ],
+)
+def test_a_column_of_runs_that_does_not_add_up_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], runs: dict[str, Any], message: str
+) -> None:
+    data = json.loads(valid_record(tmp_path).read_text())
+    data["tests"]["outcome"] = runs
+    bad = tmp_path / "runs.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["compare", str(bad), "--baseline", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_naming(err, bad, "pytest-accel: error: ")
+    assert f"runs.json: {message}" in err
+
+
+def test_a_version_2_record_of_lists_is_read_and_upgraded_to_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(valid_record(tmp_path).read_text())
+    assert data["version"] == 3
+    assert data["tests"]["outcome"] == {"values": ["passed"], "counts": [2]}
+    for name in ("outcome", "class", "module", "worker"):
+        column = data["tests"][name]
+        if isinstance(column, dict):
+            data["tests"][name] = expanded(column["values"], column["counts"])
+    data["version"] = 2
+    old = tmp_path / "v2.json"
+    old.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["compare", str(old), "--baseline", str(old)]) == 0
+    assert "2 test(s) compared under cpu/x1" in capsys.readouterr().out
+    assert main(["upgrade", str(old)]) == 0
+    assert "record version 2 -> 3" in capsys.readouterr().out
+    upgraded = json.loads(old.read_text())
+    assert upgraded["version"] == 3
+    assert upgraded["tests"]["outcome"] == {"values": ["passed"], "counts": [2]}
+    assert upgraded["tests"]["worker"] == {"values": [None], "counts": [2]}
+    assert upgraded["tests"]["class"] == ["t.py::TestA", None]  # as runs, no shorter
 
 
 @pytest.mark.parametrize("field", ["workers", "exitstatus", "duration"])

@@ -20,6 +20,7 @@ import pytest
 from pytest_accel.files import STALE_TEMP_SECONDS, TEMP_SUFFIX, write_atomic
 from pytest_accel.locking import lock_path
 from pytest_accel.perf.columns import decode
+from pytest_accel.perf.record import check_record
 
 PASSING = "def test_a(): pass\ndef test_b(): pass\n"
 
@@ -285,9 +286,10 @@ def test_sigterm_ends_the_run_like_ctrl_c_records_what_ran_and_adds_nothing_to_h
     assert "KeyboardInterrupt" in out
     record = load(pytester.path / "record.json")
     assert record["run"]["exitstatus"] == pytest.ExitCode.INTERRUPTED
+    tests = check_record("record.json", record)["tests"]  # a valid record, as it is read
     outcomes = {
         nodeid.rsplit("::", 1)[1]: outcome
-        for nodeid, outcome in zip(record["tests"]["id"], record["tests"]["outcome"], strict=True)
+        for nodeid, outcome in zip(tests["id"], tests["outcome"], strict=True)
     }
     assert outcomes["test_quick"] == "passed"
     assert not (pytester.path / "history.json").exists()  # an interrupted run adds nothing

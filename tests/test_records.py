@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pytest_accel.perf.record import check_record
 from pytest_accel.perf.table import TimingTable
 from pytest_accel.perf.timings import vcs_info
 from tests.fakesys import per_group, per_test, run_concurrently
@@ -124,14 +125,18 @@ def test_xdist_records_each_test_once_with_its_worker_and_matches_a_serial_run(
     )
     parallel, serial = load(pytester.path / "parallel.json"), load(pytester.path / "serial.json")
     assert len(parallel["tests"]["id"]) == 200
-    assert set(parallel["tests"]["worker"]) == {"gw0", "gw1"}
+    workers = check_record("parallel.json", parallel)["tests"]["worker"]  # a list or runs
+    assert set(workers) == {"gw0", "gw1"}
     assert parallel["run"]["workers"] == 2
     assert set(parallel["tests"]["id"]) == set(serial["tests"]["id"])
     assert set(parallel["classes"]["id"]) == set(serial["classes"]["id"])
     assert {k: v["tests"] for k, v in per_group(parallel, "modules").items()} == {
         k: v["tests"] for k, v in per_group(serial, "modules").items()
     }
-    assert set(serial["tests"]["worker"]) == {None}
+    # Serial: one run of no worker, and the tests of a class one run of that class.
+    assert serial["tests"]["worker"] == {"values": [None], "counts": [200]}
+    assert serial["tests"]["class"]["counts"] == [25, 25, 25, 25, 25, 25, 25, 25]
+    assert serial["tests"]["class"]["values"][:2] == ["test_m0.py::TestK0", None]
     # Each worker's first test paid that process's warm-up.
     assert len(parallel["tests"]["warmup"]) == 2
     # The controller writes one HTML report with every test, from both workers.

@@ -21,7 +21,7 @@ from pytest_accel.perf import output
 from pytest_accel.perf.merge import MergeError, merge_records
 from pytest_accel.perf.offline import accept_changes, compare_files, fold_records, upgrade_file
 from pytest_accel.perf.options import DEFAULT_WINDOW
-from pytest_accel.perf.record import check_record
+from pytest_accel.perf.record import check_record, record_json
 from pytest_accel.text import line_start, one_line
 
 
@@ -231,7 +231,7 @@ def merge_files(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     for result in results:
         out = args.output if len(results) == 1 else _per_key_path(args.output, result.key)
-        write_json_atomic(out, result.record)
+        write_json_atomic(out, record_json(result.record))
         for note in result.notes:
             sys.stderr.write(one_line(f"pytest-accel: note: {note}") + "\n")
         sys.stdout.write(

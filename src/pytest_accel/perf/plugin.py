@@ -29,7 +29,7 @@ from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.pauses import register as register_pauses
-from pytest_accel.perf.record import RunInfo, encode_record, record_head
+from pytest_accel.perf.record import RunInfo, check_record, encode_record, record_head
 from pytest_accel.perf.table import TimingTable
 from pytest_accel.perf.timings import (
     RunIdentity,
@@ -240,8 +240,8 @@ class PerfPlugin:
 
         def record() -> dict[str, Any]:
             chunks = encode_record(self.table, head, self.results.deselected)
-            document: dict[str, Any] = parse_json("the timing record", b"".join(chunks))
-            return document
+            what = "the timing record"  # read back as any record is: every column a list
+            return check_record(what, parse_json(what, b"".join(chunks)))
 
         outputs = session_outputs(self.config)
         outputs.record, outputs.baseline, outputs.rule = record, self.baseline, self.options.rule

@@ -1,10 +1,11 @@
 """The timing record (``--perf-record``): written and read only here.
 
-Version 2 (docs/format.md) keeps tests in columns: a list per field, one entry per
-test, so a 100,000-test record parses in a twentieth of a second and is written straight
-from the session's ``TimingTable``.  Version 1 records (one object per test) are still
-read: ``check_record`` validates either and returns version 2's layout, and ``timings``
-turns that into the comparison's ``RunTimings``.
+Tests are in columns (docs/format.md): a list per field, one entry per test, written
+straight from the session's ``TimingTable``; version 3 writes the text columns
+(outcome, class, module, worker) as runs of equal values where that is shorter
+(``perf.repeats``).  Version 1 (one object per test) and version 2 (every column a
+list) are still read: ``check_record`` validates any of them and returns the lists'
+layout, and ``timings`` turns that into the comparison's ``RunTimings``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pytest_accel.fields import (
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.hardware.detection import Detection
 from pytest_accel.outcomes import OUTCOMES
+from pytest_accel.perf import repeats
 from pytest_accel.perf.table import TimingTable, rounded
 from pytest_accel.perf.timings import (
     Groups,
@@ -38,7 +40,8 @@ from pytest_accel.perf.timings import (
 )
 
 RECORD_SCHEMA = "pytest-accel/record"
-RECORD_VERSION = 2
+RECORD_VERSION = 3
+RUN_COLUMNS = ("outcome", "class", "module", "worker")  # runs where shorter (perf.repeats)
 SECONDS = ("setup", "call", "teardown", "total")
 PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
 TEXTS = ("class", "module", "worker")
@@ -103,15 +106,15 @@ def encode_record(
     warmup, totals = table.warmup(), table.totals()
     tests = {
         "id": table.nodeids,
-        "outcome": table.outcomes,
+        "outcome": repeats.as_runs(table.outcomes),
         "setup": lambda: rounded(table.setups),
         "call": lambda: rounded(table.calls),
         "teardown": lambda: rounded(table.teardowns),
         "total": lambda: rounded(totals),
         "gc": lambda: rounded(table.pauses),
-        "class": table.class_ids,
-        "module": table.module_ids,
-        "worker": table.workers,
+        "class": repeats.as_runs(table.class_ids),
+        "module": repeats.as_runs(table.module_ids),
+        "worker": repeats.as_runs(table.workers),
         "warmup": [nodeid for nodeid, warm in zip(table.nodeids, warmup, strict=True) if warm],
         "attempts": table.attempts_json(),
     }
@@ -133,8 +136,9 @@ def load_record(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
 
 
 def check_record(path: str, data: Any) -> dict[str, Any]:
-    """A record read back, every field of docs/format.md type-checked, in version 2's
-    layout (a version 1 record is converted).
+    """A record read back, every field of docs/format.md type-checked, with every
+    column a list, as version 2 wrote them (version 1's objects and version 3's runs
+    are converted).
 
     Unknown fields are ignored (a newer writer may add some).  A problem is an InputError
     naming the file and the field.  Columns are checked a field at a time: a record can
@@ -148,7 +152,9 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         expect_object(path, "comparison", record["comparison"])
     if record["version"] == 1:
         return {**record, **_columns_of_version_1(path, record)}
-    _check_columns(path, "tests", record.get("tests"), (*SECONDS, PAUSES), TEXTS)
+    runs = _check_columns(path, "tests", record.get("tests"), (*SECONDS, PAUSES), TEXTS)
+    if runs:  # version 3's runs of equal values, as version 2's lists
+        record = {**record, "tests": {**record["tests"], **runs}}
     tests = record["tests"]
     known = set(tests["id"])
     attempts = expect_object(path, "tests.attempts", tests.get("attempts", {}))
@@ -202,16 +208,23 @@ _TEXT_OR_NULL = {str, type(None)}
 
 def _check_columns(
     path: str, where: str, value: Any, seconds: tuple[str, ...], texts: tuple[str, ...]
-) -> None:
-    """Equal-length columns of the right types; the bad entry named when one is wrong."""
+) -> dict[str, list[Any]]:
+    """Equal-length columns of the right types; the bad entry named when one is wrong.
+    The columns written as runs (``perf.repeats``), as lists."""
     columns = expect_object(path, where, value)
     ids = _check_names(path, f"{where}.id", columns.get("id"))
+    lists: dict[str, list[Any]] = {}
     for name in ("outcome", *seconds, *texts, "tests", "deselected", "whole"):
         if where != "tests" and name in ("outcome", *TEXTS):
             continue
         column = columns.get(name)
         if column is None and name in ("tests", "deselected", "whole", PAUSES, *TEXTS):
             continue  # optional
+        if isinstance(column, dict) and name in RUN_COLUMNS:
+            values, counts = repeats.runs_of(path, f"{where}.{name}", column, len(ids))
+            column = lists[name] = repeats.expanded(values, counts)
+            if _column_looks_right(name, values, seconds):
+                continue  # a few values checked, not one per test
         if not isinstance(column, list):
             raise InputError(path, f"{where}.{name}: expected a list, got {_kind(column)}")
         if len(column) != len(ids):
@@ -220,6 +233,7 @@ def _check_columns(
             continue
         for ident, entry in zip(ids, column, strict=True):  # find and name the bad one
             _check_entry(path, f"{where}.{name}[{ident!r}]", name, entry, seconds)
+    return lists
 
 
 def _column_looks_right(name: str, column: list[Any], seconds: tuple[str, ...]) -> bool:
@@ -366,8 +380,11 @@ def attempts_of(data: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def record_json(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A checked record (``check_record``) as the version 2 document it now is."""
-    return {**data, "version": RECORD_VERSION}
+    """A checked record (``check_record``) as the current version's document: its text
+    columns as runs of equal values where that is shorter."""
+    tests = data["tests"]
+    runs = {name: repeats.as_runs(tests[name]) for name in RUN_COLUMNS if name in tests}
+    return {**data, "version": RECORD_VERSION, "tests": {**tests, **runs}}
 
 
 def started(path: str, data: Mapping[str, Any]) -> float:
