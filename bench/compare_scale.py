@@ -7,7 +7,9 @@ against it.  Reports the median wall time and peak RSS of each command, per size
 
 ``--against DIR`` (a checkout of another commit, e.g. ``git worktree add ../before
 HEAD~1``) also times ``compare`` with that tree's source, paired: each round runs both,
-forward and backward in turn, and the ratio is the median of the rounds' ratios.
+forward and backward in turn, and the ratio is the median of the rounds' ratios.  That
+tree reads the same record in version 2's layout (every column a list), as a tree from
+before version 3 records would have written it.
 
 The records come from the plugin's own encoder (``bench/synthetic.py``): the exact
 format a run writes.  Each size's inputs are built once and reused by every repeat.
@@ -81,6 +83,19 @@ def write_records(directory: Path, tests: int, runs: int = RUNS) -> list[Path]:
     return paths
 
 
+def as_version_2(path: Path, into: Path) -> Path:
+    """The record at ``path`` with every column a list (runs of equal values, which
+    version 3 writes, expanded) as version 2: the same tests for a tree before it."""
+    record = orjson.loads(path.read_bytes())
+    for name, column in record["tests"].items():
+        if isinstance(column, dict) and "counts" in column:
+            pairs = zip(column["values"], column["counts"], strict=True)
+            record["tests"][name] = [value for value, count in pairs for _ in range(count)]
+    record["version"] = 2
+    into.write_bytes(orjson.dumps(record))
+    return into
+
+
 def timed(command: list[str], into: Measured, env: dict[str, str] | None = None) -> None:
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -130,10 +145,13 @@ def measure(
         if against is not None:
             paired = Paired()
             then_env = {**os.environ, "PYTHONPATH": str(against.resolve() / "src")}
+            # The same record in the lists' layout (version 2): what an older tree reads.
+            listed = as_version_2(records[-1], Path(tmp) / "record-v2.json")
+            then = [*cli, "compare", str(listed), "--baseline", str(baseline)]
             for round_ in range(repeat):
-                pair = [(paired.now, None), (paired.then, then_env)]
-                for into, env in pair if round_ % 2 == 0 else reversed(pair):
-                    timed([*command, "--format", "json"], into, env)
+                pair = [(paired.now, command, None), (paired.then, then, then_env)]
+                for into, argv, env in pair if round_ % 2 == 0 else reversed(pair):
+                    timed([*argv, "--format", "json"], into, env)
         sizes = baseline.stat().st_size / 1e6, records[-1].stat().st_size / 1e6
     return fold, compare, *sizes, paired
 
