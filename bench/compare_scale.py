@@ -84,15 +84,8 @@ def write_records(directory: Path, tests: int, runs: int = RUNS) -> list[Path]:
 
 
 def as_version_2(path: Path, into: Path) -> Path:
-    """The record at ``path`` with every column a list (runs of equal values, which
-    version 3 writes, expanded) as version 2: the same tests for a tree before it."""
-    record = orjson.loads(path.read_bytes())
-    for name, column in record["tests"].items():
-        if isinstance(column, dict) and "counts" in column:
-            pairs = zip(column["values"], column["counts"], strict=True)
-            record["tests"][name] = [value for value, count in pairs for _ in range(count)]
-    record["version"] = 2
-    into.write_bytes(orjson.dumps(record))
+    """The record at ``path`` as version 2 (``synthetic.as_version_2``), at ``into``."""
+    into.write_bytes(orjson.dumps(synthetic.as_version_2(orjson.loads(path.read_bytes()))))
     return into
 
 

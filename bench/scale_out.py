@@ -3,10 +3,16 @@ into 64 shards, with the plan's imbalance next to pytest-split's two algorithms 
 same durations (when pytest-split is installed, as in build/bench-venv).
 
     build/bench-venv/bin/python bench/scale_out.py
+    build/bench-venv/bin/python bench/scale_out.py --repeat 9 --against ../before
+
+``--against DIR`` (a checkout of another commit) also times ``merge`` with that tree's
+source on the same records as version 2, paired: alternating rounds, and the median of
+the rounds' ratios.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import statistics
@@ -38,33 +44,37 @@ def shard_record(index: int, rng: random.Random) -> dict[str, Any]:
     )
 
 
-def measure_merge(directory: Path) -> tuple[float, float]:
+def measure_merge(
+    directory: Path, repeat: int, against: Path | None
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """``merge`` of the shard records: walls and peak RSS with this tree, and with
+    ``against``'s (the same records as version 2), paired round by round."""
     rng = random.Random(5)
-    paths = []
+    paths, listed = [], []
     for index in range(SHARDS):
+        data = shard_record(index, rng)
         path = directory / f"shard{index:02d}.json"
-        path.write_bytes(orjson.dumps(shard_record(index, rng)))
+        path.write_bytes(orjson.dumps(data))
         paths.append(str(path))
-    walls, rss = [], []
-    for _ in range(3):
-        start = time.perf_counter()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pytest_accel",
-                "merge",
-                "-o",
-                str(directory / "m.json"),
-                *paths,
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        _, status, usage = os.wait4(process.pid, 0)
-        walls.append(time.perf_counter() - start)
-        rss.append(usage.ru_maxrss / 1024)
-        assert os.waitstatus_to_exitcode(status) == 0
-    return statistics.median(walls), statistics.median(rss)
+        if against is not None:
+            old = directory / f"shard{index:02d}.v2.json"
+            old.write_bytes(orjson.dumps(synthetic.as_version_2(data)))
+            listed.append(str(old))
+    now: tuple[list[float], list[float]] = ([], [])
+    then: tuple[list[float], list[float]] = ([], [])
+    then_env = {**os.environ, "PYTHONPATH": str(against.resolve() / "src")} if against else None
+    for round_ in range(repeat):
+        pair = [(now, paths, None), (then, listed, then_env)] if against else [(now, paths, None)]
+        for into, inputs, env in pair if round_ % 2 == 0 else reversed(pair):
+            out = str(directory / "m.json")
+            command = [sys.executable, "-m", "pytest_accel", "merge", "-o", out, *inputs]
+            start = time.perf_counter()
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env)
+            _, status, usage = os.wait4(process.pid, 0)
+            into[0].append(time.perf_counter() - start)
+            into[1].append(usage.ru_maxrss / 1024)
+            assert os.waitstatus_to_exitcode(status) == 0
+    return (*now, *then)
 
 
 class FakeItem(NamedTuple):
@@ -105,11 +115,27 @@ def measure_plan() -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--against", type=Path, metavar="DIR", help="a checkout to time merge against, paired"
+    )
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        wall, rss = measure_merge(Path(tmp))
-    print(f"pytest-accel merge of {SHARDS} records x {PER_SHARD} tests (median of 3):\n")
+        walls, rss, then_walls, then_rss = measure_merge(Path(tmp), args.repeat, args.against)
+    median = statistics.median
+    print(
+        f"pytest-accel merge of {SHARDS} records x {PER_SHARD} tests (median of {args.repeat}):\n"
+    )
     print("| wall (s) | peak RSS (MB) |\n| ---: | ---: |")
-    print(f"| {wall:.2f} | {rss:.0f} |")
+    print(f"| {median(walls):.2f} | {median(rss):.0f} |")
+    if args.against:
+        wall = median(a / b for a, b in zip(walls, then_walls, strict=True))
+        memory = median(a / b for a, b in zip(rss, then_rss, strict=True))
+        print(
+            f"\nagainst {args.against}: {median(then_walls):.2f} s, {median(then_rss):.0f} MB;"
+            f" paired wall ratio {wall:.3f}x, paired RSS ratio {memory:.3f}x"
+        )
     measure_plan()
 
 

@@ -54,3 +54,14 @@ def record(
     head = record_head(run, detection, key, {}, "9.0.0")
     data: dict[str, Any] = orjson.loads(b"".join(encode_record(table, head)))
     return data
+
+
+def as_version_2(data: dict[str, Any]) -> dict[str, Any]:
+    """A record with every test column a list (version 3's runs of equal values
+    expanded), as version 2: the same tests, for a tree from before version 3."""
+    tests = dict(data["tests"])
+    for name, column in tests.items():
+        if isinstance(column, dict) and "counts" in column:
+            pairs = zip(column["values"], column["counts"], strict=True)
+            tests[name] = [value for value, count in pairs for _ in range(count)]
+    return {**data, "version": 2, "tests": tests}
