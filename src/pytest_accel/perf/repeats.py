@@ -22,13 +22,13 @@ T = TypeVar("T")
 
 def as_runs(column: Sequence[T]) -> list[T] | dict[str, list[Any]]:
     """``column`` as runs of equal values, or as the list it is when the runs would
-    be no shorter (two numbers a run against one entry a test)."""
+    be no shorter (two numbers a run against one entry a test) or it is empty."""
     values: list[T] = []
     counts: list[int] = []
     for value, group in groupby(column):
         values.append(value)
         counts.append(len(list(group)))
-    if 2 * len(values) > len(column):
+    if not values or 2 * len(values) > len(column):
         return list(column)
     return {"values": values, "counts": counts}
 
