@@ -41,10 +41,10 @@ from pytest_accel.perf.timings import (
 
 RECORD_SCHEMA = "pytest-accel/record"
 RECORD_VERSION = 3
-RUN_COLUMNS = ("outcome", "class", "module", "worker")  # runs where shorter (perf.repeats)
 SECONDS = ("setup", "call", "teardown", "total")
 PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
 TEXTS = ("class", "module", "worker")
+RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.repeats)
 GROUP_SECTIONS = ("classes", "modules")
 
 
