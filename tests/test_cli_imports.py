@@ -12,19 +12,29 @@ from typing import Any
 
 import pytest
 
+# Modules that only some commands need, each a few milliseconds to import.
+WATCHED = (
+    "pytest_accel.hardware.detection",
+    "pytest_accel.perf.merge",
+    "pytest_accel.flaky.history",
+    "subprocess",
+    "tempfile",
+)
 # Runs one command in a fresh interpreter, then says whether pytest got imported.
-PROBE = """
+PROBE = f"""
 import json, os, sys
+WATCHED = {WATCHED!r}
 from pytest_accel.cli import main
 code = main(sys.argv[1:])
 tasks = "/proc/self/task"
-print(json.dumps({
+print(json.dumps({{
     "code": code,
     "pytest": "pytest" in sys.modules,
     "numpy": "numpy" in sys.modules,
+    "loaded": sorted(m for m in WATCHED if m in sys.modules),
     "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
     "threads": len(os.listdir(tasks)) if os.path.isdir(tasks) else None,
-}))
+}}))
 """
 
 
@@ -109,3 +119,13 @@ def test_a_command_that_loads_numpy_starts_no_blas_threads(files: Path) -> None:
     assert outcome["blas_threads"] == "1"
     if outcome["threads"] is not None:  # Linux: the process's threads, all of them
         assert outcome["threads"] == 1
+
+
+def test_compare_imports_neither_detection_nor_the_other_commands_modules(files: Path) -> None:
+    """`compare` reads two files and prints: detection, merging, the flaky history, a
+    subprocess or a temp file are other commands' (a few milliseconds each, every time)."""
+    outcome = probe(["compare", "record.json", "--baseline", "baseline.json"], files)
+    assert (outcome["code"], outcome["stderr"]) == (0, "")
+    assert outcome["loaded"] == []
+    merged = probe(["merge", "record.json", "-o", "merged.json"], files)
+    assert "pytest_accel.perf.merge" in merged["loaded"]  # the probe sees what is loaded

@@ -16,7 +16,7 @@ def attribute(pauses: list[Pause], phases: list[tuple[float, float, int]]) -> di
     """The phases as (start, stop, key), sorted by start; the seconds per key."""
     starts = [start for start, _, _ in phases]
     stops = [stop for _, stop, _ in phases]
-    found = attribute_by_index(pauses, starts, stops)
+    found = attribute_by_index(pauses, starts, stops.__getitem__)
     return {phases[at][2]: seconds for at, seconds in found.items()}
 
 
@@ -85,7 +85,7 @@ def test_installed_it_sees_a_real_full_collection(pytestconfig: pytest.Config) -
 def test_a_pause_goes_to_the_phase_of_its_own_process_not_one_started_later_elsewhere() -> None:
     # Two workers' phases interleave: gw1's phase started after gw0's pause began.
     starts, stops = [10.0, 10.2, 11.0], [10.5, 10.3, 12.0]
-    owners = ["gw0", "gw1", "gw1"]
-    assert attribute_by_index([(10.25, 0.1)], starts, stops, owners, "gw0") == {0: 0.1}
-    assert attribute_by_index([(10.25, 0.1)], starts, stops, owners, "gw1") == {1: 0.1}
-    assert attribute_by_index([(10.6, 0.1)], starts, stops, owners, "gw0") == {}
+    stop, owner = stops.__getitem__, ["gw0", "gw1", "gw1"].__getitem__
+    assert attribute_by_index([(10.25, 0.1)], starts, stop, owner, "gw0") == {0: 0.1}
+    assert attribute_by_index([(10.25, 0.1)], starts, stop, owner, "gw1") == {1: 0.1}
+    assert attribute_by_index([(10.6, 0.1)], starts, stop, owner, "gw0") == {}

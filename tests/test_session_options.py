@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_accel.hardware.detection import PROBE_TIMEOUT, Detection
+from pytest_accel.hardware import PROBE_TIMEOUT
+from pytest_accel.hardware.detection import Detection
 from pytest_accel.scaleout.options import ScaleoutOptions
 from pytest_accel.scaleout.options import resolve as resolve_scaleout
 from pytest_accel.session import (

@@ -119,6 +119,61 @@ def test_a_group_runs_whole_unless_a_test_failed_warmed_up_or_was_deselected() -
     assert groups.whole == [True, False, False, False]
 
 
+def _groups_test_by_test(
+    column: list[str | None], outcomes: list[str], warmup: list[bool], totals: list[float]
+) -> tuple[list[str], list[float], list[bool]]:
+    """The reference: a step per test, each test's total added to its group's in turn."""
+    ids: list[str] = []
+    total: list[float] = []
+    whole: list[bool] = []
+    for group, outcome, warm, seconds in zip(column, outcomes, warmup, totals, strict=True):
+        if group is None:
+            continue
+        if group not in ids:
+            ids.append(group)
+            total.append(0.0)
+            whole.append(True)
+        at = ids.index(group)
+        total[at] += seconds
+        whole[at] = whole[at] and outcome not in ("failed", "error", "crashed") and not warm
+    return ids, total, whole
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_groups_added_run_by_run_are_the_groups_added_test_by_test(seed: int) -> None:
+    """Runs of a group's tests, a group coming back later (xdist interleaves them), tests
+    of no group: the same totals to the last bit, and the same whole groups."""
+    import random
+
+    rng = random.Random(seed)
+    size = 400
+    column = [rng.choice(["a", "b", "c", None]) if seed % 2 else None for _ in range(size)]
+    for at in range(0, size, rng.randint(5, 40)):  # runs of a group
+        column[at : at + rng.randint(1, 30)] = [rng.choice(["a", "b", "d", "e", None])] * 30
+    column = column[:size]
+    outcomes = [rng.choice(["passed"] * 30 + ["failed", "skipped"]) for _ in range(size)]
+    warmup = [at == rng.randint(0, size) for at in range(size)]
+    totals = [rng.random() / 7 for _ in range(size)]
+    groups = whole_groups(column, outcomes, warmup, totals)
+    assert (groups.ids, groups.total, groups.whole) == _groups_test_by_test(
+        column, outcomes, warmup, totals
+    )
+    table = TimingTable()
+    table.add_rows([f"t.py::{n}" for n in range(size)], [("t.py", n, "t") for n in range(size)], {})
+    table.class_ids[:] = column
+    table.outcomes[:] = outcomes
+    table.starts[:] = [0.0 if n % 17 == 0 else 100.0 + rng.random() for n in range(size)]
+    table.stops[:] = [start + 1.0 if start else 0.0 for start in table.starts]
+    _, written = table.groups(column, warmup, {}, totals)
+    for at, group in enumerate(written["id"]):
+        rows = [n for n in range(size) if column[n] == group]
+        assert written["tests"][at] == len(rows)
+        first = min((table.starts[n] for n in rows if table.starts[n]), default=0.0)
+        last = max(table.stops[n] for n in rows)
+        span = last - first if first else written["total"][at]
+        assert written["span"][at] == pytest.approx(span, abs=1e-6)
+
+
 def test_the_first_test_of_each_process_is_the_one_that_started_earliest() -> None:
     workers = ["gw0", "gw1", "gw0", "gw1", None]
     starts = [5.0, 3.0, 4.0, 6.0, 0.0]
@@ -248,7 +303,7 @@ def test_phases_at_one_clock_reading_sort_in_phase_order_and_crash_reports_go_la
         phase("t.py::b", "setup", 6.0),
         phase("t.py::a", "setup", 5.0),
     ]
-    assert _chronological(reports) == 4  # with a start
+    assert _chronological(reports) == [5.0, 5.0, 5.0, 6.0]  # the starts there are
     assert [(r.nodeid, r.when) for r in reports] == [
         ("t.py::a", "setup"),
         ("t.py::a", "call"),

@@ -18,7 +18,6 @@ import gc
 import os
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -115,6 +114,8 @@ def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(target)
     mode = _file_mode(target)
+    import tempfile  # only a write needs it: `compare` and a run without files do not
+
     fd, temp_name = tempfile.mkstemp(
         dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX
     )
@@ -296,6 +297,8 @@ def _int64(text: str) -> int | float:
 
 def check_writable(path: str | os.PathLike[str]) -> Path:
     """Create the parent directory and prove we can write there, before the run starts."""
+    import tempfile
+
     target = resolved(path)
     if target.is_dir():
         raise InputError(path, "is a directory; give a file path such as record.json")

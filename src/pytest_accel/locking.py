@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -80,6 +79,8 @@ def _cache_dirs() -> Iterator[Path]:
         yield Path(explicit)
     xdg = os.environ.get("XDG_CACHE_HOME")
     yield (Path(xdg) if xdg else Path.home() / ".cache") / "pytest-accel"
+    import tempfile  # the last resort; `compare` takes no lock
+
     yield Path(tempfile.gettempdir()) / f"pytest-accel-{os.getuid()}"
 
 

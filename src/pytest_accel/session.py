@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from pytest_accel.hardware import PROBE_TIMEOUT
 from pytest_accel.hardware.detection import (
     BUILTIN_PLATFORMS,
     PLATFORM_FAMILIES,
-    PROBE_TIMEOUT,
     Detection,
     DetectionContext,
     DetectionError,

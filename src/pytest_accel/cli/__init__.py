@@ -18,7 +18,6 @@ from pytest_accel import __version__
 from pytest_accel.cli import detect, flaky, report, shard, timing
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliError, HelpFormatter
 from pytest_accel.files import InputError, gc_paused
-from pytest_accel.hardware.detection import DetectionError
 from pytest_accel.settings import usage_errors
 from pytest_accel.text import one_line, problem
 
@@ -49,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # One line on stderr and exit 2 (with pytest's UsageError, from the shared option parsers).
-_BAD_INPUT: tuple[type[Exception], ...] = (CliError, InputError, DetectionError)
+_BAD_INPUT: tuple[type[Exception], ...] = (CliError, InputError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

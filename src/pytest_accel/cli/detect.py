@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any
 
-from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, add_command
-from pytest_accel.hardware.detection import PROBE_TIMEOUT
+from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, CliError, add_command
+from pytest_accel.hardware import PROBE_TIMEOUT
 from pytest_accel.text import one_line
 
 
@@ -54,9 +54,13 @@ def add(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     # Only this command runs pytest (and maybe JAX): the others import neither.
     from pytest_accel.cli.detect_session import detect_as_pytest
+    from pytest_accel.hardware.detection import DetectionError
     from pytest_accel.hardware.probe import ProbeError, probe_and_confirm
 
-    detection, header, where = detect_as_pytest(args.pytest_args)
+    try:
+        detection, header, where = detect_as_pytest(args.pytest_args)
+    except DetectionError as exc:  # a bad --accel-emulate or device variable: one line
+        raise CliError(str(exc)) from None
     probe: dict[str, object] | None = None
     if args.probe == "jax":
         try:

@@ -18,7 +18,6 @@ from pytest_accel.cli.common import (
 )
 from pytest_accel.files import check_writable, dumps, read_json, write_json_atomic
 from pytest_accel.perf import output
-from pytest_accel.perf.merge import MergeError, merge_records
 from pytest_accel.perf.offline import accept_changes, compare_files, fold_records, upgrade_file
 from pytest_accel.perf.options import DEFAULT_WINDOW
 from pytest_accel.perf.record import check_record, record_json
@@ -223,6 +222,8 @@ def _add_merge(commands: Any) -> None:
 
 
 def merge_files(args: argparse.Namespace) -> int:
+    from pytest_accel.perf.merge import MergeError, merge_records
+
     check_writable(args.output)
     records = [(path, check_record(path, read_json(path))) for path in args.records]
     try:

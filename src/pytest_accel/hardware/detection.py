@@ -24,8 +24,6 @@ BUILTIN_PLATFORMS: tuple[str, ...] = ("cpu", "cuda", "rocm", "tpu")
 PLATFORM_FAMILIES: Mapping[str, frozenset[str]] = {"gpu": frozenset({"cuda", "rocm"})}
 ACCELERATOR_PROBE_ORDER: tuple[str, ...] = ("tpu", "cuda", "rocm")
 
-PROBE_TIMEOUT = 120.0  # seconds the JAX probe may take by default
-
 
 @dataclass(frozen=True)
 class Detection:

@@ -143,7 +143,8 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     if width < rule.min_before + rule.min_runs:
         return Steps(found, runs, before_level, after_level)
     with np.errstate(all="ignore"):
-        logs = np.log(np.maximum(series, LOG_FLOOR))
+        logs = np.maximum(series, LOG_FLOOR)
+        np.log(logs, out=logs)  # in place: at 100,000 tests a copy is 17 MB to fault in
         min_step = log(rule.threshold)
         # Screen: the last min_runs runs against the rest, and the current run present.
         recent = row_median(logs[:, -rule.min_runs :])

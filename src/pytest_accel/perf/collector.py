@@ -223,23 +223,33 @@ class ResultsCollector:
             for report in group
             if isinstance(report, pytest.TestReport)
         ]
-        timed = _chronological(reports)
+        starts = _chronological(reports)
         collections = self.config.stash.get(pauses_key, None)
         if not self.relayed and collections is not None and collections.pauses:
             self.pauses[None] = collections.pauses
         rows = self._fold(reports)
         if self.pauses:
-            self._place_pauses(reports[:timed], rows)
+            self._place_pauses(reports, starts, rows)
         return self.table
 
-    def _place_pauses(self, reports: list[pytest.TestReport], rows: dict[str, int]) -> None:
+    def _place_pauses(
+        self, reports: list[pytest.TestReport], starts: list[float], rows: dict[str, int]
+    ) -> None:
         """Each full collection out of the phase it started in (``perf.pauses``): one in
-        a call is kept apart (``pauses``), one in a setup or teardown leaves its seconds."""
+        a call is kept apart (``pauses``), one in a setup or teardown leaves its seconds.
+        ``reports`` in order, their ``starts``: only the phases a pause is matched to are
+        read again (a pass over 30,000 reports costs more than the handful of pauses)."""
         table = self.table
-        starts, stops = list(map(_START, reports)), list(map(_STOP, reports))
-        owners = [str(r.node.gateway.id) for r in reports] if self.relayed else None
+
+        def stop(at: int) -> float:
+            return reports[at].stop
+
+        def owner(at: int) -> str:
+            return str(reports[at].node.gateway.id)
+
         for process, pauses in self.pauses.items():
-            for at, seconds in attribute(pauses, starts, stops, owners, process).items():
+            found = attribute(pauses, starts, stop, owner if self.relayed else None, process)
+            for at, seconds in found.items():
                 report = reports[at]
                 row = rows[report.nodeid]
                 if report.when == "call":
@@ -324,22 +334,21 @@ class ResultsCollector:
 
 _NODEID = operator.attrgetter("nodeid")
 _START = operator.attrgetter("start")
-_STOP = operator.attrgetter("stop")
 _LOCATION = operator.attrgetter("location")
 
 
-def _chronological(reports: list[pytest.TestReport]) -> int:
+def _chronological(reports: list[pytest.TestReport]) -> list[float]:
     """Sort the reports in the order the phases happened: by start time, a tie in
     phase order; xdist's crash reports (no start) last.  In place, by a C-level key:
     a 10,000-test run has 30,000 reports, and a tuple per report is 3 MB.  Returns
-    how many have a start (they come first)."""
+    the starts of those that have one (they come first), in order."""
     reports.sort(key=_START)
     starts = list(map(_START, reports))
     if any(map(operator.eq, starts, islice(starts, 1, None))):  # one clock reading, two phases
         reports.sort(key=lambda r: (r.start, _PHASE_RANK[r.when]))
     untimed = starts.count(0.0)  # no start (a crash report): they sorted first, go last
     reports[:] = reports[untimed:] + reports[:untimed]
-    return len(reports) - untimed
+    return starts[untimed:]
 
 
 @functools.cache

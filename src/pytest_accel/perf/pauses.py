@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import time
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -71,23 +71,24 @@ pauses_key = pytest.StashKey[FullCollections]()
 def attribute(
     pauses: Sequence[Pause],
     starts: Sequence[float],
-    stops: Sequence[float],
-    owners: Sequence[str | None] | None = None,
+    stop: Callable[[int], float],
+    owner: Callable[[int], str | None] | None = None,
     process: str | None = None,
 ) -> dict[int, float]:
     """Each pause of ``process`` given to the phase it started in; the seconds per phase.
 
-    ``starts`` and ``stops`` are the session's test phases sorted by start (indexes into
-    them are the keys); ``owners`` the process of each (None: one process ran them all).
-    A bisection per pause, a step back over other processes' phases: no list of spans
-    per phase (3 MB for 10,000 tests) for the handful of pauses a run has.
+    ``starts`` are the session's test phases' starts, sorted (indexes into them are the
+    keys); ``stop(at)`` a phase's stop, ``owner(at)`` the process that ran it (None: one
+    process ran them all).  A bisection per pause, a step back over other processes'
+    phases: no list of spans per phase (3 MB for 10,000 tests), nor of stops, for the
+    handful of pauses a run has.
     """
     found: dict[int, float] = {}
     for when, seconds in pauses:
         at = bisect_right(starts, when) - 1
-        while owners is not None and at >= 0 and owners[at] != process:
+        while owner is not None and at >= 0 and owner(at) != process:
             at -= 1
-        if at >= 0 and when <= stops[at]:
+        if at >= 0 and when <= stop(at):
             found[at] = found.get(at, 0.0) + seconds
     return found
 

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_accel.fields import (
     check_header,
@@ -26,7 +26,6 @@ from pytest_accel.fields import (
     utc_timestamp,
 )
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
-from pytest_accel.hardware.detection import Detection
 from pytest_accel.outcomes import OUTCOMES
 from pytest_accel.perf import repeats
 from pytest_accel.perf.table import TimingTable, rounded
@@ -46,6 +45,9 @@ PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
 TEXTS = ("class", "module", "worker")
 RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.repeats)
 GROUP_SECTIONS = ("classes", "modules")
+
+if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
+    from pytest_accel.hardware.detection import Detection
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ stays a list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain, groupby, repeat
 from typing import Any, TypeVar
 
@@ -20,14 +20,20 @@ from pytest_accel.files import InputError
 T = TypeVar("T")
 
 
-def as_runs(column: Sequence[T]) -> list[T] | dict[str, list[Any]]:
-    """``column`` as runs of equal values, or as the list it is when the runs would
-    be no shorter (two numbers a run against one entry a test) or it is empty."""
+def runs(column: Iterable[T]) -> tuple[list[T], list[int]]:
+    """``column``'s runs of equal values: each run's value and how many entries it has."""
     values: list[T] = []
     counts: list[int] = []
     for value, group in groupby(column):
         values.append(value)
         counts.append(len(list(group)))
+    return values, counts
+
+
+def as_runs(column: Sequence[T]) -> list[T] | dict[str, list[Any]]:
+    """``column`` as runs of equal values, or as the list it is when the runs would
+    be no shorter (two numbers a run against one entry a test) or it is empty."""
+    values, counts = runs(column)
     if not values or 2 * len(values) > len(column):
         return list(column)
     return {"values": values, "counts": counts}

@@ -9,6 +9,7 @@ from operator import add, itemgetter, mul, truediv
 from typing import Any
 
 from pytest_accel.outcomes import OUTCOME_RANK, Parents, phase_outcome, test_ids
+from pytest_accel.perf.repeats import runs
 from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown
@@ -159,15 +160,17 @@ class TimingTable:
         tests = [0] * len(groups.ids)
         starts = [0.0] * len(groups.ids)
         stops = [0.0] * len(groups.ids)
-        for row, group in enumerate(column):
+        end = 0
+        for group, count in zip(*runs(column), strict=True):  # a step per run of tests
+            first, end = end, end + count
             if group is None:
                 continue
             at = index[group]
-            tests[at] += 1
-            start, stop = self.starts[row], self.stops[row]
+            tests[at] += count
+            start = min(filter(None, self.starts[first:end]), default=0.0)  # 0: none
             if start and (not starts[at] or start < starts[at]):
                 starts[at] = start
-            stops[at] = max(stops[at], stop)
+            stops[at] = max(stops[at], *self.stops[first:end])
         spans = [
             stop - start if start and stop else total
             for start, stop, total in zip(starts, stops, groups.total, strict=True)

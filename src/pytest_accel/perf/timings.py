@@ -15,14 +15,15 @@ the same rules decide what is comparable:
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import reduce
 from itertools import compress, repeat
-from operator import and_, eq
+from operator import add, and_, eq
 from typing import Any
 
 from pytest_accel.outcomes import FAILING
+from pytest_accel.perf.repeats import runs
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,17 @@ def whole_groups(
     totals: list[float],
     partial: frozenset[str] = frozenset(),
 ) -> Groups:
-    """Per group (a class or a module column): its total, and whether it ran whole."""
+    """Per group (a class or a module column): its total, and whether it ran whole.
+
+    A group's tests run one after another: a step per run of them (``repeats.runs``),
+    its seconds added in C, in the order a step per test would add them."""
+    if not len(column) == len(outcomes) == len(warmup) == len(totals):
+        raise ValueError("whole_groups: columns of different lengths")
     order: dict[str, int] = {}
     groups = Groups()
-    for group, outcome, warm, total in zip(column, outcomes, warmup, totals, strict=True):
+    end = 0
+    for group, count in zip(*runs(column), strict=True):
+        start, end = end, end + count
         if group is None:
             continue
         index = order.get(group)
@@ -154,8 +162,10 @@ def whole_groups(
             groups.ids.append(group)
             groups.total.append(0.0)
             groups.whole.append(group not in partial)
-        groups.total[index] += total
-        if outcome in FAILING or warm:
+        groups.total[index] = reduce(add, totals[start:end], groups.total[index])
+        if groups.whole[index] and (
+            not FAILING.isdisjoint(outcomes[start:end]) or any(warmup[start:end])
+        ):
             groups.whole[index] = False
     return groups
 
@@ -204,6 +214,8 @@ def vcs_info(environ: Mapping[str, str], cwd: str | None = None) -> tuple[str | 
 def _git_head(cwd: str | None) -> tuple[str | None, str | None]:
     """The commit and branch of ``cwd``'s checkout, from one ``git`` process (a detached
     HEAD has no branch)."""
+    import subprocess  # only without CI variables; `compare` never asks
+
     try:
         completed = subprocess.run(
             ["git", "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
