@@ -8,8 +8,9 @@ against it.  Reports the median wall time and peak RSS of each command, per size
 ``--against DIR`` (a checkout of another commit, e.g. ``git worktree add ../before
 HEAD~1``) also times ``compare`` with that tree's source, paired: each round runs both,
 forward and backward in turn, and the ratio is the median of the rounds' ratios.  That
-tree reads the same record in version 2's layout (every column a list), as a tree from
-before version 3 records would have written it.
+tree reads the same runs in the newest versions it knows: a record in version 2's
+layout (every column a list) for a tree from before version 3 records, a baseline in
+version 3's (base64 columns) for one from before version 4 baselines.
 
 The records come from the plugin's own encoder (``bench/synthetic.py``): the exact
 format a run writes.  Each size's inputs are built once and reused by every repeat.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -89,6 +91,28 @@ def as_version_2(path: Path, into: Path) -> Path:
     return into
 
 
+def reads_version(tree: Path, module: str, constant: str) -> int:
+    """The newest version of a file that the source in ``tree`` reads (``RECORD_VERSION``
+    in ``perf/record.py``, ``BASELINE_VERSION`` in ``perf/baseline.py``)."""
+    text = (tree / "src" / "pytest_accel" / "perf" / module).read_text(encoding="utf-8")
+    found = re.search(rf"^{constant} = (\d+)$", text, re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"{tree}: no {constant} in perf/{module}")
+    return int(found.group(1))
+
+
+def for_tree(tree: Path, record: Path, baseline: Path, into: Path) -> tuple[Path, Path]:
+    """The record and baseline as the tree at ``tree`` reads them: the same runs, in the
+    newest versions it knows (records 2 or 3, baselines 3 or 4)."""
+    if reads_version(tree, "record.py", "RECORD_VERSION") < 3:
+        record = as_version_2(record, into / "record-v2.json")
+    if reads_version(tree, "baseline.py", "BASELINE_VERSION") < 4:
+        data = synthetic.as_baseline_version_3(orjson.loads(baseline.read_bytes()))
+        baseline = into / "baseline-v3.json"
+        baseline.write_bytes(orjson.dumps(data))
+    return record, baseline
+
+
 def timed(command: list[str], into: Measured, env: dict[str, str] | None = None) -> None:
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
@@ -138,9 +162,9 @@ def measure(
         if against is not None:
             paired = Paired()
             then_env = {**os.environ, "PYTHONPATH": str(against.resolve() / "src")}
-            # The same record in the lists' layout (version 2): what an older tree reads.
-            listed = as_version_2(records[-1], Path(tmp) / "record-v2.json")
-            then = [*cli, "compare", str(listed), "--baseline", str(baseline)]
+            # The same files in the versions an older tree reads.
+            older_record, older_baseline = for_tree(against, records[-1], baseline, Path(tmp))
+            then = [*cli, "compare", str(older_record), "--baseline", str(older_baseline)]
             for round_ in range(repeat):
                 pair = [(paired.now, command, None), (paired.then, then, then_env)]
                 for into, argv, env in pair if round_ % 2 == 0 else reversed(pair):

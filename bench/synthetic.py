@@ -65,3 +65,23 @@ def as_version_2(data: dict[str, Any]) -> dict[str, Any]:
             pairs = zip(column["values"], column["counts"], strict=True)
             tests[name] = [value for value, count in pairs for _ in range(count)]
     return {**data, "version": 2, "tests": tests}
+
+
+def as_baseline_version_3(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 4 baseline with its hexadecimal columns in base64, as version 3: the
+    same samples, for a tree from before version 4."""
+    import base64
+
+    envs = {}
+    for key, env in data["envs"].items():
+        runs = [
+            {
+                name: base64.b64encode(bytes.fromhex(value)).decode()
+                if name in ("tests", "warmup", "classes", "modules") and isinstance(value, str)
+                else value
+                for name, value in run.items()
+            }
+            for run in env["runs"]
+        ]
+        envs[key] = {**env, "runs": runs}
+    return {**data, "version": 3, "envs": envs}

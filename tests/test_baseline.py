@@ -6,6 +6,7 @@ cache."""
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def samples(column: str) -> list[float | None]:
-    """A version 3 column as numbers (None: no sample)."""
+    """A version 4 column (hexadecimal) as numbers (None: no sample)."""
     return columns.as_list(columns.decode(column))
 
 
@@ -86,7 +87,7 @@ def test_five_runs_make_a_baseline_of_five_runs_with_their_identity(
     monkeypatch.setenv("GITHUB_REF_NAME", "main")
     data = load(build_baseline(pytester))
     jsonschema.validate(data, schema())
-    assert (data["schema"], data["version"], data["window"]) == (BASELINE_SCHEMA, 3, 20)
+    assert (data["schema"], data["version"], data["window"]) == (BASELINE_SCHEMA, 4, 20)
     env = data["envs"]["cpu/x1"]
     assert env["tests"] == ["test_sleepy.py::test_b"]
     assert env["warmup"] == ["test_sleepy.py::test_a"]  # the first test of every run
@@ -134,7 +135,7 @@ def test_version_1_baselines_are_read_with_their_samples_as_the_newest_runs() ->
     assert len(env.runs) == 3
     assert env.samples("tests") == {"t::a": [1.0, 2.0, 3.0], "t::b": [9.0]}
     assert env.runs[-1].values["tests"] == [3.0, 9.0]  # the last samples: the newest run
-    assert to_json(Baseline({"cpu/x1": env}))["version"] == 3
+    assert to_json(Baseline({"cpu/x1": env}))["version"] == 4
 
 
 def test_a_record_and_a_pytest_split_map_are_one_run_baselines(tmp_path: Path) -> None:
@@ -209,6 +210,7 @@ def test_a_smaller_window_trims_every_key(tmp_path: Path) -> None:
 HEAD = '{"schema": "pytest-accel/baseline", "version": 3, "envs": '
 RUN = HEAD + '{"k": {"tests": ["t::a"], "runs": [{"commit": null, "tests": '
 RUN2 = RUN.replace('"version": 3', '"version": 2')
+RUN4 = RUN.replace('"version": 3', '"version": 4')
 V1 = '{"schema": "pytest-accel/baseline", "version": 1, "envs": {"k": {"tests": {"t": {"samples": '
 
 
@@ -220,6 +222,17 @@ V1 = '{"schema": "pytest-accel/baseline", "version": 1, "envs": {"k": {"tests": 
         ("[1, 2]", "expected a JSON object, got list"),
         (HEAD + "[]}", "envs: expected an object, got list"),
         (RUN + '"fast!"}]}}}', "envs['k'].runs[0].tests: not base64"),
+        (RUN4 + '"fast!"}]}}}', "envs['k'].runs[0].tests: not hexadecimal"),
+        (RUN4 + '"3fb999"}]}}}', "runs[0].tests: 3 bytes, not a whole number of 8-byte doubles"),
+        (RUN4 + '"3fb"}]}}}', "envs['k'].runs[0].tests: not hexadecimal (Odd-length string)"),
+        (
+            RUN4 + f'"{struct.pack("<d", -1.5).hex()}"}}]}}}}}}',
+            "envs['k'].runs[0].tests['t::a']: -1.5 is negative",
+        ),
+        (
+            RUN4 + '{"t::a": 1}}]}}}',
+            "runs[0].tests: expected hexadecimal samples (a string) or a list of numbers, got dict",
+        ),
         (RUN + '"fast"}]}}}', "runs[0].tests: 3 bytes, not a whole number of 8-byte doubles"),
         (RUN + f'"{b64(-1.5)}"}}]}}}}}}', "envs['k'].runs[0].tests['t::a']: -1.5 is negative"),
         (
@@ -259,7 +272,7 @@ V1 = '{"schema": "pytest-accel/baseline", "version": 1, "envs": {"k": {"tests": 
         ),
         (
             '{"schema": "pytest-accel/baseline", "version": 9, "envs": {}}',
-            "version 9 is newer than this pytest-accel reads (3); upgrade",
+            "version 9 is newer than this pytest-accel reads (4); upgrade",
         ),
         (
             '{"schema": "pytest-accel/baseline", "version": "1", "envs": {}}',

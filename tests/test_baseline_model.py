@@ -158,13 +158,13 @@ def test_a_column_read_is_decoded_only_when_its_list_is_asked_for() -> None:
     )
 
 
-def test_a_version_2_baseline_is_read_and_written_back_as_version_3() -> None:
+def test_a_version_2_baseline_is_read_and_written_back_as_version_4() -> None:
     data = bad_run([0.1, None])
     data["envs"]["cpu/x1"]["runs"].append({"commit": "d", "tests": [0.2, 0.3]})
     env = parse_baseline("b.json", data).envs["cpu/x1"]
     assert env.samples("tests") == {"t.py::a": [0.1, 0.2], "t.py::b": [0.3]}
     written = to_json(Baseline({"cpu/x1": env}))
-    assert written["version"] == 3
+    assert written["version"] == 4
     assert [decoded(run["tests"]) for run in written["envs"]["cpu/x1"]["runs"]] == [
         [0.1],
         [0.2, 0.3],

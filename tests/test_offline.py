@@ -5,6 +5,7 @@ records come from the plugin's own encoder (``bench/synthetic.py``)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from pathlib import Path
@@ -149,15 +150,15 @@ def version_1_baseline() -> dict[str, Any]:
 def test_a_version_1_baseline_is_upgraded_in_place_with_its_samples(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     path.write_text(json.dumps(version_1_baseline()))
-    assert upgrade_file(str(path)) == ("baseline", 1, 3)
+    assert upgrade_file(str(path)) == ("baseline", 1, 4)
     data = json.loads(path.read_text())
-    assert data["version"] == 3
+    assert data["version"] == 4
     env = load_baseline(path).envs["cpu/x1"]
     assert env.samples("tests") == {"t.py::a": [0.1, 0.2], "t.py::b": [0.3]}
-    assert upgrade_file(str(path)) == ("baseline", 3, 3)  # upgrading twice changes nothing
+    assert upgrade_file(str(path)) == ("baseline", 4, 4)  # upgrading twice changes nothing
 
 
-def test_upgrade_gives_a_version_2_baseline_base64_columns_and_its_summary(
+def test_upgrade_gives_a_version_2_baseline_hexadecimal_columns_and_its_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = Path(baseline_of(tmp_path, [0.5, 0.25, 0.75]))
@@ -174,11 +175,35 @@ def test_upgrade_gives_a_version_2_baseline_base64_columns_and_its_summary(
     assert before["t.py::test_a"] == [0.49, 0.2525, 0.7425]
     capsys.readouterr()
     assert main(["upgrade", str(path)]) == 0
-    assert capsys.readouterr().out == f"{path}: baseline version 2 -> 3, with its summary\n"
+    assert capsys.readouterr().out == f"{path}: baseline version 2 -> 4, with its summary\n"
     again = json.loads(path.read_text(encoding="utf-8"))
-    assert again["version"] == 3
+    assert again["version"] == 4
     assert again["envs"]["cpu/x1"]["summary"] == summary
     assert again["envs"]["cpu/x1"]["runs"] == written
+    assert load_baseline(path).envs["cpu/x1"].samples("tests") == before
+
+
+def test_a_version_3_baseline_base64_columns_are_read_and_upgraded_to_hexadecimal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Development builds of 0.2 wrote the samples in base64 (version 3): the same
+    doubles, read as they are, and written in hexadecimal by the next write."""
+    path = Path(baseline_of(tmp_path, [0.5, 0.25, 0.75]))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    written = [dict(run) for run in data["envs"]["cpu/x1"]["runs"]]
+    for run in data["envs"]["cpu/x1"]["runs"]:
+        for kind in ("tests", "warmup", "classes", "modules"):
+            run[kind] = base64.b64encode(bytes.fromhex(run[kind])).decode()
+    assert data["envs"]["cpu/x1"]["runs"] != written
+    data["version"] = 3
+    path.write_text(json.dumps(data), encoding="utf-8")
+    before = load_baseline(path).envs["cpu/x1"].samples("tests")
+    assert before["t.py::test_a"] == [0.49, 0.2525, 0.7425]
+    capsys.readouterr()
+    assert main(["upgrade", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: baseline version 3 -> 4, with its summary\n"
+    again = json.loads(path.read_text(encoding="utf-8"))
+    assert (again["version"], again["envs"]["cpu/x1"]["runs"]) == (4, written)
     assert load_baseline(path).envs["cpu/x1"].samples("tests") == before
 
 

@@ -18,9 +18,10 @@ from pytest_accel.cli.common import (
 )
 from pytest_accel.files import check_writable, dumps, read_json, write_json_atomic
 from pytest_accel.perf import output
+from pytest_accel.perf.baseline import BASELINE_VERSION
 from pytest_accel.perf.offline import accept_changes, compare_files, fold_records, upgrade_file
 from pytest_accel.perf.options import DEFAULT_WINDOW
-from pytest_accel.perf.record import check_record, record_json
+from pytest_accel.perf.record import RECORD_VERSION, check_record, record_json
 from pytest_accel.text import line_start, one_line
 
 
@@ -176,10 +177,11 @@ def _add_upgrade(commands: Any) -> None:
         "upgrade",
         "rewrite older baselines and records in the current version",
         "Rewrite baselines and records of older versions in place, atomically: records as"
-        " version 2, baselines as version 3 (the samples as base64 columns, read several"
-        " times faster and held in a fraction of the memory) with their summary (what lets"
-        " a run of fast tests be compared without numpy). Every reader still accepts the"
-        " older versions and a baseline without a summary; this is for files you keep.",
+        f" version {RECORD_VERSION} (a class's or module's tests share one entry), baselines"
+        f" as version {BASELINE_VERSION} (the samples as hexadecimal columns, read many times"
+        " faster and held in a fraction of the memory) with their summary (what lets a run"
+        " of fast tests be compared without numpy). Every reader still accepts the older"
+        " versions and a baseline without a summary; this is for files you keep.",
         ["pytest-accel upgrade ci/state/baseline.json build/record.json"],
     )
     upgrade.add_argument(

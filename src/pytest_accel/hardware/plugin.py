@@ -92,6 +92,8 @@ Marks = tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...]
 
 def _own_selection_marks(node: pytest.Item | pytest.Collector) -> Marks:
     """The marks this feature reads (selection) or checks (every marker it registers)."""
+    if not node.own_markers:  # most tests: no generator to start
+        return ()
     return tuple(
         (m.name, m.args, dict(m.kwargs)) for m in node.own_markers if m.name in CHECKED_MARKERS
     )

@@ -1,11 +1,12 @@
 """Baselines: the last runs' timings per hardware key, read, validated, updated and
 written only here.
 
-Version 3 (docs/format.md, "The baseline") keeps, per hardware key, the runs its
+Version 4 (docs/format.md, "The baseline") keeps, per hardware key, the runs its
 samples came from, oldest first (commit, branch, start time), and per run one column of
 seconds for each kind (tests, warm-ups, classes, modules), aligned with that kind's ids:
-base64 doubles, NaN for no sample (``perf.columns`` says why).  Version 2 wrote the
-columns as lists of numbers (``null``: no sample); it is read as it is.
+the hexadecimal of doubles, NaN for no sample (``perf.columns`` says why).  Version 3
+wrote the same columns in base64, version 2 as lists of numbers (``null``: no sample);
+both are read as they are.
 ``--perf-baseline`` also accepts a version 1 baseline, a record (one run) and a
 pytest-split ``.test_durations`` map (one run, test totals, any key).
 """
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
-BASELINE_VERSION = 3
+BASELINE_VERSION = 4
 _SAMPLE_TYPES = {float, int, type(None)}
 _NUMBER_TYPES = {float, int}
 
@@ -69,8 +70,16 @@ def parse_baseline(path: str, data: Any) -> Baseline:
         version = check_version(path, data, BASELINE_VERSION)
         window = expect_int(path, "window", data.get("window", DEFAULT_WINDOW), minimum=1)
         envs = expect_object(path, "envs", data.get("envs"))
-        parse = _parse_env if version >= 2 else _parse_env_version_1
-        return Baseline({key: parse(path, f"envs[{key!r}]", e) for key, e in envs.items()}, window)
+        if version == 1:
+            parsed = {
+                key: _parse_env_version_1(path, f"envs[{key!r}]", e) for key, e in envs.items()
+            }
+        else:
+            encoding = columns.HEX if version >= 4 else columns.BASE64
+            parsed = {
+                key: _parse_env(path, f"envs[{key!r}]", e, encoding) for key, e in envs.items()
+            }
+        return Baseline(parsed, window)
     if schema == RECORD_SCHEMA:
         record = timings(check_record(path, data))
         env = EnvHistory()
@@ -85,7 +94,9 @@ def parse_baseline(path: str, data: Any) -> Baseline:
     return _parse_durations(path, data)
 
 
-def _parse_env(path: str, where: str, value: Any) -> EnvHistory:
+def _parse_env(path: str, where: str, value: Any, encoding: str = columns.HEX) -> EnvHistory:
+    """A hardware key's ids, runs and summary; the runs' columns of samples as strings in
+    ``encoding`` (``columns.HEX`` or ``columns.BASE64``) or lists of numbers."""
     raw = expect_object(path, where, value)
     metric = raw.get("test_metric", "call")
     if metric not in METRICS:
@@ -100,7 +111,7 @@ def _parse_env(path: str, where: str, value: Any) -> EnvHistory:
     if not isinstance(runs, list):
         raise InputError(path, f"{where}.runs: expected a list, got {type(runs).__name__}")
     for index, entry in enumerate(runs):
-        env.runs.append(_parse_run(path, f"{where}.runs[{index}]", entry, env.ids))
+        env.runs.append(_parse_run(path, f"{where}.runs[{index}]", entry, env.ids, encoding))
     accepted = raw.get("accepted", [])
     if not isinstance(accepted, list) or not all(isinstance(a, dict) for a in accepted):
         raise InputError(path, f"{where}.accepted: expected a list of objects")
@@ -139,7 +150,9 @@ def _parse_summary(path: str, where: str, value: Any) -> Summary:
     )
 
 
-def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) -> Run:
+def _parse_run(
+    path: str, where: str, value: Any, ids: Mapping[str, list[str]], encoding: str
+) -> Run:
     entry = expect_object(path, where, value)
     for name in ("commit", "branch"):
         expect_text(path, f"{where}.{name}", entry.get(name), optional=True)
@@ -152,9 +165,9 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
     encoded: dict[str, bytes] = {}
     for kind in KINDS:
         column = entry.get(kind, [])
-        if isinstance(column, str):  # version 3
+        if isinstance(column, str):  # version 4 (hexadecimal) or 3 (base64)
             try:
-                raw = encoded[kind] = columns.decode(column)
+                raw = encoded[kind] = columns.decode(column, encoding)
             except ValueError as exc:
                 raise InputError(path, f"{where}.{kind}: {exc}") from None
             count = len(raw) // 8
@@ -164,7 +177,7 @@ def _parse_run(path: str, where: str, value: Any, ids: Mapping[str, list[str]]) 
         else:
             raise InputError(
                 path,
-                f"{where}.{kind}: expected base64 samples (a string) or a list of numbers,"
+                f"{where}.{kind}: expected {encoding} samples (a string) or a list of numbers,"
                 f" got {type(column).__name__}",
             )
         if count > len(ids[kind]):

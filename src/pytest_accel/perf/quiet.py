@@ -18,9 +18,10 @@ that both give the same result.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from itertools import compress
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from itertools import compress, repeat
 from math import fsum, log
+from operator import ge
 from typing import NamedTuple
 
 from pytest_accel.perf.causes import is_explained, usual_layout
@@ -58,18 +59,32 @@ def take_inventory(
     )
     # An id has a sample in some run exactly when it has a median.  Usually every id
     # has one (ids without samples are dropped), and the ids' own index is the set.
-    sampled = _sampled(env.ids["tests"], summary.median, env.positions("tests"))
     warm_sampled = _sampled(env.ids["warmup"], summary.warmup_median, env.positions("warmup"))
-    result.new = _new(now, warm_now, sampled, warm_sampled)
+    ids = env.ids["tests"]
+    if len(now) == len(ids) and None not in summary.median and list(now) == ids:
+        # A suite that did not change: the tests timed now are the baseline's, in its
+        # order, each sampled.  Nothing of them is new or missing, and ``now`` is its own
+        # index: no index of 100,000 ids is built, no set operation walks them.
+        sampled: Collection[str] = now.keys()
+        result.new = [i for i in warm_now if i not in now and i not in warm_sampled]
+        unseen = [i for i in warm_sampled if i not in now and i not in warm_now]
+        result.missing = _missing(run, [unseen]) if unseen else []
+        compared = dict(now)
+    else:
+        sampled = _sampled(ids, summary.median, env.positions("tests"))
+        result.new = _new(now, warm_now, sampled, warm_sampled)
+        result.missing = _missing(run, [sampled, warm_sampled])
+        compared = _kept(now, sampled)
     seconds = {i: now[i] if i in now else warm_now[i] for i in result.new}
     result.new_slow = sorted(
         ((i, seconds[i]) for i in result.new if seconds[i] >= new_slow), key=lambda item: -item[1]
     )
     result.warmup = [i for i in warm_now if i in sampled and i not in warm_sampled]
-    result.missing = _missing(run, [sampled, warm_sampled])
+    warm_compared = _kept(warm_now, warm_sampled)
     ignored = {i for i, o in overrides.items() if o.ignore}
-    compared = _kept(now, sampled, ignored)
-    warm_compared = _kept(warm_now, warm_sampled, ignored)
+    for kept in (compared, warm_compared):
+        for ident in ignored.intersection(kept):
+            del kept[ident]
     result.compared = len(compared) + len(warm_compared)
     return Compared(compared, warm_compared)
 
@@ -86,16 +101,12 @@ def _new(
     return [i for i in (*now, *warm_now) if i in fresh] if fresh else []
 
 
-def _kept(now: dict[str, float], sampled: Collection[str], ignored: set[str]) -> dict[str, float]:
-    """The ids of ``now`` with samples, but for those ignored: a C-level filter (one
-    subset test when, as usual, every id has samples)."""
+def _kept(now: dict[str, float], sampled: Collection[str]) -> dict[str, float]:
+    """The ids of ``now`` with samples: a C-level filter (one subset test when, as usual,
+    every id has samples)."""
     if now.keys() <= sampled:  # type: ignore[operator]  # a set or a dict's keys
-        kept = dict(now)
-    else:
-        kept = dict(compress(now.items(), map(sampled.__contains__, now)))
-    for ident in ignored.intersection(kept):
-        del kept[ident]
-    return kept
+        return dict(now)
+    return dict(compress(now.items(), map(sampled.__contains__, now)))
 
 
 def module_path_of(nodeid: str) -> str:
@@ -198,10 +209,16 @@ def _nothing_to_find(
     """Whether no id of ``kind`` compared ``now`` can be a finding or a change: each is
     below ``floor`` now and in every sample, or (an outlier in its history) below it as
     a median and without a step by ``find_steps``'s screen."""
-    index = env.positions(kind)
+    ids = env.ids[kind]
+    rows: Iterable[int | None]
+    if len(now) == len(ids) and list(now) == ids:  # the baseline's ids, in its order
+        if any(map(ge, now.values(), repeat(floor))):
+            return False  # none is new, so one at the floor now can be a finding
+        rows = range(len(ids))  # and no index of 100,000 ids is built
+    else:
+        rows = map(env.positions(kind).get, now)
     peaks = summary.peaks[kind]
-    for ident, seconds in now.items():
-        row = index.get(ident)
+    for seconds, row in zip(now.values(), rows, strict=True):
         if row is None:
             continue  # new: nothing to compare with
         if seconds >= floor:
