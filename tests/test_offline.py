@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -158,52 +159,48 @@ def test_a_version_1_baseline_is_upgraded_in_place_with_its_samples(tmp_path: Pa
     assert upgrade_file(str(path)) == ("baseline", 4, 4)  # upgrading twice changes nothing
 
 
-def test_upgrade_gives_a_version_2_baseline_hexadecimal_columns_and_its_summary(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def _as_version_2(column: str) -> Any:
+    return columns.as_list(columns.decode(column))  # a list of numbers, null: no sample
+
+
+def _as_version_3(column: str) -> Any:
+    return base64.b64encode(bytes.fromhex(column)).decode()  # development builds of 0.2
+
+
+@pytest.mark.parametrize(
+    ("version", "older", "with_summary"),
+    [(2, _as_version_2, False), (3, _as_version_3, True)],
+    ids=["version 2, lists without summary", "version 3, base64"],
+)
+def test_upgrade_rewrites_an_older_baseline_in_hexadecimal_columns_with_its_summary(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    version: int,
+    older: Callable[[str], Any],
+    with_summary: bool,
 ) -> None:
+    """An older baseline's samples are read as they are, and the upgrade writes the
+    same doubles as version 4 writes them, with the summary (derived if it had none)."""
     path = Path(baseline_of(tmp_path, [0.5, 0.25, 0.75]))
     data = json.loads(path.read_text(encoding="utf-8"))
     env = data["envs"]["cpu/x1"]
-    summary = env.pop("summary")
+    summary = env["summary"] if with_summary else env.pop("summary")
     written = [dict(run) for run in env["runs"]]
-    for run in env["runs"]:  # as a 0.2 development build wrote it: lists, no summary
+    for run in env["runs"]:
         for kind in ("tests", "warmup", "classes", "modules"):
-            run[kind] = columns.as_list(columns.decode(run[kind]))
-    data["version"] = 2
+            run[kind] = older(run[kind])
+    assert env["runs"] != written
+    data["version"] = version
     path.write_text(json.dumps(data), encoding="utf-8")
     before = load_baseline(path).envs["cpu/x1"].samples("tests")
     assert before["t.py::test_a"] == [0.49, 0.2525, 0.7425]
     capsys.readouterr()
     assert main(["upgrade", str(path)]) == 0
-    assert capsys.readouterr().out == f"{path}: baseline version 2 -> 4, with its summary\n"
+    assert capsys.readouterr().out == f"{path}: baseline version {version} -> 4, with its summary\n"
     again = json.loads(path.read_text(encoding="utf-8"))
     assert again["version"] == 4
     assert again["envs"]["cpu/x1"]["summary"] == summary
     assert again["envs"]["cpu/x1"]["runs"] == written
-    assert load_baseline(path).envs["cpu/x1"].samples("tests") == before
-
-
-def test_a_version_3_baseline_base64_columns_are_read_and_upgraded_to_hexadecimal(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Development builds of 0.2 wrote the samples in base64 (version 3): the same
-    doubles, read as they are, and written in hexadecimal by the next write."""
-    path = Path(baseline_of(tmp_path, [0.5, 0.25, 0.75]))
-    data = json.loads(path.read_text(encoding="utf-8"))
-    written = [dict(run) for run in data["envs"]["cpu/x1"]["runs"]]
-    for run in data["envs"]["cpu/x1"]["runs"]:
-        for kind in ("tests", "warmup", "classes", "modules"):
-            run[kind] = base64.b64encode(bytes.fromhex(run[kind])).decode()
-    assert data["envs"]["cpu/x1"]["runs"] != written
-    data["version"] = 3
-    path.write_text(json.dumps(data), encoding="utf-8")
-    before = load_baseline(path).envs["cpu/x1"].samples("tests")
-    assert before["t.py::test_a"] == [0.49, 0.2525, 0.7425]
-    capsys.readouterr()
-    assert main(["upgrade", str(path)]) == 0
-    assert capsys.readouterr().out == f"{path}: baseline version 3 -> 4, with its summary\n"
-    again = json.loads(path.read_text(encoding="utf-8"))
-    assert (again["version"], again["envs"]["cpu/x1"]["runs"]) == (4, written)
     assert load_baseline(path).envs["cpu/x1"].samples("tests") == before
 
 
