@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from pytest_accel.fields import (
@@ -70,16 +71,9 @@ def parse_baseline(path: str, data: Any) -> Baseline:
         version = check_version(path, data, BASELINE_VERSION)
         window = expect_int(path, "window", data.get("window", DEFAULT_WINDOW), minimum=1)
         envs = expect_object(path, "envs", data.get("envs"))
-        if version == 1:
-            parsed = {
-                key: _parse_env_version_1(path, f"envs[{key!r}]", e) for key, e in envs.items()
-            }
-        else:
-            encoding = columns.HEX if version >= 4 else columns.BASE64
-            parsed = {
-                key: _parse_env(path, f"envs[{key!r}]", e, encoding) for key, e in envs.items()
-            }
-        return Baseline(parsed, window)
+        encoding = columns.HEX if version >= 4 else columns.BASE64
+        parse = partial(_parse_env, encoding=encoding) if version >= 2 else _parse_env_version_1
+        return Baseline({key: parse(path, f"envs[{key!r}]", e) for key, e in envs.items()}, window)
     if schema == RECORD_SCHEMA:
         record = timings(check_record(path, data))
         env = EnvHistory()
@@ -94,7 +88,7 @@ def parse_baseline(path: str, data: Any) -> Baseline:
     return _parse_durations(path, data)
 
 
-def _parse_env(path: str, where: str, value: Any, encoding: str = columns.HEX) -> EnvHistory:
+def _parse_env(path: str, where: str, value: Any, encoding: str) -> EnvHistory:
     """A hardware key's ids, runs and summary; the runs' columns of samples as strings in
     ``encoding`` (``columns.HEX`` or ``columns.BASE64``) or lists of numbers."""
     raw = expect_object(path, where, value)

@@ -61,7 +61,7 @@ def take_inventory(
     # has one (ids without samples are dropped), and the ids' own index is the set.
     warm_sampled = _sampled(env.ids["warmup"], summary.warmup_median, env.positions("warmup"))
     ids = env.ids["tests"]
-    if len(now) == len(ids) and None not in summary.median and list(now) == ids:
+    if in_their_order(now, ids) and None not in summary.median:
         # A suite that did not change: the tests timed now are the baseline's, in its
         # order, each sampled.  Nothing of them is new or missing, and ``now`` is its own
         # index: no index of 100,000 ids is built, no set operation walks them.
@@ -87,6 +87,12 @@ def take_inventory(
             del kept[ident]
     result.compared = len(compared) + len(warm_compared)
     return Compared(compared, warm_compared)
+
+
+def in_their_order(now: Mapping[str, float], ids: list[str]) -> bool:
+    """Whether ``now`` times exactly the baseline's ``ids``, in their order: a suite that
+    did not change, where a row is a position and no id is new or missing."""
+    return len(now) == len(ids) and list(now) == ids
 
 
 def _new(
@@ -211,7 +217,7 @@ def _nothing_to_find(
     a median and without a step by ``find_steps``'s screen."""
     ids = env.ids[kind]
     rows: Iterable[int | None]
-    if len(now) == len(ids) and list(now) == ids:  # the baseline's ids, in its order
+    if in_their_order(now, ids):
         if any(map(ge, now.values(), repeat(floor))):
             return False  # none is new, so one at the floor now can be a finding
         rows = range(len(ids))  # and no index of 100,000 ids is built
