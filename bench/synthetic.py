@@ -14,6 +14,7 @@ import orjson
 
 from pytest_accel.hardware.detection import Detection
 from pytest_accel.perf.record import RunInfo, encode_record, record_head
+from pytest_accel.perf.samples import KINDS
 from pytest_accel.perf.table import TimingTable
 
 STARTED = datetime(2026, 11, 22, tzinfo=timezone.utc).timestamp()
@@ -77,7 +78,7 @@ def as_baseline_version_3(data: dict[str, Any]) -> dict[str, Any]:
         runs = [
             {
                 name: base64.b64encode(bytes.fromhex(value)).decode()
-                if name in ("tests", "warmup", "classes", "modules") and isinstance(value, str)
+                if name in KINDS and isinstance(value, str)
                 else value
                 for name, value in run.items()
             }

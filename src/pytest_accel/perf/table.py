@@ -155,13 +155,16 @@ class TimingTable:
         ``self.totals()``, when the caller has them already."""
         partial = frozenset(g for g, n in deselected.items() if n)
         totals = self.totals() if totals is None else totals
-        groups = whole_groups(column, self.outcomes, warmup, totals, partial)
+        column_runs = runs(column)  # one pass for both steps below
+        groups = whole_groups(
+            column, self.outcomes, warmup, totals, partial, column_runs=column_runs
+        )
         index = {group: i for i, group in enumerate(groups.ids)}
         tests = [0] * len(groups.ids)
         starts = [0.0] * len(groups.ids)
         stops = [0.0] * len(groups.ids)
         end = 0
-        for group, count in zip(*runs(column), strict=True):  # a step per run of tests
+        for group, count in zip(*column_runs, strict=True):  # a step per run of tests
             first, end = end, end + count
             if group is None:
                 continue

@@ -142,17 +142,20 @@ def whole_groups(
     warmup: list[bool],
     totals: list[float],
     partial: frozenset[str] = frozenset(),
+    *,
+    column_runs: tuple[list[str | None], list[int]] | None = None,
 ) -> Groups:
     """Per group (a class or a module column): its total, and whether it ran whole.
 
-    A group's tests run one after another: a step per run of them (``repeats.runs``),
-    its seconds added in C, in the order a step per test would add them."""
+    A group's tests run one after another: a step per run of them (``repeats.runs``,
+    or ``column_runs`` when the caller has them), its seconds added in C, in the order
+    a step per test would add them."""
     if not len(column) == len(outcomes) == len(warmup) == len(totals):
         raise ValueError("whole_groups: columns of different lengths")
     order: dict[str, int] = {}
     groups = Groups()
     end = 0
-    for group, count in zip(*runs(column), strict=True):
+    for group, count in zip(*(column_runs or runs(column)), strict=True):
         start, end = end, end + count
         if group is None:
             continue
