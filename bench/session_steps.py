@@ -1,0 +1,199 @@
+"""Where a run with everything on spends its extra time: each step of the plugin's work,
+timed inside real pytest runs, beside bare pytest's wall time in the same rounds.
+
+    build/bench-venv/bin/python bench/session_steps.py --tests 10000 --repeat 5
+
+Each round runs bare pytest and then ``--perf-record --perf-baseline --flaky-history``
+(a 20-run baseline and a 50-run history, as ``bench/overhead.py`` builds them) with this
+module loaded as a plugin (``-p bench.session_steps``).  Before the features register,
+it wraps the functions that do each step and adds up their seconds; at exit it writes
+them to the file named by ``PYTEST_ACCEL_STEPS``.  Importing the plugin's modules is
+timed apart, in a fresh interpreter per round (a plugin loaded first cannot time the
+import of another), with the share spent creating dataclasses.
+
+The steps overlap nothing and leave out pytest's own work for the tests, so their sum
+is what the plugin adds, give or take the interpreter's exit freeing more objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+STEPS_ENV = "PYTEST_ACCEL_STEPS"
+_seconds: dict[str, float] = {}
+
+
+def _timed(step: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _seconds[step] = _seconds.get(step, 0.0) + time.perf_counter() - start
+
+    return wrapper
+
+
+# (step, module, attribute path): wrapped where the caller looks it up, before the
+# features register their hook classes in pytest_accel's pytest_configure.
+HARDWARE, COLLECTOR = "pytest_accel.hardware.plugin", "pytest_accel.perf.collector"
+PERF, FLAKY = "pytest_accel.perf.plugin", "pytest_accel.flaky.plugin"
+STEPS = [
+    ("marker selection at collection", HARDWARE, "Selection.pytest_collection_modifyitems"),
+    ("class, module and perf marks at collection", COLLECTOR, "collect_nodes"),
+    ("reading the baseline", PERF, "load_for_session"),
+    ("reading the flaky history", FLAKY, "_read_history"),
+    ("commit and branch", PERF, "vcs_info"),
+    ("sorting and folding the reports", COLLECTOR, "ResultsCollector.session_table"),
+    ("the run's timings for the comparison", PERF, "PerfPlugin.run_timings"),
+    ("comparing with the baseline", PERF, "PerfPlugin._compare"),
+    ("encoding and writing the record", PERF, "write_atomic"),
+    ("the flaky history's update and summary", FLAKY, "FlakyPlugin._finish"),
+]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    import importlib
+
+    for step, module_name, path in STEPS:
+        owner: Any = importlib.import_module(module_name)
+        *parents, name = path.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent)
+        setattr(owner, name, _timed(step, getattr(owner, name)))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    target = os.environ.get(STEPS_ENV)
+    if target:
+        modules = sorted(m for m in sys.modules if m.startswith("pytest_accel"))
+        Path(target).write_text(json.dumps({"steps": _seconds, "modules": modules}))
+
+
+IMPORT_PROBE = """
+import dataclasses, json, sys, time
+import pytest
+made = [0, 0.0]
+create = dataclasses._process_class
+def counted(cls, *args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return create(cls, *args, **kwargs)
+    finally:
+        if cls.__module__.startswith("pytest_accel"):
+            made[0] += 1
+            made[1] += time.perf_counter() - start
+dataclasses._process_class = counted
+start = time.perf_counter()
+for name in sys.argv[1:]:
+    __import__(name)
+print(json.dumps([time.perf_counter() - start, made[1], made[0]]))
+"""
+
+
+def _child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
+
+
+def _pytest(args: list[str], suite: Path, workdir: Path, env: dict[str, str]) -> float:
+    command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider", *args]
+    start = time.perf_counter()
+    done = subprocess.run(
+        command, cwd=workdir, env=env, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 5):
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return wall
+
+
+def main() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.overhead import stretch_baseline, stretch_history
+    from bench.suite import generate
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tests", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--baseline-runs", type=int, default=20)
+    args = parser.parse_args()
+    env = _child_env()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        suite = workdir / "suite"
+        count = generate(suite, args.tests)
+        files = [
+            f"--perf-baseline={workdir / 'baseline.json'}",
+            f"--flaky-history={workdir / 'history.json'}",
+        ]
+        everything = ["-p", "pytest_accel", f"--perf-record={workdir / 'record.json'}", *files]
+        _pytest(["-p", "pytest_accel", *files, "--perf-update-baseline"], suite, workdir, env)
+        stretch_baseline(workdir / "baseline.json", args.baseline_runs)
+        stretch_history(workdir / "history.json")
+        history = (workdir / "history.json").read_bytes()
+        probe = ["-p", "bench.session_steps", *everything]
+        _pytest([], suite, workdir, env)  # warm-up: page cache and bytecode
+        _pytest(probe, suite, workdir, env)
+        bare: list[float] = []
+        steps: dict[str, list[float]] = {}
+        imports: list[tuple[float, float, int]] = []
+        for _ in range(args.repeat):
+            bare.append(_pytest([], suite, workdir, env))
+            (workdir / "history.json").write_bytes(history)  # the same 50 runs each round
+            out = workdir / "steps.json"
+            _pytest(probe, suite, workdir, {**env, STEPS_ENV: str(out)})
+            found = json.loads(out.read_text())
+            for step, seconds in found["steps"].items():
+                steps.setdefault(step, []).append(seconds)
+            probed = subprocess.run(
+                [sys.executable, "-c", IMPORT_PROBE, *found["modules"]],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            seconds, creating, classes = json.loads(probed.stdout)
+            imports.append((seconds, creating, classes))
+    wall = statistics.median(bare)
+    print(
+        f"pytest on {count} generated tests, everything on against a {args.baseline_runs}-run"
+        f" baseline, {args.repeat} rounds; bare pytest {wall:.2f} s (median)\n"
+    )
+    print("| step | ms, median | min-max | share of bare pytest's wall |")
+    print("| --- | ---: | ---: | ---: |")
+    rows = [("importing the plugin's modules", [i[0] for i in imports])]
+    rows += [(f"of which creating {imports[0][2]} dataclasses", [i[1] for i in imports])]
+    rows += [(step, steps.get(step, [0.0])) for step, _, _ in STEPS]
+    total = 0.0
+    for step, values in rows:
+        middle = statistics.median(values)
+        if not step.startswith("of which"):
+            total += middle
+        print(
+            f"| {step} | {middle * 1000:.1f} | {min(values) * 1000:.1f}-{max(values) * 1000:.1f}"
+            f" | {middle / wall:.2%} |"
+        )
+    print(f"| **sum** | **{total * 1000:.1f}** | | **{total / wall:.2%}** |")
+
+
+if __name__ == "__main__":
+    main()

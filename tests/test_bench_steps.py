@@ -1,0 +1,54 @@
+"""``bench/session_steps.py`` times the plugin's steps by wrapping its functions by name:
+a renamed function must fail here, not leave a step out of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.session_steps import STEPS, STEPS_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(("step", "module", "path"), STEPS, ids=[s[0] for s in STEPS])
+def test_every_step_the_bench_times_names_a_function_of_the_plugin(
+    step: str, module: str, path: str
+) -> None:
+    owner = importlib.import_module(module)
+    for name in path.split("."):
+        owner = getattr(owner, name)
+    assert callable(owner), f"{step}: {module}.{path} is not a function"
+
+
+def test_the_probe_adds_up_each_step_of_a_run_with_everything_on(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    steps = pytester.path / "steps.json"
+    monkeypatch.setenv(STEPS_ENV, str(steps))
+    pytester.makepyfile(
+        test_a="import pytest\n"
+        "class TestC:\n    def test_m(self): pass\n"
+        "@pytest.mark.tpu\ndef test_t(): pass\n"
+        "def test_f(): pass\n"
+    )
+    options = ["--perf-baseline=b.json", "--flaky-history=h.json", "--perf-record=r.json"]
+    first = pytester.runpytest_subprocess("-p", "pytest_accel", *options, "--perf-update-baseline")
+    first.assert_outcomes(passed=2, skipped=1)
+    result = pytester.runpytest_subprocess(
+        "-p", "bench.session_steps", "-p", "pytest_accel", *options
+    )
+    result.assert_outcomes(passed=2, skipped=1)
+    found = json.loads(steps.read_text())
+    assert set(found["steps"]) == {step for step, _, _ in STEPS}
+    assert all(seconds > 0 for seconds in found["steps"].values())
+    assert "pytest_accel.perf.collector" in found["modules"]
+    assert json.loads((pytester.path / "r.json").read_bytes())["tests"]["id"] == [
+        "test_a.py::TestC::test_m",
+        "test_a.py::test_t",
+        "test_a.py::test_f",
+    ]
