@@ -17,7 +17,6 @@ About 40 s per variant for 1,000 tests (callgrind runs the interpreter some 40x 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -32,6 +31,7 @@ from bench.overhead import (
     RECORD,
     SPLIT,
     Variant,
+    measured_env,
     stretch_history,
     write_quarantine,
 )
@@ -68,8 +68,7 @@ def run(
     than the counted run's would make every test a regression."""
     command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider"]
     command += [a.replace("{tmp}", str(workdir)) for a in args]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0")
+    env = {**measured_env(), "PYTHONHASHSEED": "0"}
     if counted or valgrind:
         command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
     done = subprocess.run(

@@ -166,15 +166,21 @@ def stretch_baseline(path: Path, runs: int) -> None:
     path.write_bytes(orjson.dumps(to_json(baseline)))
 
 
+def measured_env() -> dict[str, str]:
+    """The environment of a measured pytest run: no plugin but those a variant names, and
+    bytecode written (installed packages run from bytecode; the warm-up round writes the
+    plugin's too)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
 def run_once(variant: Variant, suite: Path, common: list[str], workdir: Path) -> None:
     args = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider"]
     args += common + [a.replace("{tmp}", str(workdir)) for a in variant.args]
-    # Installed packages run from bytecode; let the warm-up round write it for the plugin too.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     start = time.perf_counter()
     process = subprocess.Popen(
-        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=workdir
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=measured_env(), cwd=workdir
     )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start

@@ -106,14 +106,6 @@ print(json.dumps([time.perf_counter() - start, made[1], made[0]]))
 """
 
 
-def _child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    return env
-
-
 def _pytest(args: list[str], suite: Path, workdir: Path, env: dict[str, str]) -> float:
     command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider", *args]
     start = time.perf_counter()
@@ -127,8 +119,9 @@ def _pytest(args: list[str], suite: Path, workdir: Path, env: dict[str, str]) ->
 
 
 def main() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from bench.overhead import stretch_baseline, stretch_history
+    root = str(Path(__file__).resolve().parent.parent)
+    sys.path.insert(0, root)
+    from bench.overhead import measured_env, stretch_baseline, stretch_history
     from bench.suite import generate
 
     parser = argparse.ArgumentParser(description=__doc__)
@@ -136,7 +129,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--baseline-runs", type=int, default=20)
     args = parser.parse_args()
-    env = _child_env()
+    env = measured_env()  # and the probe importable as bench.session_steps:
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         suite = workdir / "suite"
@@ -180,14 +174,13 @@ def main() -> None:
     )
     print("| step | ms, median | min-max | share of bare pytest's wall |")
     print("| --- | ---: | ---: | ---: |")
+    dataclasses = (f"of which creating {imports[0][2]} dataclasses", [i[1] for i in imports])
     rows = [("importing the plugin's modules", [i[0] for i in imports])]
-    rows += [(f"of which creating {imports[0][2]} dataclasses", [i[1] for i in imports])]
     rows += [(step, steps.get(step, [0.0])) for step, _, _ in STEPS]
-    total = 0.0
+    total = sum(statistics.median(values) for _, values in rows)
+    rows.insert(1, dataclasses)  # a part of the imports, not added again
     for step, values in rows:
         middle = statistics.median(values)
-        if not step.startswith("of which"):
-            total += middle
         print(
             f"| {step} | {middle * 1000:.1f} | {min(values) * 1000:.1f}-{max(values) * 1000:.1f}"
             f" | {middle / wall:.2%} |"
