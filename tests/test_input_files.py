@@ -309,6 +309,56 @@ def test_a_version_2_record_of_lists_is_read_and_upgraded_to_runs(
     assert upgraded["tests"]["class"] == ["t.py::TestA", None]  # as runs, no shorter
 
 
+def version_1_record() -> dict[str, Any]:
+    """A record as version 1 wrote it: one object per test, class and module."""
+    return {
+        "schema": "pytest-accel/record",
+        "version": 1,
+        "run": {"started": "2026-11-01T00:00:00Z", "duration": 0.6, "workers": 0},
+        "env": {"key": "cpu/x1", "platform": "cpu", "device_kind": "cpu", "device_count": 1},
+        "tests": {
+            "t.py::TestA::test_one": {
+                "outcome": "passed",
+                **{"setup": 0.01, "call": 0.2, "teardown": 0.01, "total": 0.22},
+                **{"class": "t.py::TestA", "module": "t.py", "worker": None},
+            },
+            "t.py::test_two": {
+                "outcome": "failed",
+                **{"setup": 0.0, "call": 0.3, "teardown": 0.0, "total": 0.3},
+                **{"class": None, "module": "t.py", "worker": None},
+            },
+        },
+        "classes": {"t.py::TestA": {"tests": 1, "total": 0.22, "span": 0.22}},
+        "modules": {"t.py": {"tests": 2, "total": 0.52, "span": 0.52}},
+    }
+
+
+def test_a_version_1_record_is_read_and_upgraded_to_the_current_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps(version_1_record()), encoding="utf-8")
+    baseline = tmp_path / "b.json"
+    assert main(["baseline", str(old), "--into", str(baseline)]) == 0
+    assert main(["compare", str(old), "--baseline", str(baseline)]) == 0
+    assert "1 test(s) compared under cpu/x1" in capsys.readouterr().out  # the failed one not
+    assert main(["upgrade", str(old)]) == 0
+    assert "record version 1 -> 3" in capsys.readouterr().out
+    upgraded = json.loads(old.read_text())
+    assert upgraded["version"] == 3
+    tests = upgraded["tests"]
+    assert tests["id"] == ["t.py::TestA::test_one", "t.py::test_two"]
+    assert tests["call"] == [0.2, 0.3]
+    assert tests["total"] == [0.22, 0.3]
+    assert tests["outcome"] == ["passed", "failed"]
+    assert tests["class"] == ["t.py::TestA", None]
+    assert tests["module"] == {"values": ["t.py"], "counts": [2]}
+    assert upgraded["classes"]["id"] == ["t.py::TestA"]
+    assert upgraded["modules"]["total"] == [0.52]
+    assert main(["compare", str(old), "--baseline", str(baseline)]) == 0  # read as before
+    assert "1 test(s) compared under cpu/x1" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("field", ["workers", "exitstatus", "duration"])
 def test_merge_names_a_run_field_that_is_not_a_number(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str
