@@ -178,9 +178,10 @@ def measured_env() -> dict[str, str]:
 def run_once(variant: Variant, suite: Path, common: list[str], workdir: Path) -> None:
     args = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider"]
     args += common + [a.replace("{tmp}", str(workdir)) for a in variant.args]
+    env = measured_env()
     start = time.perf_counter()
     process = subprocess.Popen(
-        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=measured_env(), cwd=workdir
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=workdir
     )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
