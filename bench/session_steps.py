@@ -66,15 +66,21 @@ STEPS = [
 ]
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def step_target(module: str, path: str) -> tuple[Any, str]:
+    """The object that holds a step's function (its module or class), and its name."""
     import importlib
 
-    for step, module_name, path in STEPS:
-        owner: Any = importlib.import_module(module_name)
-        *parents, name = path.split(".")
-        for parent in parents:
-            owner = getattr(owner, parent)
+    owner: Any = importlib.import_module(module)
+    *parents, name = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    return owner, name
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for step, module, path in STEPS:
+        owner, name = step_target(module, path)
         setattr(owner, name, _timed(step, getattr(owner, name)))
 
 
@@ -165,7 +171,7 @@ def main() -> None:
                 text=True,
                 check=True,
             )
-            seconds, creating, classes = json.loads(probed.stdout)
+            seconds, creating, classes = json.loads(probed.stdout)  # see IMPORT_PROBE
             imports.append((seconds, creating, classes))
     wall = statistics.median(bare)
     print(

@@ -3,13 +3,12 @@ a renamed function must fail here, not leave a step out of docs/benchmarks.md.""
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 
-from bench.session_steps import STEPS, STEPS_ENV
+from bench.session_steps import STEPS, STEPS_ENV, step_target
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,10 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_step_the_bench_times_names_a_function_of_the_plugin(
     step: str, module: str, path: str
 ) -> None:
-    owner = importlib.import_module(module)
-    for name in path.split("."):
-        owner = getattr(owner, name)
-    assert callable(owner), f"{step}: {module}.{path} is not a function"
+    owner, name = step_target(module, path)
+    assert callable(getattr(owner, name, None)), f"{step}: {module}.{path} is not a function"
 
 
 def test_the_probe_adds_up_each_step_of_a_run_with_everything_on(
