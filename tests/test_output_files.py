@@ -114,7 +114,8 @@ def test_a_full_disk_at_session_end_fails_the_run_in_one_line_and_keeps_the_old_
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert (full / "baseline.json").read_bytes() == before  # the old file, untouched
     assert not (full / "record.json").exists()
-    assert files_beside(full) == {"baseline.json"}  # no temp file left behind
+    # No temp file left behind; the baseline's lock stays beside it, for the next writer.
+    assert files_beside(full) == {"baseline.json", ".baseline.json.lock"}
     assert load(pytester.path / "history.json")["envs"]["cpu/x1"]["tests"]  # still written
     assert "timing record of" not in result.stdout.str()  # it does not claim it wrote
 
@@ -182,18 +183,18 @@ def test_a_symlinked_baseline_and_history_update_their_targets_and_stay_links(
     counts = [(len(decode(r["tests"])), len(decode(r["warmup"]))) for r in runs]
     assert counts == [(8, 8), (8, 8)]  # one 8-byte sample of each
     assert len(load(shared / "hist.json")["envs"]["cpu/x1"]["runs"]) == 2
-    # No lock or temp file beside the user's files, under either name.
-    assert files_beside(shared) == {"base.json", "hist.json"}
+    # One hidden lock beside each target, none beside the links, no temp file left.
+    assert files_beside(shared) == {"base.json", "hist.json", ".base.json.lock", ".hist.json.lock"}
     assert not [n for n in files_beside(pytester.path) if n.endswith((".lock", ".tmp"))]
 
 
-def test_a_link_and_its_target_share_one_lock_under_the_cache_directory(tmp_path: Path) -> None:
+def test_a_link_and_its_target_share_one_lock_beside_the_target(tmp_path: Path) -> None:
     target = tmp_path / "base.json"
     link = tmp_path / "link.json"
     link.symlink_to(target)
     lock = lock_path(Path(os.path.realpath(link)))
     assert lock == lock_path(target.resolve())
-    assert lock.parent == Path(os.environ["PYTEST_ACCEL_CACHE_DIR"]) / "locks"
+    assert lock == tmp_path / ".base.json.lock"
 
 
 def test_stale_temp_files_of_ours_are_removed_and_fresh_ones_kept(tmp_path: Path) -> None:

@@ -15,22 +15,79 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import math
 import os
 import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pytest_accel.text import capped
 
 
 class InputError(Exception):
     """A file the user gave us cannot be used; the message names the file and the problem."""
 
     def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
-        super().__init__(f"{os.fspath(path)}: {problem}")
+        super().__init__(capped(f"{capped(os.fspath(path), 200)}: {problem}"))
         self.path = os.fspath(path)
         self.problem = problem
+
+
+@dataclass(frozen=True)
+class FileUse:
+    """A file an option (or argument) names, and what the run does with it."""
+
+    name: str  # as the user gave it: "--perf-record", "-o", "RECORD"
+    path: str
+    reads: bool = False
+    writes: bool = False
+
+    @property
+    def role(self) -> str:
+        return {
+            (True, True): "read and rewritten",
+            (False, True): "written",
+        }.get((self.reads, self.writes), "read")
+
+
+def refuse_shared_files(uses: Iterable[FileUse]) -> None:
+    """InputError when two uses name one file (links and hard links included) and one of
+    them writes it: the write would destroy what the other reads or writes.  An option
+    that reads and rewrites its own file (``--perf-baseline`` with
+    ``--perf-update-baseline``) is one use.  Checked before any test runs."""
+    seen: dict[object, FileUse] = {}
+    for use in uses:
+        identity = _file_identity(use.path)
+        earlier = seen.get(identity)
+        if earlier is None:
+            seen[identity] = use
+            continue
+        if earlier.name == use.name or not (earlier.writes or use.writes):
+            continue
+        raise InputError(
+            use.path,
+            f"named by both {earlier.name} ({earlier.role}) and {use.name} ({use.role});"
+            " one would overwrite the other: give each its own file",
+        )
+
+
+def _file_identity(path: str) -> object:
+    """What makes two paths one file: the inode of an existing file (hard links share
+    it), else the resolved path (a symlink and its target, a file not written yet)."""
+    try:
+        info = os.stat(path)
+        if stat.S_ISREG(info.st_mode):
+            return ("inode", info.st_dev, info.st_ino)
+    except OSError:  # not there yet, or a name too long: the path decides
+        pass
+    try:
+        return ("path", os.path.realpath(path))
+    except (OSError, ValueError):
+        return ("path", os.path.abspath(path))
 
 
 # orjson parses and writes JSON several times faster than the standard library, but a
@@ -111,7 +168,28 @@ def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
     On failure the old file is as it was and the temp file is gone.
     """
     target = resolved(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _write_atomic(target, chunks)
+    except OSError as exc:  # named as the user named it, never by our temp file's name
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from None
+
+
+def make_directories(directory: Path) -> None:
+    """``directory`` and its missing parents, created one level at a time without
+    recursion (``mkdir(parents=True)`` recurses once per level: a path of 2,000 levels
+    would be a RecursionError, not an OSError)."""
+    missing = []
+    for level in (directory, *directory.parents):
+        if os.path.isdir(level):
+            break
+        missing.append(level)
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(level)
+
+
+def _write_atomic(target: Path, chunks: Iterable[bytes]) -> None:
+    make_directories(target.parent)
     remove_stale_temp_files(target)
     mode = _file_mode(target)
     import tempfile  # only a write needs it: `compare` and a run without files do not
@@ -272,7 +350,9 @@ def parse_json(path: str | os.PathLike[str], raw: bytes | str) -> Any:
 
         text = _text(path, raw) if isinstance(raw, bytes) else raw
         try:
-            return json.loads(text, parse_constant=_no_constant, parse_int=_int64)
+            return json.loads(
+                text, parse_constant=_no_constant, parse_int=_int64, parse_float=_finite
+            )
         except RecursionError:
             raise InputError(path, "is not valid JSON (nested too deeply)") from None
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, ours below
@@ -281,6 +361,15 @@ def parse_json(path: str | os.PathLike[str], raw: bytes | str) -> Any:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    """A number as orjson reads it: one beyond any double (``1e400``) is refused, as
+    orjson refuses it, not read as infinity."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text[:20]} is infinity when parsed as double")
+    return value
 
 
 def _int64(text: str) -> int | float:
@@ -297,6 +386,13 @@ def _int64(text: str) -> int | float:
 
 def check_writable(path: str | os.PathLike[str]) -> Path:
     """Create the parent directory and prove we can write there, before the run starts."""
+    try:
+        return _check_writable(path)
+    except OSError as exc:  # a name too long for the OS, a path through a file, ...
+        raise InputError(path, f"cannot be written: {exc.strerror or exc}") from None
+
+
+def _check_writable(path: str | os.PathLike[str]) -> Path:
     import tempfile
 
     target = resolved(path)
@@ -310,7 +406,7 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
                 raise InputError(path, f"cannot be written: {ancestor} is not a directory")
             break
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_directories(target.parent)
         with tempfile.NamedTemporaryFile(
             dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX
         ):

@@ -1,8 +1,9 @@
 """Files that several jobs update: the lock that serialises them, and the locked
 read-change-replace.
 
-Locks live in our cache directory, never beside the user's files, named after the
-resolved path of the file they guard (docs/format.md).  A history or baseline read
+A file's lock lives beside it, hidden (``.baseline.json.lock`` for ``baseline.json``,
+after links are resolved): every writer of the file finds the same lock, whatever its
+environment, and each file has one lock file, never more.  A history or baseline read
 before the tests can be reused under the lock when the file is still the one that was
 read (``file_identity``).
 """
@@ -10,7 +11,11 @@ read (``file_identity``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,30 +24,53 @@ from pytest_accel.files import InputError, resolved, write_json_atomic
 
 T = TypeVar("T")
 
+LOCK_TIMEOUT_ENV = "PYTEST_ACCEL_LOCK_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT = 300.0  # seconds: longer than any honest update of a shared file
+WAIT_NOTICE_AFTER = 5.0  # seconds of waiting before saying what for
+
 
 def cache_subdir(name: str) -> Path | None:
-    """A writable directory of ours, never beside the user's files (None: there is none)."""
+    """A private directory of ours (None: there is none): owned by this user and
+    writable by no one else, so that no other user can plant a link in it."""
     for base in _cache_dirs():
         directory = base / name
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, exist_ok=True)
         except OSError:
             continue
-        if os.access(directory, os.W_OK):
+        if _private(base) and _private(directory) and os.access(directory, os.W_OK):
             return directory
     return None
 
 
-def lock_path(target: Path) -> Path:
-    """The lock for ``target``: in our cache directory (never beside the user's files),
-    named after the resolved path, so a link and its target share one lock."""
-    import hashlib  # 6 ms of OpenSSL, for the commands that never write a file
+def _private(directory: Path) -> bool:
+    """A real directory (not a link to one) of this user, not group or world writable."""
+    try:
+        info = directory.lstat()
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
 
-    digest = hashlib.sha256(os.fsencode(target)).hexdigest()[:32]
-    directory = cache_subdir("locks")
-    if directory is None:
-        raise InputError(target, "cannot be locked: no writable cache directory for the lock")
-    return directory / f"{digest}.lock"
+
+def lock_path(target: Path) -> Path:
+    """The lock for ``target`` (a resolved path): beside it, hidden, so a link and its
+    target, and every writer whatever its cache directory, share one lock."""
+    return target.parent / f".{target.name}.lock"
+
+
+def lock_timeout() -> float:
+    """Seconds to wait for a lock: ``PYTEST_ACCEL_LOCK_TIMEOUT``, else 300."""
+    text = os.environ.get(LOCK_TIMEOUT_ENV, "")
+    try:
+        value = float(text)
+    except ValueError:
+        return DEFAULT_LOCK_TIMEOUT
+    return value if 0 <= value < float("inf") else DEFAULT_LOCK_TIMEOUT
 
 
 @contextlib.contextmanager
@@ -50,27 +78,74 @@ def exclusive_lock(target: str | os.PathLike[str]) -> Iterator[None]:
     """Held by one process (or thread) at a time: the lock for ``target`` (``lock_path``).
 
     On POSIX an ``flock`` on the lock file, released when it is closed (a crashed
-    holder releases it too); elsewhere filelock's lock.  Importing filelock 4 costs
-    more than a run's whole use of the lock: it loads its read-write and async locks
-    and registers at-fork handlers (59 million instructions on a 500-test run, and an
-    exit collection that grows with the suite; docs/benchmarks.md, "The flaky
-    features' cost per run").
+    holder releases it too); elsewhere filelock's lock.  A wait of more than a few
+    seconds says on stderr what it waits for; one longer than ``lock_timeout()`` is an
+    InputError naming the file.  Importing filelock 4 costs more than a run's whole use
+    of the lock (docs/benchmarks.md, "The flaky features' cost per run").
     """
     path = lock_path(Path(target))
+    timeout = lock_timeout()
     try:
         import fcntl
     except ImportError:  # Windows
-        from filelock import FileLock
+        from filelock import FileLock, Timeout
 
-        with FileLock(path):
-            yield
+        try:
+            with FileLock(path, timeout=timeout):
+                yield
+        except Timeout:
+            raise InputError(target, _timed_out(path, timeout)) from None
         return
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)  # waits; PEP 475 retries after a signal
+        descriptor = os.open(
+            path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644
+        )
+    except OSError as exc:
+        reason = "it is a link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise InputError(target, f"cannot be locked: {path}: {reason}") from None
+    try:
+        _wait_for(descriptor, fcntl, target, path, timeout)
         yield
     finally:
         os.close(descriptor)  # releases the lock
+
+
+def _wait_for(
+    descriptor: int, fcntl: Any, target: str | os.PathLike[str], path: Path, timeout: float
+) -> None:
+    try:  # the usual case: nobody holds it
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    started = time.monotonic()
+    told = False
+    delay = 0.01
+    while True:
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        waited = time.monotonic() - started
+        if waited >= timeout:
+            raise InputError(target, _timed_out(path, timeout))
+        if not told and waited >= WAIT_NOTICE_AFTER:
+            told = True
+            sys.stderr.write(
+                f"pytest-accel: waiting for {path} (another job is updating"
+                f" {os.fspath(target)}; {LOCK_TIMEOUT_ENV}={timeout:g} seconds at most)\n"
+            )
+            sys.stderr.flush()
+
+
+def _timed_out(path: Path, timeout: float) -> str:
+    return (
+        f"cannot be locked: another job held {path} for {timeout:g} seconds; if no job is"
+        f" running, another process has it open (or raise {LOCK_TIMEOUT_ENV})"
+    )
 
 
 def _cache_dirs() -> Iterator[Path]:
@@ -79,7 +154,7 @@ def _cache_dirs() -> Iterator[Path]:
         yield Path(explicit)
     xdg = os.environ.get("XDG_CACHE_HOME")
     yield (Path(xdg) if xdg else Path.home() / ".cache") / "pytest-accel"
-    import tempfile  # the last resort; `compare` takes no lock
+    import tempfile  # the last resort
 
     yield Path(tempfile.gettempdir()) / f"pytest-accel-{os.getuid()}"
 

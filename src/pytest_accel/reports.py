@@ -149,7 +149,7 @@ def isolated(session: pytest.Session, what: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # the last line of defence at session end
-        fail_session(session, f"could not {what}: {problem(exc)}")
+        fail_session(session, f"could not {what}: {problem(exc, what)}")
 
 
 def write_exit_reasons(config: pytest.Config) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_accel.text import shown
+from pytest_accel.text import capped, shown
 
 if TYPE_CHECKING:
     import pytest
@@ -124,7 +124,7 @@ def usage_error(message: str) -> pytest.UsageError:
     """pytest's error for a bad option, which a pytest run prints as one line."""
     import pytest
 
-    return pytest.UsageError(message)
+    return pytest.UsageError(capped(message))
 
 
 def usage_errors() -> tuple[type[Exception], ...]:

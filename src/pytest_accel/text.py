@@ -32,16 +32,27 @@ def shown(value: str, most: int = 40) -> str:
     return repr(value if len(value) <= most else value[:most] + "...")
 
 
+def capped(text: str, most: int = 1000) -> str:
+    """``text`` cut in the middle when longer than ``most`` characters: an error line
+    names a 100 KB value by its start and end, not in full."""
+    if len(text) <= most:
+        return text
+    half = most // 2
+    return f"{text[:half]}...({len(text) - 2 * half} characters cut)...{text[-half:]}"
+
+
 def plain(value: str) -> str:
     """A setting's value as it is when plain, else quoted (escapes and all) and cut
     short, so that no value can break a line or run on for pages."""
     return value if _PLAIN.fullmatch(value) else shown(value, 60)
 
 
-def problem(exc: BaseException) -> str:
-    """An exception as one line: the file and the OS's words, or our own message."""
+def problem(exc: BaseException, context: str = "") -> str:
+    """An exception as one line: the file and the OS's words, or our own message.  The
+    file is left out where ``context``, the rest of the line, names it already."""
     if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
+        named = exc.filename and str(exc.filename) not in context
+        where = f"{exc.filename}: " if named else ""
         return f"{where}{exc.strerror or exc}"
     if isinstance(exc, ValueError | LookupError | TypeError):
         return f"{type(exc).__name__}: {exc}"  # a bug of ours: say so, in one line

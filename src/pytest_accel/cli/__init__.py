@@ -19,7 +19,7 @@ from pytest_accel.cli import detect, flaky, report, shard, timing
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliError, HelpFormatter
 from pytest_accel.files import InputError, gc_paused
 from pytest_accel.settings import usage_errors
-from pytest_accel.text import one_line, problem
+from pytest_accel.text import capped, one_line, problem
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "CliError", "build_parser", "main"]
 
@@ -72,9 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with gc_paused():
             code: int = args.handler(args)
     except _BAD_INPUT + usage_errors() as exc:
-        sys.stderr.write(one_line(f"pytest-accel: error: {exc}") + "\n")
+        sys.stderr.write(one_line(capped(f"pytest-accel: error: {exc}")) + "\n")
         return EXIT_USAGE
     except OSError as exc:  # a write that failed after the checks (a full disk)
-        sys.stderr.write(one_line(f"pytest-accel: error: {problem(exc)}") + "\n")
+        sys.stderr.write(one_line(capped(f"pytest-accel: error: {problem(exc)}")) + "\n")
         return EXIT_USAGE
     return code

@@ -10,7 +10,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, add_command, percentage, positive_int
-from pytest_accel.files import InputError, check_writable, read_json, write_json_atomic
+from pytest_accel.files import (
+    FileUse,
+    InputError,
+    check_writable,
+    read_json,
+    refuse_shared_files,
+    write_json_atomic,
+)
 
 if TYPE_CHECKING:
     from pytest_accel.flaky.history import History
@@ -111,6 +118,14 @@ def run(args: argparse.Namespace) -> int:
     from pytest_accel.flaky.quarantine import propose, utc_today
     from pytest_accel.flaky.quarantine import to_json as quarantine_json
 
+    if args.write_quarantine:
+        refuse_shared_files(
+            [
+                *(FileUse("HISTORY_OR_RECORD", path, reads=True) for path in args.files),
+                FileUse("--write-quarantine", args.write_quarantine, writes=True),
+            ]
+        )
+        check_writable(args.write_quarantine)
     report = analysis(history_inputs(args.files, args.window))
     over = {
         platform: pct
@@ -120,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
     report["max_pct"] = args.max_pct
     report["over_limit"] = sorted(over)
     if args.write_quarantine:
-        check_writable(args.write_quarantine)
         expires = utc_today() + timedelta(days=args.expires_in)
         entries = propose(report, expires)
         write_json_atomic(args.write_quarantine, quarantine_json(entries), indent=True)

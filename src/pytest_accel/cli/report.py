@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from pytest_accel.cli.common import EXIT_OK, CliError, add_command, add_rule_options, rule_of
-from pytest_accel.files import check_writable, read_json, write_atomic
+from pytest_accel.files import FileUse, check_writable, read_json, refuse_shared_files, write_atomic
 from pytest_accel.text import line_start
 
 
@@ -51,6 +51,14 @@ def run(args: argparse.Namespace) -> int:
 
     if not (args.records or args.baseline or args.history):
         raise CliError("nothing to report: give RECORD files, --baseline or --history")
+    inputs = (("--baseline", args.baseline), ("--history", args.history))
+    refuse_shared_files(
+        [
+            *(FileUse("RECORD", path, reads=True) for path in args.records),
+            *(FileUse(flag, path, reads=True) for flag, path in inputs if path),
+            FileUse("-o", args.output, writes=True),
+        ]
+    )
     check_writable(args.output)
     records = [(path, check_record(path, read_json(path))) for path in args.records]
     baseline = load_baseline(args.baseline) if args.baseline else None

@@ -16,7 +16,14 @@ from pytest_accel.cli.common import (
     positive_int,
     rule_of,
 )
-from pytest_accel.files import check_writable, dumps, read_json, write_json_atomic
+from pytest_accel.files import (
+    FileUse,
+    check_writable,
+    dumps,
+    read_json,
+    refuse_shared_files,
+    write_json_atomic,
+)
 from pytest_accel.perf import output
 from pytest_accel.perf.baseline import BASELINE_VERSION
 from pytest_accel.perf.offline import accept_changes, compare_files, fold_records, upgrade_file
@@ -143,6 +150,12 @@ def _add_baseline(commands: Any) -> None:
 
 
 def baseline(args: argparse.Namespace) -> int:
+    refuse_shared_files(
+        [
+            *(FileUse("RECORD", path, reads=True) for path in args.records),
+            FileUse("--into", args.into, reads=True, writes=True),
+        ]
+    )
     check_writable(args.into)
     if args.records:
         folded, runs = fold_records(args.records, args.into, args.window)
@@ -226,14 +239,21 @@ def _add_merge(commands: Any) -> None:
 def merge_files(args: argparse.Namespace) -> int:
     from pytest_accel.perf.merge import MergeError, merge_records
 
+    reading = [FileUse("RECORD", path, reads=True) for path in args.records]
+    refuse_shared_files([*reading, FileUse("-o", args.output, writes=True)])
     check_writable(args.output)
     records = [(path, check_record(path, read_json(path))) for path in args.records]
     try:
         results = merge_records(records, by_env=args.by_env)
     except MergeError as exc:
         raise CliError(str(exc)) from None
-    for result in results:
-        out = args.output if len(results) == 1 else _per_key_path(args.output, result.key)
+    outputs = _output_paths(args.output, [result.key for result in results])
+    refuse_shared_files(
+        [*reading, *(FileUse(f"-o for {key}", out, writes=True) for key, out in outputs)]
+    )
+    for _, out in outputs:
+        check_writable(out)
+    for result, (_, out) in zip(results, outputs, strict=True):
         write_json_atomic(out, record_json(result.record))
         for note in result.notes:
             sys.stderr.write(one_line(f"pytest-accel: note: {note}") + "\n")
@@ -247,6 +267,26 @@ def merge_files(args: argparse.Namespace) -> int:
             + "\n"
         )
     return EXIT_OK
+
+
+def _output_paths(output_path: str, keys: list[str]) -> list[tuple[str, str]]:
+    """(key, path) per merged record: OUT itself for one, OUT.<key>.json for several.
+    Keys that come to one file name (``cpu/x1``, ``cpu_x1``) are refused before anything
+    is written: each would replace the last."""
+    if len(keys) == 1:
+        return [(keys[0], output_path)]
+    paths: dict[str, str] = {}
+    for key in keys:
+        out = _per_key_path(output_path, key)
+        clash = next((other for other, path in paths.items() if path == out), None)
+        if clash is not None:
+            raise CliError(
+                f"{out}: hardware keys {clash!r:.60} and {key!r:.60} both come to this file"
+                " name with --by-env; merge them apart (one -o each) or rename a key"
+                " (--perf-env-key)"
+            )
+        paths[key] = out
+    return list(paths.items())
 
 
 def _per_key_path(output_path: str, key: str) -> str:

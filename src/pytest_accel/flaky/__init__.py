@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_accel.flaky.options import OPTIONS, resolve
+from pytest_accel.flaky.options import OPTIONS, file_uses, resolve
 
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "register"]
+__all__ = ["OPTIONS", "file_uses", "register"]
 
 
 def register(config: pytest.Config) -> None:

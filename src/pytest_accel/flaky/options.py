@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_accel.files import FileUse
 from pytest_accel.settings import (
     OptionGroup,
     OptionSpec,
@@ -148,6 +149,20 @@ class FlakyOptions:
             bool(self.reruns or self.quarantine or self.history or self.report)
             or self.max_pct is not None
         )
+
+
+def file_uses(config: pytest.Config) -> tuple[FileUse, ...]:
+    """The files the options name, and what a run does with them."""
+    uses = []
+    for flag, reads, writes in (
+        ("--flaky-quarantine", True, False),
+        ("--flaky-history", True, True),
+        ("--flaky-report", False, True),
+    ):
+        path = text_setting(config, option(flag))
+        if path:
+            uses.append(FileUse(flag, path, reads=reads, writes=writes))
+    return tuple(uses)
 
 
 def resolve(config: pytest.Config) -> FlakyOptions:

@@ -115,11 +115,16 @@ class Quarantine:
         return applying, expired
 
 
+# 100,000 entries with reasons fit in 16 MiB; a larger file is a mistake (a log, a
+# record), and parsing one costs about eight times its size in memory.
+MAX_QUARANTINE_BYTES = 16 << 20
+
+
 def load_quarantine(
     path: str | os.PathLike[str], known_platforms: Collection[str] | None = None
 ) -> Quarantine:
     name = os.fspath(path)
-    raw = read_bytes(name)
+    raw = read_bytes(name, MAX_QUARANTINE_BYTES)
     try:
         text = raw.decode("utf-8-sig")  # an editor's BOM is untidy, not invalid
     except UnicodeDecodeError as exc:

@@ -104,9 +104,15 @@ def sysroot_from_env(environ: Mapping[str, str]) -> Path:
     if not value:
         return Path("/")
     root = Path(value)
-    if not root.is_dir():
+    try:
+        found = root.is_dir()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL: not a directory either
+        found, why = False, f": {getattr(exc, 'strerror', None) or exc}"
+    else:
+        why = ""
+    if not found:
         raise DetectionError(
-            f"PYTEST_ACCEL_SYSROOT={shown(value, 300)} is not a directory (it names the"
+            f"PYTEST_ACCEL_SYSROOT={shown(value, 300)} is not a directory{why} (it names the"
             " filesystem root that device detection reads instead of /)"
         )
     return root

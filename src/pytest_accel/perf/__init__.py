@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.options import OPTIONS, resolve
+from pytest_accel.perf.options import OPTIONS, file_uses, resolve
 
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "register"]
+__all__ = ["OPTIONS", "file_uses", "register"]
 
 
 def register(config: pytest.Config) -> None:

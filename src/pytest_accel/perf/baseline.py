@@ -101,9 +101,13 @@ def _parse_env(path: str, where: str, value: Any, encoding: str) -> EnvHistory:
         if not isinstance(ids, list) or not set(map(type, ids)) <= {str}:
             raise InputError(path, f"{where}.{kind}: expected a list of ids (strings)")
         env.ids[kind] = list(map(sys.intern, ids))  # the flaky history names them too
-    runs = raw.get("runs", [])
+    if "runs" not in raw:
+        raise InputError(path, f"{where}.runs: missing (expected a list of runs)")
+    runs = raw["runs"]
     if not isinstance(runs, list):
-        raise InputError(path, f"{where}.runs: expected a list, got {type(runs).__name__}")
+        raise InputError(path, f"{where}.runs: expected a list, got {_kind(runs)}")
+    if not runs and any(env.ids.values()):
+        raise InputError(path, f"{where}.runs: no runs, but ids to hold their samples")
     for index, entry in enumerate(runs):
         env.runs.append(_parse_run(path, f"{where}.runs[{index}]", entry, env.ids, encoding))
     accepted = raw.get("accepted", [])
@@ -128,6 +132,11 @@ def _parse_summary(path: str, where: str, value: Any) -> Summary:
         if not isinstance(found, list) or not set(map(type, found)) <= allowed:
             nulls_too = " or nulls" if nulls else ""
             raise InputError(path, f"{where}.{name}: expected a list of numbers{nulls_too}")
+        present = [value for value in found if value is not None]
+        # Seconds, log seconds and speeds: a value beyond MAX_SECONDS is corruption.
+        if present and max(map(abs, present)) > MAX_SECONDS:
+            bad = next(value for value in present if abs(value) > MAX_SECONDS)
+            raise InputError(path, f"{where}.{name}: {bad!r:.40} is implausibly large")
         return found
 
     peaks = {kind: numbers(f"{kind}.peak", found.get("peak", [])) for kind, found in kinds.items()}
@@ -185,6 +194,10 @@ def _parse_run(
                 if sample is not None:
                     expect_seconds(path, f"{where}.{kind}[{ident!r}]", sample)
     return Run(identity, columns.Columns(values, encoded), layout)
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def _checked_seconds(column: list[Any]) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_accel.files import FileUse
 from pytest_accel.settings import (
     ENV_KEY_OPTION,
     OptionGroup,
@@ -21,6 +22,7 @@ from pytest_accel.settings import (
     parse_positive_int,
     raw_setting,
     spec_in,
+    text_setting,
     usage_error,
 )
 
@@ -202,6 +204,19 @@ def build_rule(settings: Mapping[str, float | int | bool]) -> Rule:
 def rule_from(values: Mapping[str, object], shown: Callable[[str], str] = str) -> Rule:
     """The regression rule from option values keyed by flag (None = default)."""
     return build_rule(rule_settings(values, shown))
+
+
+def file_uses(config: pytest.Config) -> tuple[FileUse, ...]:
+    """The files the options name, and what a run does with them."""
+    record = text_setting(config, option("--perf-record"))
+    baseline = text_setting(config, option("--perf-baseline"))
+    update = bool(raw_setting(config, option("--perf-update-baseline")))
+    uses = []
+    if record:
+        uses.append(FileUse("--perf-record", record, writes=True))
+    if baseline:
+        uses.append(FileUse("--perf-baseline", baseline, reads=True, writes=update))
+    return tuple(uses)
 
 
 def resolve(config: pytest.Config) -> PerfOptions:

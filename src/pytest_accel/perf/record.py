@@ -219,9 +219,11 @@ def _check_columns(
     for name in ("outcome", *seconds, *texts, "tests", "deselected", "whole"):
         if where != "tests" and name in ("outcome", *TEXTS):
             continue
-        column = columns.get(name)
-        if column is None and name in ("tests", "deselected", "whole", PAUSES, *TEXTS):
-            continue  # optional
+        if name not in columns and name in ("tests", "deselected", "whole", PAUSES, "worker"):
+            continue  # optional: older writers left them out (never null)
+        if name not in columns:
+            raise InputError(path, f"{where}.{name}: missing (expected a list)")
+        column = columns[name]
         if isinstance(column, dict) and name in RUN_COLUMNS:
             values, counts = repeats.runs_of(path, f"{where}.{name}", column, len(ids))
             column = lists[name] = repeats.expanded(values, counts)
@@ -290,7 +292,7 @@ def _check_attempts(path: str, where: str, value: Any) -> None:
 
 
 def _kind(value: Any) -> str:
-    return type(value).__name__
+    return "null" if value is None else type(value).__name__
 
 
 def _columns_of_version_1(path: str, record: Mapping[str, Any]) -> dict[str, Any]:

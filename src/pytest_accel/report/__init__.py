@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytest_accel.files import FileUse
 from pytest_accel.settings import OptionGroup, OptionSpec, text_setting
 
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "ask_for_timings", "register"]
+__all__ = ["OPTIONS", "ask_for_timings", "file_uses", "register"]
 
 OPTIONS = OptionGroup(
     "accel-report",
@@ -29,6 +30,11 @@ OPTIONS = OptionGroup(
 
 def _path(config: pytest.Config) -> str | None:
     return text_setting(config, OPTIONS.specs[0])
+
+
+def file_uses(config: pytest.Config) -> tuple[FileUse, ...]:
+    path = _path(config)
+    return (FileUse("--accel-report", path, writes=True),) if path else ()
 
 
 def ask_for_timings(config: pytest.Config) -> None:

@@ -1,0 +1,322 @@
+"""Well-formed JSON with a field missing, null or absurd: every command and every pytest
+option that reads the file says so in one line naming the file and the field (exit 2 for
+the command, 4 for pytest, before any test runs), never a traceback.
+
+The damaged files are made from real ones written by the plugin in the test: every field
+of a record, a baseline and a flaky history in turn is deleted, set to null and set to
+1.7e308."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_accel.cli import main
+
+SUITE = """
+import pytest
+
+class TestPair:
+    def test_one(self):
+        pass
+
+    def test_two(self):
+        pass
+
+def test_alone():
+    pass
+
+def test_fails():
+    assert False
+"""
+
+Doc = dict[str, Any]
+Path_ = tuple[str | int, ...]
+
+
+@pytest.fixture(scope="module")
+def real_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
+    """A record, a three-run baseline and a flaky history, written by the plugin."""
+    import subprocess
+    import sys
+
+    where = tmp_path_factory.mktemp("real")
+    (where / "test_suite.py").write_text(SUITE)
+    for index in range(3):
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                f"--perf-record=rec{index}.json",
+                "--perf-baseline=base.json",
+                "--perf-update-baseline",
+                "--flaky-history=hist.json",
+                "--flaky-reruns=1",
+                "test_suite.py",
+            ],
+            cwd=where,
+            check=False,
+            capture_output=True,
+        )
+    docs = {
+        name: json.loads((where / f"{name}.json").read_text())
+        for name in ("rec0", "rec1", "base", "hist")
+    }
+    assert docs["rec1"]["tests"]["attempts"]  # the failing test's rerun
+    assert docs["rec0"]["classes"]["id"] == ["test_suite.py::TestPair"]
+    return docs
+
+
+def field_paths(doc: Any, prefix: Path_ = ()) -> Iterator[Path_]:
+    """Every key of every object, and the first entry of every list, depth first."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield (*prefix, key)
+            yield from field_paths(value, (*prefix, key))
+    elif isinstance(doc, list) and doc:
+        yield (*prefix, 0)
+        yield from field_paths(doc[0], (*prefix, 0))
+
+
+def damaged(doc: Doc, path: Path_, how: str) -> Doc:
+    copied = copy.deepcopy(doc)
+    parent: Any = copied
+    for step in path[:-1]:
+        parent = parent[step]
+    if how == "deleted":
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = {"null": None, "huge": 1.7e308, "empty": []}[how]
+    return copied
+
+
+def damages(doc: Doc) -> Iterator[tuple[str, Doc]]:
+    for path in field_paths(doc):
+        for how in ("deleted", "null", "huge", "empty"):
+            yield f"{'.'.join(map(str, path))} {how}", damaged(doc, path, how)
+
+
+def run_command(argv: list[str]) -> tuple[int, str]:
+    """The command in this process: its exit status and stderr.  An exception escaping
+    ``main`` is the defect this file looks for, so it is turned into a failure text."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    except Exception as exc:  # noqa: BLE001  # what the test reports
+        return -1, f"{type(exc).__name__}: {exc}"
+    return code, err.getvalue()
+
+
+def problems_with(argv: list[str], damaged_file: Path) -> str | None:
+    """What is wrong with how the command took the damaged file, or None."""
+    code, err = run_command(argv)
+    if code == -1:
+        return f"traceback: {err}"
+    if code == 2:
+        lines = err.splitlines()
+        if len(lines) != 1 or not lines[0].startswith(f"pytest-accel: error: {damaged_file}: "):
+            return f"exit 2 without one line naming the file: {err!r:.300}"
+    elif code not in (0, 1):
+        return f"exit {code}"
+    return None
+
+
+def commands_for(
+    kind: str, damaged_file: Path, good: dict[str, Path], out: Path
+) -> list[list[str]]:
+    f, rec, base = str(damaged_file), str(good["rec1"]), str(good["base"])
+    if kind == "record":
+        return [
+            ["compare", f, "--baseline", base],
+            ["compare", rec, "--baseline", f],
+            ["baseline", f, "--into", str(out / "new-base.json")],
+            ["merge", "-o", str(out / "merged.json"), f, rec],
+            ["upgrade", f],
+            ["report", f, "-o", str(out / "page.html")],
+            ["shard", "--durations", f, "--splits", "2"],
+            ["flaky", f],
+        ]
+    if kind == "baseline":
+        return [
+            ["compare", rec, "--baseline", f],
+            ["report", rec, "--baseline", f, "-o", str(out / "page.html")],
+            ["shard", "--durations", f, "--splits", "2"],
+            ["upgrade", f],
+            ["baseline", rec, "--into", f],
+            ["baseline", "--into", f, "--accept", "all"],
+        ]
+    return [["flaky", f], ["report", "--history", f, "-o", str(out / "page.html")]]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"), [("record", "rec0"), ("baseline", "base"), ("history", "hist")]
+)
+def test_every_command_takes_every_damaged_field_in_one_line_or_in_its_stride(
+    real_files: dict[str, Doc], tmp_path: Path, kind: str, name: str
+) -> None:
+    good = {}
+    for other, doc in real_files.items():
+        good[other] = tmp_path / f"good-{other}.json"
+        good[other].write_text(json.dumps(doc))
+    damaged_file = tmp_path / f"damaged-{kind}.json"
+    found = []
+    tried = 0
+    for what, doc in damages(real_files[name]):
+        for argv in commands_for(kind, damaged_file, good, tmp_path):
+            damaged_file.write_text(json.dumps(doc))  # `upgrade`, `baseline` rewrite it
+            for leftover in ("new-base.json",):
+                (tmp_path / leftover).unlink(missing_ok=True)
+            tried += 1
+            problem = problems_with(argv, damaged_file)
+            if problem:
+                found.append(f"{what}, {argv[0]}: {problem}")
+    assert tried > 100
+    assert found == []
+
+
+@pytest.mark.parametrize(("kind", "name"), [("record", "rec0"), ("baseline", "base")])
+def test_pytest_stops_on_a_damaged_baseline_before_any_test_never_with_a_traceback(
+    pytester: pytest.Pytester, real_files: dict[str, Doc], kind: str, name: str
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    found = []
+    stopped = 0
+    for what, doc in damages(real_files[name]):
+        if not what.endswith(("deleted", "null")):
+            continue
+        (pytester.path / "damaged.json").write_text(json.dumps(doc))
+        result = pytester.runpytest_inprocess("--perf-baseline=damaged.json", "-p", "no:randomly")
+        text = result.stdout.str() + result.stderr.str()
+        if "Traceback" in text or "INTERNALERROR" in text:
+            found.append(f"{what}: traceback")
+        elif result.ret == pytest.ExitCode.USAGE_ERROR:
+            stopped += 1
+            errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+            if errors != [line for line in result.stderr.lines if line.strip()] or not errors[
+                0
+            ].startswith("ERROR: --perf-baseline: damaged.json: "):
+                found.append(f"{what}: not one line naming the file: {result.stderr.lines}")
+            if "passed" in result.stdout.str():
+                found.append(f"{what}: tests ran before the error")
+        elif result.ret != pytest.ExitCode.TESTS_FAILED:  # test_fails fails
+            found.append(f"{what}: exit {result.ret}")
+    assert stopped > 10
+    assert found == []
+
+
+def write(path: Path, doc: Doc) -> str:
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_the_cases_named_in_the_audit_each_name_their_field(
+    real_files: dict[str, Doc], tmp_path: Path
+) -> None:
+    record, baseline = real_files["rec0"], real_files["base"]
+    base = write(tmp_path / "base.json", baseline)
+    cases = [
+        (
+            ["compare", "{f}", "--baseline", base],
+            record,
+            ("tests", "class"),
+            "deleted",
+            "tests.class: missing (expected a list)",
+        ),
+        (
+            ["compare", "{f}", "--baseline", base],
+            record,
+            ("tests", "module"),
+            "deleted",
+            "tests.module: missing (expected a list)",
+        ),
+        (
+            ["compare", "{f}", "--baseline", base],
+            record,
+            ("modules", "whole"),
+            "null",
+            "modules.whole: expected a list, got null",
+        ),
+        (
+            ["compare", "{f}", "--baseline", base],
+            record,
+            ("modules", "deselected"),
+            "null",
+            "modules.deselected: expected a list, got null",
+        ),
+        (
+            ["merge", "-o", str(tmp_path / "m.json"), "{f}", base.replace("base", "r")],
+            record,
+            ("tests", "call"),
+            "null",
+            "tests.call: expected a list, got null",
+        ),
+        (
+            ["upgrade", "{f}"],
+            record,
+            ("tests", "worker"),
+            "null",
+            "tests.worker: expected a list, got null",
+        ),
+        (
+            ["compare", "{rec}", "--baseline", "{f}"],
+            baseline,
+            ("envs", "cpu/x1", "runs"),
+            "deleted",
+            "envs['cpu/x1'].runs: missing (expected a list of runs)",
+        ),
+        (
+            ["shard", "--durations", "{f}", "--splits", "2"],
+            baseline,
+            ("envs", "cpu/x1", "runs"),
+            "deleted",
+            "envs['cpu/x1'].runs: missing (expected a list of runs)",
+        ),
+        (
+            ["report", "--baseline", "{f}", "-o", str(tmp_path / "p.html")],
+            baseline,
+            ("envs", "cpu/x1", "summary", "totals", 0),
+            "huge",
+            "envs['cpu/x1'].summary.totals: 1.7e+308 is implausibly large",
+        ),
+    ]
+    write(tmp_path / "r.json", record)
+    for argv, doc, path, how, message in cases:
+        target = tmp_path / "damaged.json"
+        write(target, damaged(doc, path, how))
+        code, err = run_command([part.format(f=target, rec=tmp_path / "r.json") for part in argv])
+        assert (code, err) == (2, f"pytest-accel: error: {target}: {message}\n"), argv
+
+
+def test_a_number_beyond_any_double_is_refused_alike_by_pytest_and_the_command(
+    pytester: pytest.Pytester, real_files: dict[str, Doc]
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    text = json.dumps(real_files["rec0"]).replace('"duration": ', '"duration": 1e400, "was": ', 1)
+    (pytester.path / "inf.json").write_text(text)
+    # A pytest process parses with the standard library, the command with orjson.
+    result = pytester.runpytest_subprocess("--perf-baseline=inf.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --perf-baseline: inf.json: is not valid JSON"
+            " (number 1e400 is infinity when parsed as double)"
+        ]
+    )
+    code, err = run_command(
+        ["compare", str(pytester.path / "inf.json"), "--baseline", str(pytester.path / "inf.json")]
+    )
+    assert code == 2
+    assert "inf.json: is not valid JSON (number is infinity when parsed as double" in err

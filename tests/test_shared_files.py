@@ -1,0 +1,309 @@
+"""One file, one purpose: two options (or arguments) naming one file, one of them
+writing it, are refused before anything runs; every writer of a shared file takes the
+same lock, beside the file, whatever its environment; `merge --by-env` never writes two
+keys to one file."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_accel import locking
+from pytest_accel.cli import main
+from pytest_accel.files import FileUse, InputError, refuse_shared_files
+from pytest_accel.locking import cache_subdir, exclusive_lock, lock_path
+
+PASSING = "def test_a(): pass\ndef test_b(): pass\n"
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def a_record(pytester: pytest.Pytester, name: str = "rec.json") -> Path:
+    pytester.makepyfile(test_shared=PASSING)
+    pytester.runpytest(f"--perf-record={name}").assert_outcomes(passed=2)
+    return pytester.path / name
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (
+            ["--perf-baseline=b.json", "--perf-update-baseline", "--accel-report=b.json"],
+            "b.json: named by both --perf-baseline (read and rewritten) and --accel-report"
+            " (written)*",
+        ),
+        (
+            ["--flaky-history=h.json", "--flaky-report=h.json"],
+            "h.json: named by both --flaky-history (read and rewritten) and --flaky-report*",
+        ),
+        (
+            ["--perf-record=b.json", "--perf-baseline=b.json"],
+            "b.json: named by both --perf-record (written) and --perf-baseline (read)*",
+        ),
+        (
+            ["--perf-record=h.json", "--flaky-history=h.json"],
+            "h.json: named by both --perf-record (written) and --flaky-history*",
+        ),
+        (
+            ["--perf-baseline=b.json", "--junitxml=b.json"],
+            "b.json: named by both --perf-baseline (read) and --junitxml (written)*",
+        ),
+        (
+            ["--flaky-quarantine=q.txt", "--flaky-report=./q.txt"],
+            "./q.txt: named by both --flaky-quarantine (read) and --flaky-report (written)*",
+        ),
+    ],
+)
+def test_two_options_naming_one_file_stop_the_run_before_any_test_and_leave_it_alone(
+    pytester: pytest.Pytester, args: list[str], named: str
+) -> None:
+    pytester.makepyfile(PASSING)
+    for name in ("b.json", "h.json", "q.txt"):
+        (pytester.path / name).write_text("precious\n")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {named}give each its own file"])
+    result.stdout.no_fnmatch_line("*passed*")
+    for name in ("b.json", "h.json", "q.txt"):
+        assert (pytester.path / name).read_text() == "precious\n"
+
+
+def test_a_symlink_and_a_hard_link_to_an_input_are_the_same_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(PASSING)
+    (pytester.path / "h.json").write_text("precious\n")
+    (pytester.path / "soft.json").symlink_to("h.json")
+    os.link(pytester.path / "h.json", pytester.path / "hard.json")
+    for other in ("soft.json", "hard.json"):
+        result = pytester.runpytest("--flaky-history=h.json", f"--flaky-report={other}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: {other}: named by both --flaky-history*"])
+    assert (pytester.path / "h.json").read_text() == "precious\n"
+
+
+def test_a_baseline_updated_in_place_and_distinct_outputs_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest(
+        "--perf-baseline=b.json",
+        "--perf-update-baseline",
+        "--perf-record=r.json",
+        "--flaky-history=h.json",
+        "--flaky-report=f.json",
+        "--accel-report=page.html",
+        "--junitxml=junit.xml",
+    )
+    result.assert_outcomes(passed=2)
+    assert load(pytester.path / "b.json")["schema"] == "pytest-accel/baseline"
+
+
+def test_the_check_is_pure_and_ignores_two_reads_of_one_file(tmp_path: Path) -> None:
+    same = str(tmp_path / "x.json")
+    refuse_shared_files([FileUse("RECORD", same, reads=True), FileUse("--baseline", same, True)])
+    refuse_shared_files([FileUse("--into", same, reads=True, writes=True)] * 2)
+    with pytest.raises(InputError, match=r"named by both RECORD \(read\) and -o \(written\)"):
+        refuse_shared_files([FileUse("RECORD", same, reads=True), FileUse("-o", same, writes=True)])
+    long_name = str(tmp_path / ("x" * 5000))  # too long for the OS: the path decides
+    refuse_shared_files([FileUse("-o", long_name, writes=True)])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "{rec}", "-o", "{rec}"],
+        ["report", "--baseline", "{rec}", "-o", "{rec}"],
+        ["flaky", "{rec}", "--write-quarantine", "{rec}"],
+        ["baseline", "{rec}", "--into", "{rec}"],
+        ["merge", "-o", "{rec}", "{rec}", "{rec}"],
+    ],
+)
+def test_a_command_never_overwrites_its_own_input(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    record = a_record(pytester)
+    before = record.read_bytes()
+    assert main([part.format(rec=record) for part in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "named by both" in err
+    assert "give each its own file" in err
+    assert record.read_bytes() == before
+
+
+def test_merge_by_env_refuses_keys_that_come_to_one_file_and_writes_nothing(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = a_record(pytester)
+    paths = []
+    for key in ("cpu/x1", "cpu_x1", "cpu:x1"):
+        data = load(record)
+        data["env"]["key"] = key
+        path = pytester.path / f"r-{len(paths)}.json"
+        path.write_text(json.dumps(data))
+        paths.append(str(path))
+    out = pytester.path / "out" / "merged.json"
+    assert main(["merge", "--by-env", "-o", str(out), *paths]) == 2
+    err = capsys.readouterr().err
+    assert "hardware keys 'cpu/x1' and 'cpu_x1' both come to this file name" in err
+    assert not [p for p in out.parent.glob("*") if not p.name.startswith(".")]
+    # Distinct keys still write one file each.
+    assert main(["merge", "--by-env", "-o", str(out), paths[0], *paths[2:]]) == 2
+    data = load(record)
+    data["env"]["key"] = "tpu/v5e/x8"
+    Path(paths[1]).write_text(json.dumps(data))
+    assert main(["merge", "--by-env", "-o", str(out), paths[0], paths[1]]) == 0
+    written = sorted(p.name for p in out.parent.glob("merged.*.json"))
+    assert written == ["merged.cpu_x1.json", "merged.tpu_v5e_x8.json"]
+
+
+def test_twenty_concurrent_writers_in_two_cache_directories_lose_no_run(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    record = load(a_record(pytester))
+    records = []
+    for index in range(20):
+        record["run"]["started"] = f"2026-11-01T00:00:{index:02d}Z"
+        path = tmp_path / f"r{index}.json"
+        path.write_text(json.dumps(record))
+        records.append(path)
+    baseline = tmp_path / "state" / "baseline.json"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pytest_accel", "baseline", str(path), "--into", str(baseline)],
+            env={**os.environ, "PYTEST_ACCEL_CACHE_DIR": str(tmp_path / f"cache{index % 2}")},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for index, path in enumerate(records)
+    ]
+    for process in processes:
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+    assert len(load(baseline)["envs"]["cpu/x1"]["runs"]) == 20
+    # One lock, beside the file; no temp file left.
+    assert sorted(p.name for p in baseline.parent.iterdir()) == [
+        ".baseline.json.lock",
+        "baseline.json",
+    ]
+
+
+def test_a_wait_for_the_lock_says_what_it_waits_for_and_gives_up_with_the_file_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "baseline.json"
+    monkeypatch.setattr(locking, "WAIT_NOTICE_AFTER", 0.05)
+    monkeypatch.setenv("PYTEST_ACCEL_LOCK_TIMEOUT", "0.4")
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        with exclusive_lock(target):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        with pytest.raises(InputError) as caught, exclusive_lock(target):
+            pass
+        assert time.monotonic() - started >= 0.4
+    finally:
+        release.set()
+        thread.join()
+    assert str(caught.value).startswith(f"{target}: cannot be locked: another job held")
+    assert "PYTEST_ACCEL_LOCK_TIMEOUT" in str(caught.value)
+    assert f"waiting for {lock_path(target)}" in capsys.readouterr().err
+    with exclusive_lock(target):  # free again once the holder is gone
+        pass
+
+
+def test_a_command_waiting_on_a_held_lock_fails_in_one_line(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    record = a_record(pytester)
+    baseline = tmp_path / "baseline.json"
+    with exclusive_lock(baseline):
+        completed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest_accel",
+                "baseline",
+                str(record),
+                "--into",
+                str(baseline),
+            ],
+            env={**os.environ, "PYTEST_ACCEL_LOCK_TIMEOUT": "0.5"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert completed.returncode == 2
+    assert completed.stderr.splitlines() == [
+        f"pytest-accel: error: {baseline}: cannot be locked: another job held"
+        f" {lock_path(baseline)} for 0.5 seconds; if no job is running, another process has"
+        " it open (or raise PYTEST_ACCEL_LOCK_TIMEOUT)"
+    ]
+    assert not baseline.exists()
+
+
+def test_a_lock_file_planted_as_a_link_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "baseline.json"
+    elsewhere = tmp_path / "elsewhere"
+    lock_path(target).symlink_to(elsewhere)
+    with (
+        pytest.raises(InputError, match="cannot be locked: .*: it is a link"),
+        exclusive_lock(target),
+    ):
+        pass
+    assert not elsewhere.exists()
+
+
+def test_updates_leave_one_lock_per_file_however_often_they_run(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(PASSING)
+    state = pytester.mkdir("state")
+    for _ in range(3):
+        pytester.runpytest(
+            "--perf-baseline=state/b.json",
+            "--perf-update-baseline",
+            "--flaky-history=state/h.json",
+        ).assert_outcomes(passed=2)
+    assert sorted(p.name for p in state.iterdir()) == [
+        ".b.json.lock",
+        ".h.json.lock",
+        "b.json",
+        "h.json",
+    ]
+
+
+def test_a_cache_directory_others_can_write_or_a_link_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared"
+    for directory in (shared, shared / "pytest-accel", shared / f"pytest-accel-{os.getuid()}"):
+        directory.mkdir()
+        directory.chmod(0o777)  # as a pre-created /tmp/pytest-accel-0 could be
+    monkeypatch.setenv("PYTEST_ACCEL_CACHE_DIR", str(shared))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    directory = cache_subdir("budgets")
+    assert directory == tmp_path / "xdg" / "pytest-accel" / "budgets"
+    assert stat.S_IMODE(directory.stat().st_mode) & 0o077 == 0
+    linked = tmp_path / "linked"
+    linked.symlink_to(tmp_path / "xdg" / "pytest-accel")
+    monkeypatch.setenv("PYTEST_ACCEL_CACHE_DIR", str(linked))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(shared))
+    assert cache_subdir("budgets") is None
