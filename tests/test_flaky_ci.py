@@ -227,7 +227,8 @@ def test_a_new_test_runs_several_times_and_mixed_outcomes_make_it_flaky(
     assert outcomes(result) == {"passed": 1, "rerun": 1, "flaky": 1}
     result.stdout.fnmatch_lines(
         [
-            "NEW AND FLAKY test_n.py::test_new_and_shaky (a new test, ran 3 times: failed, passed)",
+            "NEW AND FLAKY test_n.py::test_new_and_shaky"
+            " (a new test, ran 3 times: passed, failed, passed)",
             "new tests: 1 ran 3 times each (--flaky-new-runs); 1 of them flaky",
         ]
     )
@@ -240,6 +241,38 @@ def test_a_new_test_runs_several_times_and_mixed_outcomes_make_it_flaky(
     # Known now: the next run runs it once.
     pytester.runpytest("--flaky-history=h.json", "--flaky-new-runs=3")
     assert (pytester.path / "new.count").read_text() == "4"
+
+
+@SERIAL_AND_XDIST
+def test_a_new_test_that_passes_every_run_is_a_pass_not_flaky_and_passes_the_gate(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    pytester.makepyfile(test_n=COUNTED + "\ndef test_old():\n    attempt('old')\n")
+    pytester.runpytest("--flaky-history=h.json").assert_outcomes(passed=1)
+    pytester.makepyfile(
+        test_n=COUNTED + "\ndef test_old():\n    attempt('old')\n"
+        "\ndef test_new():\n    attempt('new')\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "--flaky-history=h.json",
+        "--flaky-new-runs=3",
+        "--flaky-max-pct=5",
+        "--flaky-report=r.json",
+        *workers,
+    )
+    assert result.ret == 0
+    assert outcomes(result) == {"passed": 2}
+    result.stdout.no_fnmatch_line("*NEW AND FLAKY*")
+    result.stdout.fnmatch_lines(
+        [
+            "new tests: 1 ran 3 times each (--flaky-new-runs); 0 of them flaky",
+            "flaky: 0 of 2 test(s) (0.00%) on cpu*--flaky-max-pct 5: within",
+        ]
+    )
+    assert (pytester.path / "new.count").read_text() == "3"
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["run"]["flaky"] == []
+    assert load_history(pytester.path / "h.json").envs["cpu/x1"].tests["test_n.py::test_new"] == "P"
 
 
 def test_new_runs_need_a_history(pytester: pytest.Pytester) -> None:

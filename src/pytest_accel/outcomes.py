@@ -20,6 +20,8 @@ RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
 RERUN_ATTR = "rerun"
 # On the final reports of a repeated new test (``--flaky-new-runs``): how many times it ran.
 NEW_RUNS_ATTR = "pytest_accel_new_runs"
+# ... and each run's outcome, in order ("passed" or a failing phase's outcome).
+NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
 
 PHASES = ("setup", "call", "teardown")
 # A test's final outcome that counts as a failure of the run.

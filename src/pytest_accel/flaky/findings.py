@@ -11,7 +11,13 @@ from typing import Any
 from pytest_accel.flaky.classify import Classification, Share, classify
 from pytest_accel.flaky.history import FLAKY, History
 from pytest_accel.flaky.quarantine import Entry
-from pytest_accel.outcomes import NEW_RUNS_ATTR, phase_outcome, test_id, test_ids
+from pytest_accel.outcomes import (
+    NEW_OUTCOMES_ATTR,
+    NEW_RUNS_ATTR,
+    phase_outcome,
+    test_id,
+    test_ids,
+)
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,11 @@ def outcomes_from_stats(
         for report in stats.get(category, ()):
             times = getattr(report, NEW_RUNS_ATTR, None)
             if times:
-                run.new_runs[test_id(report.nodeid)] = int(times)
+                nodeid = test_id(report.nodeid)
+                run.new_runs[nodeid] = int(times)
+                every = getattr(report, NEW_OUTCOMES_ATTR, None)
+                if every:  # every run, the passing repeats too (the logged ones lack them)
+                    run.attempts[nodeid] = list(every)
     return run
 
 

@@ -4,7 +4,8 @@ New tests are the likeliest to be flaky (Datadog's early flake detection runs th
 several times before trusting them).  All N attempts run first; then their reports are
 logged so that the run reads as it would with reruns:
 
-- every attempt passed: one passing test (its JUnit ``<testcase>`` says how many runs);
+- every attempt passed: one passing test, not a flaky one (its JUnit ``<testcase>`` says
+  how many runs);
 - mixed: the failed attempts are logged as ``rerun`` and a passing one last, so the test
   is flaky (``K``) and new, and does not fail the session;
 - every attempt failed: the first N-1 as ``rerun``, the last as the failure.
@@ -15,7 +16,13 @@ from __future__ import annotations
 import pytest
 from _pytest.runner import call_and_report
 
-from pytest_accel.outcomes import NEW_RUNS_ATTR, RERUN_TEARDOWN_ATTR
+from pytest_accel.outcomes import (
+    NEW_OUTCOMES_ATTR,
+    NEW_RUNS_ATTR,
+    OUTCOME_RANK,
+    RERUN_TEARDOWN_ATTR,
+    phase_outcome,
+)
 
 RUNS_PROPERTY = "new_test_runs"
 Attempt = tuple[pytest.TestReport, pytest.TestReport | None, pytest.TestReport]
@@ -41,15 +48,14 @@ def run_repeated(item: pytest.Item, nextitem: pytest.Item | None, times: int) ->
             if hasattr(item, "_request"):
                 item._request = False
                 item.funcargs = None  # type: ignore[attr-defined]
-        for report in (setup, call, teardown):
-            if report is not None:
-                report.rerun = run  # type: ignore[attr-defined]  # rerunfailures' field
         attempts.append((setup, call, teardown))
         if not last:
             forget_failures(item)
     log = item.ihook.pytest_runtest_logreport
     passing = [a for a in attempts if _passed(a)]
     final = passing[-1] if passing else attempts[-1]
+    outcomes = [_outcome(attempt) for attempt in attempts]
+    logged_failures = 0
     for attempt in attempts:
         if attempt is final or _passed(attempt):
             continue
@@ -57,13 +63,30 @@ def run_repeated(item: pytest.Item, nextitem: pytest.Item | None, times: int) ->
         failing = setup if setup.failed else call
         assert failing is not None
         failing.outcome = RERUN  # type: ignore[assignment]
+        failing.rerun = logged_failures  # type: ignore[attr-defined]
         setattr(failing, RERUN_TEARDOWN_ATTR, teardown.duration)
         log(report=failing)
+        logged_failures += 1
     for report in final:
         if report is not None:
+            # Counted as rerunfailures counts: a passing final report with reruns before
+            # it is flaky; one that passed every time is a pass.
+            report.rerun = logged_failures  # type: ignore[attr-defined]
             setattr(report, NEW_RUNS_ATTR, times)
+            setattr(report, NEW_OUTCOMES_ATTR, outcomes)
             log(report=report)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+
+def _outcome(attempt: Attempt) -> str:
+    """What one run came to: its worst phase, as the record ranks outcomes."""
+    worst = "passed"
+    for report in attempt:
+        if report is not None:
+            phase = phase_outcome(report.when, report.outcome, hasattr(report, "wasxfail"))
+            if OUTCOME_RANK[phase] > OUTCOME_RANK[worst]:
+                worst = phase
+    return worst
 
 
 def _passed(attempt: Attempt) -> bool:
