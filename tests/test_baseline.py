@@ -196,12 +196,29 @@ def test_six_updates_at_once_lose_no_run(pytester: pytest.Pytester) -> None:
     assert all(len(samples(run["tests"])) == 19 for run in env["runs"])
 
 
+def test_a_run_the_baseline_holds_already_is_not_added_twice(tmp_path: Path) -> None:
+    from pytest_accel.perf.baseline import update_baseline_file
+
+    path = tmp_path / "b.json"
+    run = run_of({"t::a": 0.1, "t::b": 0.2})
+    held: list[Any] = []
+    update_baseline_file(path, [run], 10, held)
+    update_baseline_file(path, [run, run_of({"t::a": 0.1, "t::b": 0.2}, started=2e9)], 10, held)
+    assert held == [run]
+    assert len(load(path)["envs"]["cpu/x1"]["runs"]) == 2
+    # Two jobs that started in one second and timed only trivial tests are two runs.
+    trivial = [run_of({"t::a": 0.000001}) for _ in range(2)]
+    update_baseline_file(tmp_path / "t.json", trivial, 10)
+    assert len(load(tmp_path / "t.json")["envs"]["cpu/x1"]["runs"]) == 2
+
+
 def test_a_smaller_window_trims_every_key(tmp_path: Path) -> None:
     from pytest_accel.perf.baseline import update_baseline_file
 
     path = tmp_path / "b.json"
-    update_baseline_file(path, [run_of({"t::a": 0.1}, key=k) for k in ("k1", "k2")] * 4, 10)
-    update_baseline_file(path, [run_of({"t::a": 0.1}, key="k1")], 2)
+    runs = [run_of({"t::a": 0.1}, key=k, started=1e9 + i) for i in range(4) for k in ("k1", "k2")]
+    update_baseline_file(path, runs, 10)
+    update_baseline_file(path, [run_of({"t::a": 0.1}, key="k1", started=2e9)], 2)
     data = load(path)
     assert [len(data["envs"][k]["runs"]) for k in ("k1", "k2")] == [2, 2]
     assert data["window"] == 2

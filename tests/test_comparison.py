@@ -449,7 +449,7 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
     before = dict(zip(IDS, (0.0002, 0.4, 0.15), strict=True))
     after = {**before, IDS[1]: 0.2}
     write_baseline(
-        pytester.path / "baseline.json", history([before] * 12 + [after] * 3, warmup=True)
+        pytester.path / "baseline.json", history([before] * 12 + [after] * 2, warmup=True)
     )
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
     assert result.ret == 0
@@ -457,7 +457,7 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
     # 0.2 s moves the levels a little (the step's spread takes it in), never the change.
     changed = re.compile(
         r"CHANGED test test_mod\.py::test_a: ([0-9.]+)s -> ([0-9.]+)s \(([0-9.]+)x\)"
-        r" since c12, 4 runs"
+        r" since c12, 3 runs"
     )
     found = [m for m in map(changed.fullmatch, result.stdout.lines) if m is not None]
     assert len(found) == 1, result.stdout.str()
@@ -466,6 +466,62 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
     assert level_after < 0.3
     assert ratio < 0.75
     assert "PerfRegressionWarning" not in result.stdout.str()
+
+
+def test_a_speed_up_is_reported_once_and_a_slowdown_from_its_level_is_a_regression(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    before = dict(zip(IDS, (0.0002, 0.4, 0.15), strict=True))
+    after = {**before, IDS[1]: 0.2}
+    # The speed-up was found by an earlier run and nobody accepted it.
+    write_baseline(
+        pytester.path / "baseline.json", history([before] * 12 + [after] * 5, warmup=True)
+    )
+    result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["perf: 0 regression(s), 0 change(s), 0 improvement(s)*"])
+    # Back to 0.4 s: twice the level since the speed-up, though the median of all the
+    # baseline's runs is 0.4 s.
+    monkeypatch.setenv("SLEEP_A", "0.4")
+    result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "REGRESSION test test_mod.py::test_a: 0.4*s vs baseline 0.*s (*x, 5 sample(s))",
+            "perf: 1 regression(s), *",
+        ]
+    )
+
+
+def test_a_record_folded_into_the_baseline_already_is_not_counted_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = dict(zip(IDS, (0.0002, 0.1, 0.15), strict=True))
+    after = {**before, IDS[1]: 0.3}
+    records = []
+    for index, calls in enumerate([before] * 10 + [after] * 4):
+        wobble = WOBBLE[index % len(WOBBLE)]
+        data = synthetic.record(
+            {t: s * wobble for t, s in calls.items()},
+            started=synthetic.STARTED + index * HOUR,
+            warmup=True,
+        )
+        data["run"]["commit"] = f"c{index}"
+        records.append(tmp_path / f"r{index}.json")
+        records[-1].write_text(json.dumps(data))
+    baseline = tmp_path / "b.json"
+    assert main(["baseline", "--into", str(baseline), *map(str, records)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(records[-1]), "--baseline", str(baseline)]) == 0
+    out = capsys.readouterr().out
+    assert "CHANGED test test_mod.py::test_a: 0.1" in out
+    assert "since c10, 4 runs" in out
+    # Folding it again adds nothing, and says so.
+    assert main(["baseline", "--into", str(baseline), str(records[-1])]) == 0
+    captured = capsys.readouterr()
+    assert f"{records[-1]}: not added: {baseline} holds this run already" in captured.err
+    assert len(load(baseline)["envs"]["cpu/x1"]["runs"]) == 14
 
 
 # --- full garbage collections ---------------------------------------------------------------

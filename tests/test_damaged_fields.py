@@ -115,7 +115,7 @@ def run_command(argv: list[str]) -> tuple[int, str]:
             code = main(argv)
     except SystemExit as exc:
         code = int(exc.code or 0)
-    except Exception as exc:  # noqa: BLE001  # what the test reports
+    except Exception as exc:  # what the test reports
         return -1, f"{type(exc).__name__}: {exc}"
     return code, err.getvalue()
 

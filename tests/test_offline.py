@@ -47,7 +47,8 @@ def calls(a: float, run: int = 0) -> dict[str, float]:
 def test_records_are_folded_oldest_first_whatever_order_they_are_given(tmp_path: Path) -> None:
     late = write_record(tmp_path, "late", calls(0.5, 1), started=200.0)
     early = write_record(tmp_path, "early", calls(0.5, 2), started=100.0)
-    baseline, added = fold_records([late, early], str(tmp_path / "b.json"), window=20)
+    folded = fold_records([late, early], str(tmp_path / "b.json"), window=20)
+    baseline, added = folded.baseline, folded.added
     assert added == 2
     env = baseline.envs["cpu/x1"]
     assert [r.identity.commit for r in env.runs] == ["early", "late"]

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_accel.perf.baseline import Baseline, EnvHistory, parse_baseline, to_json
-from pytest_accel.perf.comparison import change_rule, compare
+from pytest_accel.perf.changes import change_rule
+from pytest_accel.perf.comparison import compare
 from pytest_accel.perf.findings import Comparison
 from pytest_accel.perf.quiet import quiet_comparison
 from pytest_accel.perf.rule import Rule

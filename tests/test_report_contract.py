@@ -47,7 +47,7 @@ def test_a_failure_inside_isolated_work_fails_the_session_with_a_reason(
         pass  # the next piece still runs, and succeeds
     assert session.exitstatus == pytest.ExitCode.TESTS_FAILED
     assert session.config.stash[exit_reasons_key] == [
-        "could not write the timing record r.json: r.json: Read-only file system"
+        "could not write the timing record r.json: Read-only file system"  # named once
     ]
 
 

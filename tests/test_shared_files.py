@@ -19,7 +19,8 @@ import pytest
 
 from pytest_accel import locking
 from pytest_accel.cli import main
-from pytest_accel.files import FileUse, InputError, refuse_shared_files
+from pytest_accel.file_uses import FileUse, refuse_shared_files
+from pytest_accel.files import InputError
 from pytest_accel.locking import cache_subdir, exclusive_lock, lock_path
 
 PASSING = "def test_a(): pass\ndef test_b(): pass\n"
@@ -143,7 +144,7 @@ def test_merge_by_env_refuses_keys_that_come_to_one_file_and_writes_nothing(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     record = a_record(pytester)
-    paths = []
+    paths: list[str] = []
     for key in ("cpu/x1", "cpu_x1", "cpu:x1"):
         data = load(record)
         data["env"]["key"] = key
@@ -263,7 +264,7 @@ def test_a_lock_file_planted_as_a_link_is_refused(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     lock_path(target).symlink_to(elsewhere)
     with (
-        pytest.raises(InputError, match="cannot be locked: .*: it is a link"),
+        pytest.raises(InputError, match=r"cannot be locked: .*: it is a link"),
         exclusive_lock(target),
     ):
         pass
@@ -298,9 +299,9 @@ def test_a_cache_directory_others_can_write_or_a_link_is_refused(
         directory.chmod(0o777)  # as a pre-created /tmp/pytest-accel-0 could be
     monkeypatch.setenv("PYTEST_ACCEL_CACHE_DIR", str(shared))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    directory = cache_subdir("budgets")
-    assert directory == tmp_path / "xdg" / "pytest-accel" / "budgets"
-    assert stat.S_IMODE(directory.stat().st_mode) & 0o077 == 0
+    private = cache_subdir("budgets")
+    assert private == tmp_path / "xdg" / "pytest-accel" / "budgets"
+    assert stat.S_IMODE(private.stat().st_mode) & 0o077 == 0
     linked = tmp_path / "linked"
     linked.symlink_to(tmp_path / "xdg" / "pytest-accel")
     monkeypatch.setenv("PYTEST_ACCEL_CACHE_DIR", str(linked))

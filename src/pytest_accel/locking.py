@@ -197,5 +197,5 @@ def update_locked(
         else:
             document = load(os.fspath(target))
         change(document)
-        write_json_atomic(target, dump(document))
+        write_json_atomic(path, dump(document))  # an error names it as the user did
     return document

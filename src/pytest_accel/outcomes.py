@@ -11,6 +11,9 @@ line tool reads records with it.  Where a session's reports are read from is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 # Set on a report by the flaky feature, read by the timing feature:
 # the real outcome of a quarantined failure (reported as an expected failure),
 QUARANTINED_ATTR = "pytest_accel_quarantined"
@@ -22,6 +25,16 @@ RERUN_ATTR = "rerun"
 NEW_RUNS_ATTR = "pytest_accel_new_runs"
 # ... and each run's outcome, in order ("passed" or a failing phase's outcome).
 NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
+
+# pytest.ExitCode.INTERRUPTED, as a record's run.exitstatus says it (no pytest here).
+EXIT_INTERRUPTED = 2
+
+
+def interrupted(record: Mapping[str, Any]) -> bool:
+    """A checked record of a run that was interrupted (Ctrl-C, SIGTERM): it holds a part
+    of the suite, so it adds nothing to a baseline or a history."""
+    return int(record["run"].get("exitstatus", 0)) == EXIT_INTERRUPTED
+
 
 PHASES = ("setup", "call", "teardown")
 # A test's final outcome that counts as a failure of the run.

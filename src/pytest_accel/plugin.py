@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import files, flaky, hookspecs, perf, report, reports, scaleout, session
+from pytest_accel import flaky, hookspecs, perf, report, reports, scaleout, session
+from pytest_accel.file_uses import FileUse, refuse_shared_files
+from pytest_accel.files import InputError
 from pytest_accel.hardware import plugin as hardware
-from pytest_accel.files import FileUse, InputError
 from pytest_accel.settings import OptionGroup, add_group, usage_error
 
 OPTION_GROUPS: tuple[OptionGroup, ...] = (
@@ -49,7 +50,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    refuse_shared_files(config)
+    refuse_one_file_for_two_uses(config)
     session.setup(config)
     hardware.register(config)
     scaleout.register(config)
@@ -60,7 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     report.register(config)
 
 
-def refuse_shared_files(config: pytest.Config) -> None:
+def refuse_one_file_for_two_uses(config: pytest.Config) -> None:
     """Two options naming one file, one of them writing it, stop the run before any test
     (exit 4): ``--accel-report=b.json`` would replace the baseline ``b.json`` with HTML."""
     uses = [*perf.file_uses(config), *flaky.file_uses(config), *report.file_uses(config)]
@@ -69,7 +70,7 @@ def refuse_shared_files(config: pytest.Config) -> None:
         if path:
             uses.append(FileUse(flag, str(path), writes=True))
     try:
-        files.refuse_shared_files(uses)
+        refuse_shared_files(uses)
     except InputError as exc:
         raise usage_error(str(exc)) from None
 

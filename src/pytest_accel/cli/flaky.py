@@ -10,14 +10,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, add_command, percentage, positive_int
+from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import (
-    FileUse,
     InputError,
     check_writable,
     read_json,
-    refuse_shared_files,
     write_json_atomic,
 )
+from pytest_accel.text import one_line
 
 if TYPE_CHECKING:
     from pytest_accel.flaky.history import History
@@ -84,6 +84,7 @@ def history_inputs(paths: Sequence[str], window: int | None) -> History:
         parse_history,
         run_letters,
     )
+    from pytest_accel.outcomes import interrupted
     from pytest_accel.perf.record import RECORD_SCHEMA, attempts_of, check_record
 
     histories, runs = [], []
@@ -92,6 +93,15 @@ def history_inputs(paths: Sequence[str], window: int | None) -> History:
         schema = data.get("schema") if isinstance(data, dict) else None
         if schema == RECORD_SCHEMA:
             record = check_record(path, data)
+            if interrupted(record):
+                sys.stderr.write(
+                    one_line(
+                        f"pytest-accel: note: {path}: not read: an interrupted run (exit"
+                        " status 2) adds nothing to a history"
+                    )
+                    + "\n"
+                )
+                continue
             tests = record["tests"]
             runs.append(
                 RecordedRun(

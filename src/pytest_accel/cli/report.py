@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from pytest_accel.cli.common import EXIT_OK, CliError, add_command, add_rule_options, rule_of
-from pytest_accel.files import FileUse, check_writable, read_json, refuse_shared_files, write_atomic
+from pytest_accel.file_uses import FileUse, refuse_shared_files
+from pytest_accel.files import check_writable, read_json, write_atomic
 from pytest_accel.text import line_start
 
 

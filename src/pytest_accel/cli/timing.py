@@ -16,12 +16,11 @@ from pytest_accel.cli.common import (
     positive_int,
     rule_of,
 )
+from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import (
-    FileUse,
     check_writable,
     dumps,
     read_json,
-    refuse_shared_files,
     write_json_atomic,
 )
 from pytest_accel.perf import output
@@ -158,12 +157,15 @@ def baseline(args: argparse.Namespace) -> int:
     )
     check_writable(args.into)
     if args.records:
-        folded, runs = fold_records(args.records, args.into, args.window)
-        tests = sum(len(env.ids["tests"]) for env in folded.envs.values())
+        folded = fold_records(args.records, args.into, args.window)
+        for note in folded.notes:
+            sys.stderr.write(one_line(f"pytest-accel: note: {note}") + "\n")
+        envs = folded.baseline.envs
+        tests = sum(len(env.ids["tests"]) for env in envs.values())
         sys.stdout.write(
             line_start(
-                f"{args.into}: added {runs} run(s); {tests} test(s) under"
-                f" {', '.join(sorted(folded.envs))}"
+                f"{args.into}: added {folded.added} run(s); {tests} test(s) under"
+                f" {', '.join(sorted(envs)) or 'no key yet'}"
             )
             + "\n"
         )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_accel.files import FileUse
+from pytest_accel.file_uses import FileUse
 from pytest_accel.settings import (
     OptionGroup,
     OptionSpec,

@@ -348,10 +348,15 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
 
 
 def update_baseline_file(
-    path: str | os.PathLike[str], runs: Iterable[RunTimings], window: int
+    path: str | os.PathLike[str],
+    runs: Iterable[RunTimings],
+    window: int,
+    held: list[RunTimings] | None = None,
 ) -> Baseline:
     """Add runs to the baseline at ``path`` (created if missing) under a file lock:
-    read, add and atomic replace happen while holding it, so parallel jobs lose nothing."""
+    read, add and atomic replace happen while holding it, so parallel jobs lose nothing.
+    A run the baseline holds already is not added again; it goes into ``held``."""
+    held = [] if held is None else held
 
     def load_own(target: str) -> Baseline:
         baseline = load_baseline(target)
@@ -366,7 +371,11 @@ def update_baseline_file(
     def add_runs(baseline: Baseline) -> None:
         baseline.window = window
         for run in runs:
-            add_run(baseline.envs.setdefault(run.key, EnvHistory()), run, window)
+            env = baseline.envs.setdefault(run.key, EnvHistory())
+            if env.run_holding(run.identity, run.comparable(env.test_metric)) is not None:
+                held.append(run)  # folded in already: a second copy would count it twice
+                continue
+            add_run(env, run, window)
         for env in baseline.envs.values():  # a smaller window trims every key
             del env.runs[:-window]
             _compact(env)

@@ -35,11 +35,14 @@ from dataclasses import dataclass
 from math import log
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.rule import CLIP_MADS, LOG_FLOOR, MAD_SCALE, row_median
+from pytest_accel.perf.findings import KIND_OF_FINDING, Change
+from pytest_accel.perf.rule import CLIP_MADS, LOG_FLOOR, MAD_SCALE, Rule, row_median, sample_spread
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from pytest_accel.perf.samples import EnvHistory
 
     FloatArray = npt.NDArray[np.float64]
     IntArray = npt.NDArray[np.int64]
@@ -206,3 +209,61 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     before_level[chosen] = before_s[big_enough]
     after_level[chosen] = after_s[big_enough]
     return Steps(found, runs, before_level, after_level)
+
+
+def change_rule(rule: Rule) -> ChangeRule:
+    """The change detector, with the single-run rule's ratio and floors."""
+    return ChangeRule(
+        threshold=rule.threshold, min_delta=rule.min_delta, min_duration=rule.min_duration
+    )
+
+
+def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]]:
+    """The changes the baseline's own runs show, its newest run taken as this one: per
+    change, the kind of samples it is in (``tests``, ``classes``, ...), its row there
+    and the change.  What ``baseline --accept`` accepts and a report of a baseline alone
+    draws."""
+    if len(env.runs) < 2:
+        return []
+    import numpy as np
+
+    found: list[tuple[str, int, Change]] = []
+    for kind, name in KIND_OF_FINDING.items():
+        ids, matrix = env.matrix(name)
+        if not ids:
+            continue
+        steps = find_steps(matrix, change_rule(rule))
+        for row in np.flatnonzero(steps.found):
+            runs = int(steps.runs[row])
+            since = env.runs[len(env.runs) - runs].identity
+            before, after = float(steps.before[row]), float(steps.after[row])
+            found.append((name, int(row), Change(kind, ids[row], before, after, runs, since)))
+    return found
+
+
+def current_level(
+    samples: FloatArray,
+    medians: FloatArray,
+    spread: tuple[FloatArray, FloatArray],
+    rule: Rule,
+) -> tuple[FloatArray, FloatArray, tuple[FloatArray, FloatArray], BoolArray]:
+    """What this run is judged against: each id's samples since the last change its
+    baseline's own runs show (accepted or not), else all of them.  After a speed-up
+    nobody accepted, a run twice as slow as the new level is a regression, not hidden by
+    the old level's samples in the median.  Also which ids had such a change (settled):
+    a speed-up among them was reported when it was found."""
+    import numpy as np
+
+    own = find_steps(samples, change_rule(rule)) if samples.size else None
+    if own is None or not own.found.any():
+        return samples, medians, spread, np.zeros(len(samples), dtype=bool)
+    rows = np.flatnonzero(own.found)
+    reference = samples.copy()
+    older = np.arange(samples.shape[1])[None, :] < (samples.shape[1] - own.runs[rows])[:, None]
+    part = reference[rows]
+    part[older] = np.nan
+    reference[rows] = part
+    medians, centre, scale = medians.copy(), spread[0].copy(), spread[1].copy()
+    medians[rows] = row_median(part)
+    centre[rows], scale[rows] = sample_spread(part, rule)
+    return reference, medians, (centre, scale), own.found

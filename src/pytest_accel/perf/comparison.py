@@ -35,7 +35,7 @@ from pytest_accel.perf.causes import (
     unexplained,
     usual_layout,
 )
-from pytest_accel.perf.changes import ChangeRule, find_steps
+from pytest_accel.perf.changes import change_rule, current_level, find_steps
 from pytest_accel.perf.columns import Values
 from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
 from pytest_accel.perf.quiet import (
@@ -65,13 +65,6 @@ if TYPE_CHECKING:
     BoolArray = npt.NDArray[np.bool_]
 
 
-def change_rule(rule: Rule) -> ChangeRule:
-    """The change detector, with the single-run rule's ratio and floors."""
-    return ChangeRule(
-        threshold=rule.threshold, min_delta=rule.min_delta, min_duration=rule.min_duration
-    )
-
-
 def compare(
     run: RunTimings,
     env: EnvHistory,
@@ -83,6 +76,11 @@ def compare(
     """Compare ``run`` with the baseline's runs ``env`` of the same hardware key."""
     overrides = overrides or {}
     timed = Compared(run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True))
+    # A record folded in already is not a second sample of itself (a record given as
+    # its own baseline, one run, is compared with itself, as asked).
+    held = env.run_holding(run.identity, timed.tests) if len(env.runs) > 1 else None
+    if held is not None:
+        env = env.without_run(held)
     quiet = quiet_comparison(
         run, env, rule, overrides, new_slow=new_slow, change_rule=change_rule(rule), timed=timed
     )
@@ -247,14 +245,15 @@ def _judge(
     rule, speed = setting.rule, setting.speed
     present, current, samples, medians = inputs.ids, inputs.current, inputs.samples, inputs.medians
     thresholds, deltas = _overrides(present, overrides, rule)
+    reference, medians, spread, settled = current_level(samples, medians, inputs.spread, rule)
     verdict = partial(
         judge,
-        samples=samples,
+        samples=reference,
         rule=rule,
         threshold=thresholds,
         min_delta=deltas,
         median=medians,
-        spread=inputs.spread,
+        spread=spread,
     )
     raw = verdict(current)
     regressed, improved = raw.regressed, raw.improved
@@ -269,13 +268,17 @@ def _judge(
     for row in np.flatnonzero(steps.found):
         runs = int(steps.runs[row])
         before, after = float(steps.before[row]), float(steps.after[row])
+        if after < before and settled[row]:
+            continue  # a speed-up reported when it was found: its level is the reference now
         judged.changes.append(
             Change(kind, present[row], before, after, runs, _since(setting, runs))
         )
     # A change says more (when it began, and that it held) than a finding the same way.
     direction = np.sign(steps.after - steps.before)  # NaN: no step
+    reported = np.zeros(len(present), dtype=bool)
+    reported[[present.index(c.id) for c in judged.changes]] = True
     for what, mask, sign in (("regression", regressed, 1.0), ("improvement", improved, -1.0)):
-        rows = np.flatnonzero(mask & ~(steps.found & (direction == sign)))
+        rows = np.flatnonzero(mask & ~(reported & (direction == sign)))
         for row, median, now, count, z in zip(
             rows.tolist(),
             medians[rows].tolist(),

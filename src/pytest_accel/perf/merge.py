@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_accel.fields import utc_timestamp
+from pytest_accel.outcomes import EXIT_INTERRUPTED, interrupted
 from pytest_accel.perf.record import (
     GROUP_SECTIONS,
     PAUSES,
@@ -92,6 +93,12 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     commits = sorted({str(d["run"]["commit"]) for _, d in inputs if d["run"].get("commit")})
     if len(commits) > 1:
         merged.notes.append(f"records are from {len(commits)} commits: {', '.join(commits)}")
+    for path, data in inputs:
+        if interrupted(data):
+            merged.notes.append(
+                f"{path}: an interrupted run (exit status 2): the merged record is marked"
+                " interrupted too, and adds nothing to a baseline or a history"
+            )
     first = inputs[order[0]][1]
     merged.record = {
         "schema": RECORD_SCHEMA,
@@ -103,7 +110,7 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
             "branch": first["run"].get("branch"),
             "shard": None,
             "workers": sum(int(d["run"].get("workers", 0)) for _, d in inputs),
-            "exitstatus": max(int(d["run"].get("exitstatus", 0)) for _, d in inputs),
+            "exitstatus": _exit_status(inputs),
             "merged_from": [
                 {
                     "path": path,
@@ -119,6 +126,14 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
         **{section: _merged_groups(section, tests, warm, inputs) for section in GROUP_SECTIONS},
     }
     return merged
+
+
+def _exit_status(inputs: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    """An interrupted shard makes the whole interrupted (a part of the suite is missing);
+    else the highest status, as pytest's own statuses rank."""
+    if any(interrupted(data) for _, data in inputs):
+        return EXIT_INTERRUPTED
+    return max(int(data["run"].get("exitstatus", 0)) for _, data in inputs)
 
 
 def _merged_groups(

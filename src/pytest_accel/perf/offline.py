@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
+from pytest_accel.outcomes import interrupted
 from pytest_accel.perf.baseline import (
     BASELINE_VERSION,
     Baseline,
@@ -21,10 +23,12 @@ from pytest_accel.perf.baseline import (
     to_json,
     update_baseline_file,
 )
-from pytest_accel.perf.comparison import change_rule, compare
-from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison
+from pytest_accel.perf.changes import changes_in_runs
+from pytest_accel.perf.comparison import compare
+from pytest_accel.perf.findings import Change, Comparison
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, load_record, timings
 from pytest_accel.perf.rule import Rule
+from pytest_accel.perf.timings import RunTimings
 
 LARGE_BASELINE = 1 << 20  # bytes: thousands of tests' samples, compared with numpy anyway
 
@@ -51,12 +55,37 @@ def compare_files(
     return compare(run, env, rule, new_slow=new_slow)
 
 
-def fold_records(paths: Sequence[str], into: str, window: int) -> tuple[Baseline, int]:
-    """Add records to the baseline file ``into``, oldest first; the baseline and how
-    many runs were added."""
-    runs = [timings(load_record(path)[1]) for path in paths]
-    runs.sort(key=lambda run: run.identity.started or "")
-    return update_baseline_file(into, runs, window), len(runs)
+@dataclass(frozen=True)
+class Folded:
+    """What ``fold_records`` did: the baseline now, the runs added, and why the others
+    were not (one line each, naming the record)."""
+
+    baseline: Baseline
+    added: int
+    notes: list[str]
+
+
+def fold_records(paths: Sequence[str], into: str, window: int) -> Folded:
+    """Add records to the baseline file ``into``, oldest first.  An interrupted run adds
+    nothing (as with --perf-update-baseline), nor does one the baseline holds already."""
+    notes: list[str] = []
+    runs: list[tuple[str, RunTimings]] = []
+    for path in paths:
+        data = load_record(path)[1]
+        if interrupted(data):
+            notes.append(f"{path}: not added: an interrupted run (exit status 2) adds nothing")
+            continue
+        runs.append((path, timings(data)))
+    runs.sort(key=lambda pair: pair[1].identity.started or "")
+    held: list[RunTimings] = []
+    if runs:
+        baseline = update_baseline_file(into, [run for _, run in runs], window, held)
+    else:  # nothing to add: the file stays as it is, or is not made
+        baseline = load_baseline(into) if os.path.exists(into) else Baseline({}, window)
+    notes += [
+        f"{path}: not added: {into} holds this run already" for path, run in runs if run in held
+    ]
+    return Folded(baseline, len(runs) - len(held), notes)
 
 
 def accept_changes(
@@ -66,10 +95,6 @@ def accept_changes(
     one), for the ids in ``wanted`` (``all``: every change) and the classes and modules
     that hold them (their change is the same cause): their samples before the change
     go, so the new level is the baseline.  Under the file lock, like an update."""
-    import numpy as np
-
-    from pytest_accel.perf.changes import find_steps
-
     accepted: list[Change] = []
 
     def accept_wanted(baseline: Baseline) -> None:
@@ -78,28 +103,16 @@ def accept_changes(
             env = baseline.envs.get(key)
             if env is None:
                 raise InputError(path, f"has no runs for {key!r} (it has: {', '.join(keys)})")
-            if len(env.runs) < 2:
-                continue
-            for kind, name in KIND_OF_FINDING.items():
-                ids, matrix = env.matrix(name)
-                if not ids:
+            for name, _, change in changes_in_runs(env, rule):
+                if "all" not in wanted and not _holds_wanted(change.id, wanted):
                     continue
-                steps = find_steps(matrix, change_rule(rule))
-                for row in np.flatnonzero(steps.found):
-                    ident = ids[row]
-                    if "all" not in wanted and not _holds_wanted(ident, wanted):
-                        continue
-                    runs = int(steps.runs[row])
-                    since = env.runs[len(env.runs) - runs].identity
-                    before, after = float(steps.before[row]), float(steps.after[row])
-                    change = Change(kind, ident, before, after, runs, since)
-                    note: dict[str, Any] = {
-                        **change.to_json(),
-                        "key": key,
-                        "accepted": utc_timestamp(datetime.now(timezone.utc).timestamp()),
-                    }
-                    accept(env, name, ident, runs, note)
-                    accepted.append(change)
+                note: dict[str, Any] = {
+                    **change.to_json(),
+                    "key": key,
+                    "accepted": utc_timestamp(datetime.now(timezone.utc).timestamp()),
+                }
+                accept(env, name, change.id, change.runs, note)
+                accepted.append(change)
 
     def refuse() -> Baseline:
         raise InputError(path, "no such file")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_accel.files import FileUse
+from pytest_accel.file_uses import FileUse
 from pytest_accel.settings import (
     ENV_KEY_OPTION,
     OptionGroup,

@@ -6,6 +6,7 @@ format is ``perf.baseline``'s; what the numbers mean, ``perf.rule``'s and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from math import isnan
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 DEFAULT_WINDOW = 20
+DISTINCT_SECONDS = 1e-3  # a sample this long is never the same in two runs to 1 µs
 ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware runs
 # Per run: tests; the tests that ran first in their process (``warmup``: judged apart);
 # classes and modules.
@@ -159,6 +161,35 @@ class EnvHistory:
         index = dict(zip(ids, range(len(ids)), strict=True))
         self._positions[kind] = (ids, index)
         return index
+
+    def run_holding(self, identity: RunIdentity, tests: Mapping[str, float]) -> int | None:
+        """The index of the run that is this one already folded in, or None: the same
+        start, commit and branch, and to the microsecond the same sample of every test
+        both have, one of them long enough to tell runs apart (two jobs that started in
+        one second can both time trivial tests at 1 µs)."""
+        if identity.started is None:
+            return None
+        positions = self.positions("tests")
+        for index, run in enumerate(self.runs):
+            if run.identity != identity:
+                continue
+            shared = [(positions[t], round(v, 6)) for t, v in tests.items() if t in positions]
+            if (
+                shared
+                and max(v for _, v in shared) >= DISTINCT_SECONDS
+                and all(run.sample("tests", row) == v for row, v in shared)
+            ):
+                return index
+        return None
+
+    def without_run(self, index: int) -> EnvHistory:
+        """The same key without one of its runs (a copy; this one is left as it is)."""
+        return EnvHistory(
+            self.test_metric,
+            self.ids,
+            self.runs[:index] + self.runs[index + 1 :],
+            self.accepted,
+        )
 
     def samples(self, kind: str) -> dict[str, list[float]]:
         """Each id's samples, oldest first (for sharding, reports and tests)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_accel.files import FileUse
+from pytest_accel.file_uses import FileUse
 from pytest_accel.settings import OptionGroup, OptionSpec, text_setting
 
 if TYPE_CHECKING:

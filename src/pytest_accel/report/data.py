@@ -101,6 +101,7 @@ class ReportData:
     flaky_runs: dict[str, int] = field(default_factory=dict)  # key -> runs in the history
     shards: list[Shard] = field(default_factory=list)
     suite_trend: Trend | None = None
+    baseline_only: bool = False  # no record: the baseline's newest run is the latest
 
 
 def build(
@@ -123,8 +124,12 @@ def build(
             data.suite_trend = data.suite_trend or _suite_trend(comparison)
         _add_slowest(data, run, record)
         data.shards += _shards(path, record, run)
+    if baseline is not None and not records:
+        for key, env in sorted(baseline.envs.items()):
+            _add_baseline_trends(data, key, env, rule)
     if baseline is not None:
         _add_across(data, baseline)
+    _drop_repeated_trends(data)
     if history is not None:
         _add_flaky(data, history)
     for rows in (data.tests, data.classes, data.modules):
@@ -211,6 +216,45 @@ def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: 
     items.sort(key=lambda t: (not t.slower, t.kind, t.id))
     data.trends += items[:TRENDS]
     data.more_findings += [t.headline for t in items[TRENDS:]]
+
+
+def _add_baseline_trends(data: ReportData, key: str, env: EnvHistory, rule: Rule) -> None:
+    """A baseline alone: its changes over its own runs (the newest taken as the latest,
+    as ``baseline --accept`` takes it) and its suite total, per hardware key."""
+    from pytest_accel.perf import output
+    from pytest_accel.perf.changes import changes_in_runs
+
+    labels = [_label(r) for r in env.runs]
+    data.baseline_only = True
+    items = []
+    for name, row, change in changes_in_runs(env, rule):
+        series = [run.sample(name, row) for run in env.runs]
+        headline = f"CHANGED under {key}: {output.describe_change(change)}"
+        change_at = len(series) - change.runs
+        items.append(
+            Trend(change.kind, change.id, labels, series, change_at, headline, change.slower)
+        )
+    items.sort(key=lambda t: (not t.slower, t.kind, t.id))
+    data.trends += items[:TRENDS]
+    data.more_findings += [t.headline for t in items[TRENDS:]]
+    totals: list[float | None] = list(env.summary().totals)
+    if data.suite_trend is None and len(totals) > 1:
+        data.suite_trend = Trend(
+            "session", "suite total", labels, totals, None, f"suite total under {key}", False
+        )
+
+
+def _drop_repeated_trends(data: ReportData) -> None:
+    """Records of one key (shards, reruns of a job) find the baseline's changes each:
+    each finding is shown once."""
+    seen: set[str] = set()
+    kept = []
+    for trend in data.trends:
+        if trend.headline not in seen:
+            seen.add(trend.headline)
+            kept.append(trend)
+    data.trends = kept
+    data.more_findings = [line for line in dict.fromkeys(data.more_findings) if line not in seen]
 
 
 def _suite_trend(comparison: Comparison) -> Trend | None:

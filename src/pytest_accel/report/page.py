@@ -87,8 +87,13 @@ def _findings(data: ReportData) -> Iterator[str]:
     yield '<h2 id="findings">Regressions and changes</h2>'
     if data.suite_trend is not None:
         yield f'<div class="finding">{svg.trend_chart(data.suite_trend)}</div>'
+    if data.baseline_only:
+        yield (
+            '<p class="muted">No record given: the changes the baseline\'s own runs show,'
+            " its newest run taken as the latest.</p>"
+        )
     if not data.trends:
-        compared = any(run.comparison is not None for run in data.runs)
+        compared = data.baseline_only or any(run.comparison is not None for run in data.runs)
         yield (
             '<p class="muted">'
             + ("Nothing got slower or faster." if compared else "No baseline to compare with.")
