@@ -17,10 +17,14 @@ def add(commands: Any) -> None:
         "shard",
         "a duration-balanced plan of CI shards",
         "Print the plan --accel-shard K/N follows: which tests each shard runs and its"
-        " expected seconds, from a baseline, a record or a pytest-split .test_durations map.",
+        " expected seconds. The suite is collected here as `pytest --accel-shard K/N"
+        " --perf-baseline PATH` collects it (pytest's arguments after --), so each shard's"
+        " list is exactly what that shard runs: tests the durations file does not know"
+        " (new ones, warm-ups) weigh the median, tests skipped here weigh nothing.",
         [
             "pytest-accel shard --durations ci/state/baseline.json --splits 4",
-            "pytest-accel shard --durations build/record.json --splits 2 --by module --format json",
+            "pytest-accel shard --durations baseline.json --splits 2 --format json -- tests -m 'not slow'",
+            "pytest-accel shard --durations build/record.json --splits 2 --without-collecting",
         ],
     )
     shard.add_argument(
@@ -41,7 +45,20 @@ def add(commands: Any) -> None:
     shard.add_argument(
         "--env-key",
         metavar="KEY",
-        help="the hardware key to read from a baseline (default: its first)",
+        help="the hardware key to read from a baseline (default: the key a run here has, as"
+        " --perf-env-key; with --without-collecting, the baseline's first)",
+    )
+    shard.add_argument(
+        "--without-collecting",
+        action="store_true",
+        help="plan only the tests the durations file knows, without collecting the suite:"
+        " a quick look, not what --accel-shard runs (it also runs new tests and warm-ups)",
+    )
+    shard.add_argument(
+        "pytest_args",
+        nargs="*",
+        metavar="PYTEST_ARGS",
+        help="after --: the arguments the shards' pytest runs get (paths, -m, -k, ...)",
     )
     shard.add_argument(
         "--format",
@@ -53,14 +70,23 @@ def add(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """A plan from a durations file alone: a record knows each test's class and module;
+    """The plan of the suite collected here (``plan_as_pytest``), or, without collecting,
+    of the tests a durations file knows: a record knows each test's class and module;
     from a baseline or a pytest-split map they are read from the node ids."""
     # Loaded when this command runs, not for every command's parser.
     from pytest_accel.perf.offline import durations_file
     from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
 
+    # Read first: a bad file is one line naming it, before pytest starts.
     known, groups = durations_file(args.durations, args.env_key)
-    plan = plan_tests(known, groups or groups_from_node_ids(known), args.by, args.splits)
+    if args.without_collecting:
+        plan = plan_tests(known, groups or groups_from_node_ids(known), args.by, args.splits)
+    else:
+        from pytest_accel.cli.shard_session import plan_as_pytest
+
+        plan = plan_as_pytest(
+            args.durations, args.splits, args.by, args.env_key, list(args.pytest_args)
+        )
     loads = plan.loads()
     if args.format == "json":
         payload = {

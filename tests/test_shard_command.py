@@ -1,0 +1,119 @@
+"""``pytest-accel shard`` prints exactly what each ``--accel-shard K/N`` run runs, from
+the same inputs: the suite collected here, the same durations file, the same hardware
+key; tests the file does not know and tests skipped here included."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+SUITE = """
+import time
+import pytest
+
+class TestWarm:
+    def test_one(self):
+        time.sleep(0.03)
+
+    def test_two(self):
+        time.sleep(0.02)
+
+def test_slow():
+    time.sleep(0.06)
+
+def test_quick():
+    pass
+
+@pytest.mark.tpu
+def test_on_tpu():
+    pass
+"""
+
+NEW_TESTS = """
+def test_new_a():
+    pass
+
+def test_new_b():
+    pass
+"""
+
+
+def command(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_accel", "shard", *args],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTEST_ADDOPTS": ""},
+    )
+
+
+def collected(pytester: pytest.Pytester, *args: str) -> list[str]:
+    result = pytester.runpytest_subprocess("--collect-only", "-q", *args)
+    return [line for line in result.stdout.lines if "::" in line]
+
+
+@pytest.mark.parametrize("by", ["class", "test"])
+def test_the_printed_plan_is_what_each_shard_runs_new_tests_and_skips_included(
+    pytester: pytest.Pytester, by: str
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    for _ in range(2):
+        pytester.runpytest("--perf-baseline=b.json", "--perf-update-baseline")
+    pytester.makepyfile(test_later=NEW_TESTS)  # not in the baseline
+    completed = command(
+        pytester, "--durations", "b.json", "--splits", "2", "--by", by, "--format", "json"
+    )
+    assert completed.returncode == 0, completed.stderr
+    plan: dict[str, Any] = json.loads(completed.stdout)
+    printed = [shard["tests"] for shard in plan["shards"]]
+    ran = [
+        collected(
+            pytester, "--perf-baseline=b.json", f"--accel-shard={k}/2", f"--accel-shard-by={by}"
+        )
+        for k in (1, 2)
+    ]
+    assert [sorted(tests) for tests in printed] == [sorted(tests) for tests in ran]
+    everything = sorted(t for tests in printed for t in tests)
+    assert everything == sorted(collected(pytester))
+    assert "test_later.py::test_new_a" in everything
+    assert "test_suite.py::test_on_tpu" in everything  # collected, skipped here
+
+
+def test_pytest_arguments_after_a_double_dash_select_as_in_the_shards(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.runpytest("--perf-baseline=b.json", "--perf-update-baseline")
+    completed = command(
+        pytester, "--durations", "b.json", "--splits", "2", "--format", "json", "--", "-k", "slow"
+    )
+    assert completed.returncode == 0, completed.stderr
+    plan = json.loads(completed.stdout)
+    assert sorted(t for shard in plan["shards"] for t in shard["tests"]) == [
+        "test_suite.py::test_slow"
+    ]
+
+
+def test_without_a_suite_here_the_command_says_where_to_run_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.runpytest("--perf-baseline=b.json", "--perf-update-baseline")
+    os.remove(pytester.path / "test_suite.py")
+    completed = command(pytester, "--durations", "b.json", "--splits", "2")
+    assert completed.returncode == 2
+    assert completed.stderr.splitlines() == [
+        "pytest-accel: error: pytest collected no test to shard here; run this where the"
+        " suite runs, with its arguments after --"
+    ]
+    # Without collecting: the tests the file knows, said to be only those.
+    completed = command(pytester, "--durations", "b.json", "--splits", "2", "--without-collecting")
+    assert completed.returncode == 0
+    assert completed.stdout.startswith("shard 1/2: ")
