@@ -184,7 +184,8 @@ def per_test(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     from pytest_accel.perf.record import check_record
 
     columns = check_record("record.json", record)["tests"]
-    names = [n for n in columns if isinstance(columns[n], list) and n not in ("id", "warmup")]
+    lists = ("id", "warmup", "quarantined")  # of ids, not columns
+    names = [n for n in columns if isinstance(columns[n], list) and n not in lists]
     view = {
         nodeid: {name: columns[name][row] for name in names}
         for row, nodeid in enumerate(columns["id"])

@@ -297,3 +297,131 @@ def test_the_same_tests_across_hardware_keys_side_by_side(
     assert table.count("<tr>") == 2  # the header and test_a: the only test on both
     assert re.search(r"t\.py::test_a</td><td[^>]*>0\.40\d</td><td[^>]*>0\.050</td>", table)
     assert "No record given" in html
+
+
+QUARANTINE_SUITE = """
+import pytest
+
+def test_ok():
+    pass
+
+def test_known_bad():
+    assert False, "quarantined"
+
+@pytest.mark.skip(reason="not here")
+def test_skipped():
+    pass
+"""
+
+
+class _Cells(HTMLParser):
+    """The text of every table cell, row by row, per table id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.table: str | None = None
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.table = dict(attrs).get("id") or f"table{len(self.tables)}"
+            self.tables[self.table] = []
+        elif tag == "tr" and self.table is not None:
+            self.tables[self.table].append([])
+        elif tag == "td":
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self.cell is not None and self.table is not None:
+            self.tables[self.table][-1].append("".join(self.cell))
+            self.cell = None
+        elif tag == "table":
+            self.table = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def cells(page: str) -> dict[str, list[list[str]]]:
+    parser = _Cells()
+    parser.feed(page)
+    return parser.tables
+
+
+def test_a_quarantined_failure_is_counted_as_quarantined_and_a_skip_is_not_ranked(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_q=QUARANTINE_SUITE)
+    (pytester.path / "q.txt").write_text("test_q.py::test_known_bad\n")
+    result = pytester.runpytest(
+        "--flaky-quarantine=q.txt", "--perf-record=r.json", "--accel-report=in-run.html"
+    )
+    assert result.ret == 0
+    record = json.loads((pytester.path / "r.json").read_text())
+    assert record["tests"]["quarantined"] == ["test_q.py::test_known_bad"]
+    assert main(["report", str(pytester.path / "r.json"), "-o", str(pytester.path / "p.html")]) == 0
+    for page in ("p.html", "in-run.html"):
+        tables = cells((pytester.path / page).read_text())
+        summary = next(rows for rows in tables.values() if rows and rows[-1][0] == "cpu/x1")
+        assert "1 passed, 1 quarantined, 1 skipped" in summary[-1]
+        assert "failed" not in summary[-1]
+        slowest = [row[1] for row in tables["slowest-tests"] if row]
+        assert sorted(slowest) == ["test_q.py::test_known_bad", "test_q.py::test_ok"]
+
+
+def test_several_records_of_one_key_show_a_change_once(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = dict.fromkeys(IDS[:2], 0.2)
+    after = {**before, IDS[1]: 0.6}
+    write_baseline(pytester.path / "b.json", history([before] * 10 + [after] * 3))
+    paths = []
+    for shard in ("1/2", "2/2"):
+        data = synthetic.record(after, shard=shard, started=synthetic.STARTED + 14 * 3600.0)
+        path = pytester.path / f"r{shard[0]}.json"
+        path.write_text(json.dumps(data))
+        paths.append(str(path))
+    out = pytester.path / "p.html"
+    assert (
+        main(["report", *paths, "--baseline", str(pytester.path / "b.json"), "-o", str(out)]) == 0
+    )
+    page = out.read_text()
+    assert page.count("CHANGED test test_mod.py::test_slow") == 1
+
+
+def test_a_baseline_alone_draws_its_changes_and_suite_total(
+    pytester: pytest.Pytester,
+) -> None:
+    before = dict.fromkeys(IDS[:2], 0.2)
+    after = {**before, IDS[1]: 0.6}
+    write_baseline(pytester.path / "b.json", history([before] * 10 + [after] * 4))
+    out = pytester.path / "trends.html"
+    assert main(["report", "--baseline", str(pytester.path / "b.json"), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "No baseline to compare with" not in page
+    assert "the changes the baseline's own runs show" in page
+    assert re.search(
+        r"CHANGED under cpu/x1: test test_mod\.py::test_slow: 0\.2\d*s -&gt; 0\.6", page
+    )
+    assert page.count("<svg") == 2  # the suite total and the change's trend
+
+
+def test_the_flaky_grid_has_a_legend_for_every_cell_colour(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "h.json").write_text(json.dumps(FLAKY_HISTORY))
+    out = pytester.path / "grid.html"
+    assert main(["report", "--history", str(pytester.path / "h.json"), "-o", str(out)]) == 0
+    page = out.read_text()
+    legend = page.split('<ul class="legend" id="flaky-legend">', 1)[1].split("</ul>", 1)[0]
+    swatches = re.findall(r'<span class="swatch (\w)"></span>([^<]+)</li>', legend)
+    assert swatches == [
+        ("P", "passed"),
+        ("F", "failed"),
+        ("K", "flaky: passed on a rerun"),
+        ("x", "not run (absent from that run)"),
+    ]
+    grid_classes = set(re.findall(r'<td class="c (\w)"', page))
+    assert grid_classes <= {letter for letter, _ in swatches}

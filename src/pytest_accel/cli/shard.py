@@ -23,7 +23,7 @@ def add(commands: Any) -> None:
         " (new ones, warm-ups) weigh the median, tests skipped here weigh nothing.",
         [
             "pytest-accel shard --durations ci/state/baseline.json --splits 4",
-            "pytest-accel shard --durations baseline.json --splits 2 --format json -- tests -m 'not slow'",
+            "pytest-accel shard --durations b.json --splits 2 --format json -- tests -m 'not slow'",
             "pytest-accel shard --durations build/record.json --splits 2 --without-collecting",
         ],
     )

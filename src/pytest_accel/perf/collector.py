@@ -199,6 +199,8 @@ class ResultsCollector:
             else:
                 table.workers[row] = str(report.node.gateway.id)
         quarantined = getattr(report, QUARANTINED_ATTR, None)
+        if quarantined is not None:
+            table.quarantined.add(row)
         table.add(
             row,
             report.when or "???",

@@ -17,6 +17,7 @@ from pytest_accel.outcomes import EXIT_INTERRUPTED, interrupted
 from pytest_accel.perf.record import (
     GROUP_SECTIONS,
     PAUSES,
+    QUARANTINED,
     RECORD_SCHEMA,
     RECORD_VERSION,
     SECONDS,
@@ -83,6 +84,8 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     ]
     warm = {n for _, d in inputs for n in d["tests"].get("warmup", ())}
     tests["warmup"] = [n for n in rows if n in warm]
+    quarantined_in = [set(d["tests"].get(QUARANTINED, ())) for _, d in inputs]
+    tests[QUARANTINED] = [n for n, (i, _) in rows.items() if n in quarantined_in[i]]
     tests["attempts"] = {
         nodeid: inputs[i][1]["tests"].get("attempts", {})[nodeid]
         for nodeid, (i, _) in rows.items()

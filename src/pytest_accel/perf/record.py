@@ -26,7 +26,7 @@ from pytest_accel.fields import (
     utc_timestamp,
 )
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
-from pytest_accel.outcomes import OUTCOMES
+from pytest_accel.outcomes import FAILING, OUTCOMES
 from pytest_accel.perf import repeats
 from pytest_accel.perf.table import TimingTable, rounded
 from pytest_accel.perf.timings import (
@@ -45,6 +45,7 @@ PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
 TEXTS = ("class", "module", "worker")
 RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.repeats)
 GROUP_SECTIONS = ("classes", "modules")
+QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (real outcome kept)
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
@@ -118,6 +119,11 @@ def encode_record(
         "module": repeats.as_runs(table.module_ids),
         "worker": repeats.as_runs(table.workers),
         "warmup": [nodeid for nodeid, warm in zip(table.nodeids, warmup, strict=True) if warm],
+        "quarantined": [
+            table.nodeids[row]
+            for row in sorted(table.quarantined)
+            if table.outcomes[row] in FAILING
+        ],
         "attempts": table.attempts_json(),
     }
     groups = {
@@ -162,6 +168,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
     attempts = expect_object(path, "tests.attempts", tests.get("attempts", {}))
     for where, names in (
         ("tests.warmup", _check_names(path, "tests.warmup", tests.get("warmup", []))),
+        ("tests.quarantined", _check_names(path, "tests.quarantined", tests.get(QUARANTINED, []))),
         ("tests.attempts", list(attempts)),
     ):
         unknown = next((name for name in names if name not in known), None)

@@ -42,6 +42,7 @@ class TimingTable:
         # 0: the current attempt has no report yet, 1: it has, 2: it is over (teardown).
         self.attempt_state: list[int] = []
         self.earlier: dict[int, list[AttemptTuple]] = {}
+        self.quarantined: set[int] = set()  # rows with a failure a quarantine list covered
 
     def __len__(self) -> int:
         return len(self.nodeids)

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_accel.flaky.classify import classify
 from pytest_accel.flaky.history import History
+from pytest_accel.outcomes import FAILING
 from pytest_accel.perf.baseline import Baseline, EnvHistory
 from pytest_accel.perf.comparison import compare
 from pytest_accel.perf.findings import KIND_OF_FINDING, Comparison
-from pytest_accel.perf.record import timings
+from pytest_accel.perf.record import QUARANTINED, timings
 from pytest_accel.perf.rule import Rule
 from pytest_accel.perf.timings import RunTimings
 
@@ -142,8 +143,11 @@ def _summary(
 ) -> RunSummary:
     info = record["run"]
     outcomes: dict[str, int] = {}
-    for outcome in run.outcome:
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    quarantined = set(record["tests"].get(QUARANTINED, ()))
+    for test, outcome in zip(run.ids, run.outcome, strict=True):
+        # A quarantined failure did not fail the run: counted as the terminal counts it.
+        shown = "quarantined" if test in quarantined and outcome in FAILING else outcome
+        outcomes[shown] = outcomes.get(shown, 0) + 1
     return RunSummary(
         path=path,
         key=run.key,
@@ -227,7 +231,11 @@ def _add_baseline_trends(data: ReportData, key: str, env: EnvHistory, rule: Rule
     labels = [_label(r) for r in env.runs]
     data.baseline_only = True
     items = []
-    for name, row, change in changes_in_runs(env, rule):
+    found = changes_in_runs(env, rule)
+    changed_tests = [change.id for _, _, change in found if change.kind == "test"]
+    for name, row, change in found:
+        if change.kind != "test" and any(t.startswith(change.id + "::") for t in changed_tests):
+            continue  # one cause, one chart: its tests' change explains the group's
         series = [run.sample(name, row) for run in env.runs]
         headline = f"CHANGED under {key}: {output.describe_change(change)}"
         change_at = len(series) - change.runs
@@ -272,6 +280,7 @@ def _add_slowest(data: ReportData, run: RunTimings, record: Mapping[str, Any]) -
     data.tests += [
         Row(i, run.key, float(total), outcome)
         for i, total, outcome in zip(tests["id"], tests["total"], tests["outcome"], strict=True)
+        if outcome != "skipped"  # it did not run: no time to rank
     ]
     for section, rows in (("classes", data.classes), ("modules", data.modules)):
         columns = record.get(section) or {"id": []}

@@ -179,9 +179,13 @@ def _flaky(rows: Sequence[FlakyRow], runs: dict[str, int]) -> Iterator[str]:
         yield f"<p>No test failed in the history ({_runs_text(runs)}).</p>"
         return
     yield (
-        f'<p class="muted">{_runs_text(runs)}. Each test\'s recorded outcomes, oldest first:'
-        ' <span class="legend">P passed</span>, F failed, K passed on a rerun.</p>'
+        f'<p class="muted">{_runs_text(runs)}. Each test\'s recorded outcomes, one cell a'
+        " run, oldest first (hover a cell for its outcome):</p>"
     )
+    yield '<ul class="legend" id="flaky-legend">'
+    for letter in LEGEND:
+        yield f'<li><span class="swatch {letter}"></span>{_name(letter)}</li>'
+    yield "</ul>"
     width = max(runs.values())
     yield (
         '<table class="grid sortable" id="flaky-grid"><thead><tr><th>test</th>'
@@ -205,8 +209,14 @@ def _flaky(rows: Sequence[FlakyRow], runs: dict[str, int]) -> Iterator[str]:
     yield "</tbody></table>"
 
 
+LEGEND = ("P", "F", "K", "x")
+
+
 def _name(letter: str) -> str:
-    return {"P": "passed", "F": "failed", "K": "passed on a rerun"}.get(letter, "no outcome")
+    """What a cell's letter means (``x``: the test did not run in that run)."""
+    return {"P": "passed", "F": "failed", "K": "flaky: passed on a rerun"}.get(
+        letter, "not run (absent from that run)"
+    )
 
 
 def _runs_text(runs: dict[str, int]) -> str:
