@@ -112,6 +112,8 @@ def test_baseline_folds_records_and_compare_finds_the_regression(
     assert main(["compare", str(slow), "--baseline", str(tmp_path / "b.json"), "--fail"]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION test t.py::test_a: 0.400s vs baseline 0.204s" in out
+    assert out.rstrip().endswith("-- failing the run (--fail)")  # its own option's name
+    assert "--perf-fail" not in out
     assert (
         main(
             [

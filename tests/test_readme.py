@@ -128,3 +128,39 @@ def test_every_pytest_accel_command_line_in_the_readme_parses() -> None:
     for line in lines:
         args = parser.parse_args(shlex.split(line))  # SystemExit (a failure) if it does not
         assert args.command, line
+
+
+def exit_table() -> dict[str, dict[int, str]]:
+    section = README.split("<!-- exit-statuses:start -->", 1)[1].split("<!-- exit", 1)[0]
+    table: dict[str, dict[int, str]] = {}
+    for who, status, meaning in re.findall(r"^\| (.+?) \| (\d) \| (.+) \|$", section, re.M):
+        table.setdefault(who, {})[int(status)] = meaning
+    return table
+
+
+def test_the_exit_status_table_lists_every_status_pytest_and_the_command_use() -> None:
+    from pytest_accel.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+
+    table = exit_table()
+    assert set(table) == {"pytest with the plugin", "`pytest-accel`"}
+    # pytest 9 added 6 (--max-warnings); the release matrix runs pytest 8 too.
+    assert {int(code) for code in pytest.ExitCode} <= set(table["pytest with the plugin"])
+    assert set(table["pytest with the plugin"]) <= set(range(7))
+    assert set(table["`pytest-accel`"]) == {EXIT_OK, EXIT_FINDINGS, EXIT_USAGE}
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        (["--perf-record=x.json", "--accel-report=x.json"], 4),
+        (["--accel=tpu"], 4),
+        (["--flaky-max-pct=abc"], 4),
+        (["-k", "nothing_matches_this"], 5),
+        ([], 0),
+    ],
+)
+def test_the_statuses_in_the_table_are_the_ones_a_run_gives(
+    pytester: pytest.Pytester, args: list[str], status: int
+) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    assert int(pytester.runpytest(*args).ret) == status

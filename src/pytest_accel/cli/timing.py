@@ -95,13 +95,13 @@ def compare(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.buffer.write(dumps(comparison.to_json(), indent=True))
     elif args.format == "markdown":
-        sys.stdout.write(output.markdown(comparison, failing))
+        sys.stdout.write(output.markdown(comparison, failing, "--fail"))
     elif not comparison.found:
         sys.stdout.write(output.missing_env_line(comparison, args.baseline) + "\n")
     else:
         for row in output.terminal_rows(comparison, args.top):
             sys.stdout.write(row + "\n")
-        sys.stdout.write(output.summary_line(comparison, failing) + "\n")
+        sys.stdout.write(output.summary_line(comparison, failing, "--fail") + "\n")
     return EXIT_FINDINGS if failing else EXIT_OK
 
 

@@ -14,7 +14,7 @@ __all__ = ["OPTIONS", "file_uses", "register"]
 
 def register(config: pytest.Config) -> None:
     options = resolve(config)
-    if options.enabled:
+    if options.enabled and not config.option.collectonly:  # nothing runs: no outcome to keep
         from pytest_accel.flaky.plugin import register_feature
 
         register_feature(config, options)

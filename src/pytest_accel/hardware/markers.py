@@ -135,11 +135,14 @@ def check_arguments(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     closest valid one, so a typo never passes silently."""
     positional, keywords = SIGNATURES[name]
     takes = ", ".join(f"{k}=" for k in keywords) or "no arguments"
+    unknown = []
     for keyword in sorted(set(kwargs) - set(keywords)):
         guess = closest(keyword, keywords)
-        hint = f" (did you mean {guess}=?)" if guess else ""
+        unknown.append(f"{keyword!r}" + (f" (did you mean {guess}=?)" if guess else ""))
+    if unknown:  # every one named at once, not one per attempt
+        plural = "s" if len(unknown) > 1 else ""
         raise MarkerError(
-            f"@pytest.mark.{name}: unknown keyword {keyword!r}{hint}; it takes {takes}"
+            f"@pytest.mark.{name}: unknown keyword{plural} {', '.join(unknown)}; it takes {takes}"
         )
     if positional is not None and len(args) > positional:
         what = (

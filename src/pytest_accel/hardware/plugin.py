@@ -131,6 +131,7 @@ class Selection:
         kept: list[pytest.Item] = []
         deselected: list[pytest.Item] = []
         cache: dict[int, Marks] = {}
+        errors: list[str] = []
         for item in items:
             marks = _own_selection_marks(item) + _inherited_marks(item.parent, cache)
             try:
@@ -145,7 +146,8 @@ class Selection:
                     else RUN
                 )
             except MarkerError as exc:
-                raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+                errors.append(f"{item.nodeid}: {exc}")  # every bad marker, then stop
+                continue
             item.stash[verdict_key] = verdict
             if options.only and not verdict.targets_platform(detection.platform):
                 deselected.append(item)
@@ -153,10 +155,22 @@ class Selection:
             if verdict.skip_reason is not None:
                 item.add_marker(pytest.mark.skip(reason=verdict.skip_reason))
             kept.append(item)
+        if errors:
+            raise pytest.UsageError(marker_errors(errors))
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
         warn_near_misses(config, items)
+
+
+def marker_errors(errors: list[str]) -> str:
+    """One error, or all of them a line each (a marker reused by many tests, once)."""
+    unique = list(dict.fromkeys(errors))
+    if len(unique) == 1:
+        return unique[0]
+    return f"{len(unique)} bad pytest-accel markers:\n" + "\n".join(
+        one_line(error) for error in unique
+    )
 
 
 def registered_markers(config: pytest.Config) -> set[str]:

@@ -59,7 +59,9 @@ def alarm_count(comparison: Comparison) -> str:
     return " and ".join(parts)
 
 
-def summary_line(comparison: Comparison, failing: bool) -> str:
+def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--perf-fail") -> str:
+    """The one-line summary; ``fail_option`` names the option that fails on findings as
+    the reader typed it (``--fail`` for ``pytest-accel compare``)."""
     new = f"{len(comparison.new)} new"
     if comparison.new_slow:
         new += f" ({len(comparison.new_slow)} slow)"
@@ -75,7 +77,7 @@ def summary_line(comparison: Comparison, failing: bool) -> str:
     if comparison.speed != 1.0:
         line += f"; this run was {comparison.speed:.2f}x the baseline overall"
     if failing:
-        line += " -- failing the run (--perf-fail)"
+        line += f" -- failing the run ({fail_option})"
     return one_line(line)
 
 
@@ -146,9 +148,12 @@ def workflow_commands(
     ]
 
 
-def summary_section(comparison: Comparison, failing: bool) -> Section:
+def summary_section(
+    comparison: Comparison, failing: bool, fail_option: str = "--perf-fail"
+) -> Section:
     """The job-summary section: the summary line, then one table row per finding."""
-    head = ["### pytest-accel performance", "", escape_cell(summary_line(comparison, failing)), ""]
+    line = summary_line(comparison, failing, fail_option)
+    head = ["### pytest-accel performance", "", escape_cell(line), ""]
     if comparison.suite_history and comparison.suite_now:
         labels = [label for label, _ in comparison.suite_history] + ["this run"]
         totals = [total for _, total in comparison.suite_history] + [comparison.suite_now]
@@ -185,6 +190,6 @@ def _row(what: str, finding: Finding | Change, evidence: str) -> str:
     )
 
 
-def markdown(comparison: Comparison, failing: bool) -> str:
+def markdown(comparison: Comparison, failing: bool, fail_option: str = "--perf-fail") -> str:
     """The section alone, within the job summary's budget (``compare --format markdown``)."""
-    return fit([summary_section(comparison, failing)], MAX_SUMMARY_BYTES)
+    return fit([summary_section(comparison, failing, fail_option)], MAX_SUMMARY_BYTES)

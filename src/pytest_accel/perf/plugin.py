@@ -313,6 +313,8 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
     facts = config.stash[session_key]
     if options.baseline is not None:
         _publish_durations(config, options, facts.key)
+    if config.option.collectonly:
+        return  # nothing runs: no timings to show, compare or write (shards still plan)
     register_pauses(config)  # by module path: pytester reruns import it afresh
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.

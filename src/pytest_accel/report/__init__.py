@@ -49,7 +49,7 @@ def ask_for_timings(config: pytest.Config) -> None:
 def register(config: pytest.Config) -> None:
     """With --accel-report: write the page at session end."""
     path = _path(config)
-    if path:
+    if path and not config.option.collectonly:  # nothing ran: nothing to report
         from pytest_accel.report.plugin import register_feature
 
         register_feature(config, path)
