@@ -26,7 +26,7 @@ from pytest_accel.fields import (
     utc_timestamp,
 )
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
-from pytest_accel.outcomes import FAILING, OUTCOMES
+from pytest_accel.outcomes import OUTCOMES
 from pytest_accel.perf import repeats
 from pytest_accel.perf.table import TimingTable, rounded
 from pytest_accel.perf.timings import (
@@ -119,11 +119,7 @@ def encode_record(
         "module": repeats.as_runs(table.module_ids),
         "worker": repeats.as_runs(table.workers),
         "warmup": [nodeid for nodeid, warm in zip(table.nodeids, warmup, strict=True) if warm],
-        "quarantined": [
-            table.nodeids[row]
-            for row in sorted(table.quarantined)
-            if table.outcomes[row] in FAILING
-        ],
+        QUARANTINED: table.quarantined_failures(),
         "attempts": table.attempts_json(),
     }
     groups = {

@@ -8,7 +8,7 @@ from itertools import repeat
 from operator import add, itemgetter, mul, truediv
 from typing import Any
 
-from pytest_accel.outcomes import OUTCOME_RANK, Parents, phase_outcome, test_ids
+from pytest_accel.outcomes import FAILING, OUTCOME_RANK, Parents, phase_outcome, test_ids
 from pytest_accel.perf.repeats import runs
 from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
 
@@ -46,6 +46,11 @@ class TimingTable:
 
     def __len__(self) -> int:
         return len(self.nodeids)
+
+    def quarantined_failures(self) -> list[str]:
+        """The tests whose final outcome is a failure a quarantine list covered."""
+        failing = [row for row in sorted(self.quarantined) if self.outcomes[row] in FAILING]
+        return [self.nodeids[row] for row in failing]
 
     def row(self, nodeid: str) -> tuple[int, bool]:
         """The row of ``nodeid`` and whether it was just created."""
