@@ -442,15 +442,20 @@ def test_compare_json_lists_changes_and_an_accepted_change_stops_alarming(
     assert "no change to accept for t.py::b" in capsys.readouterr().err
 
 
-def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def sped_up(pytester: pytest.Pytester, runs_since: int) -> None:
+    """SUITE and a baseline where test_a went from 0.4 s to 0.2 s ``runs_since`` runs ago
+    (c12 the first at 0.2 s), and nobody accepted it."""
     pytester.makepyfile(test_mod=SUITE)
     before = dict(zip(IDS, (0.0002, 0.4, 0.15), strict=True))
     after = {**before, IDS[1]: 0.2}
-    write_baseline(
-        pytester.path / "baseline.json", history([before] * 12 + [after] * 2, warmup=True)
-    )
+    runs = [before] * 12 + [after] * runs_since
+    write_baseline(pytester.path / "baseline.json", history(runs, warmup=True))
+
+
+def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sped_up(pytester, runs_since=2)  # this run is the third at the new level
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
     assert result.ret == 0
     # The test sleeps for real, and the sleep overshoots on a loaded machine: this run's
@@ -471,13 +476,7 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
 def test_a_speed_up_is_reported_once_and_a_slowdown_from_its_level_is_a_regression(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_mod=SUITE)
-    before = dict(zip(IDS, (0.0002, 0.4, 0.15), strict=True))
-    after = {**before, IDS[1]: 0.2}
-    # The speed-up was found by an earlier run and nobody accepted it.
-    write_baseline(
-        pytester.path / "baseline.json", history([before] * 12 + [after] * 5, warmup=True)
-    )
+    sped_up(pytester, runs_since=5)  # found by an earlier run
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["perf: 0 regression(s), 0 change(s), 0 improvement(s)*"])
