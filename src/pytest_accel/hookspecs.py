@@ -15,13 +15,14 @@ Example (a made-up ``spyre`` card)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from pytest_accel.hardware.detection import Detection, DetectionContext
+    from pytest_accel.outcomes import RunColumns
 
 
 @pytest.hookspec
@@ -29,6 +30,20 @@ def pytest_accel_platforms() -> Iterable[str]:  # type: ignore[empty-body]
     """Return platform names this plugin can detect.
 
     They become valid for ``--accel``, ``--accel-emulate`` and ``accel(...)``.
+    """
+
+
+@pytest.hookspec
+def pytest_accel_record_sections(
+    session: pytest.Session, run: RunColumns
+) -> Mapping[str, Any] | None:
+    """Return top-level sections to add to this run's timing record (``{"cost": ...}``),
+    worked out from its tests; called once, at session end, in the process that writes
+    the record, also without ``--perf-record`` (the HTML report reads the record).
+
+    The features that account for a run (cost, coverage) implement it; a name another
+    section already has is an error.  May set the exit status with a reason
+    (``reports.fail_session``).
     """
 
 

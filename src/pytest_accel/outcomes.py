@@ -11,7 +11,8 @@ line tool reads records with it.  Where a session's reports are read from is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 # Set on a report by the flaky feature, read by the timing feature:
@@ -28,6 +29,8 @@ NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
 
 # pytest.ExitCode.INTERRUPTED, as a record's run.exitstatus says it (no pytest here).
 EXIT_INTERRUPTED = 2
+# The statuses of a run whose tests all ran (passed or not): what a gate judges.
+RAN_THROUGH = (0, 1)
 
 
 def interrupted(record: Mapping[str, Any]) -> bool:
@@ -87,3 +90,31 @@ def test_ids(nodeids: list[str]) -> list[str]:
 
 
 Parents = tuple[str | None, str | None]  # class node id, module node id
+
+# Set on a test's ``user_properties`` by the hardware feature where it skips the test for
+# the platform (the reason), so pytest-xdist carries it on the reports and JUnit XML
+# shows it; read by the timing feature into the record (``tests.platform_skips``).
+PLATFORM_SKIP_PROPERTY = "accel_platform_skip"
+
+
+@dataclass(frozen=True)
+class RunColumns:
+    """One run's tests as the features that account for a run read them (cost,
+    coverage): what ``pytest_accel_record_sections`` is given, and what a record read
+    back gives (``perf.record.run_columns``).  Seconds are each test's final attempt;
+    ``earlier`` holds the seconds of attempts that were rerun."""
+
+    key: str
+    platform: str
+    device_count: int
+    workers: int  # xdist workers (0: none)
+    wall: float  # the run's wall time, seconds
+    ids: Sequence[str]
+    outcomes: Sequence[str]
+    totals: Sequence[float]
+    modules: Sequence[str | None]
+    earlier: Mapping[str, float] = field(default_factory=dict)
+    quarantined: frozenset[str] = frozenset()
+    platform_skips: Mapping[str, str] = field(default_factory=dict)
+    started: str | None = None  # this run's start (UTC, as the files write it)
+    earlier_starts: Sequence[str] = ()  # earlier runs of this key the baseline holds

@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import flaky, hookspecs, perf, report, reports, scaleout, session
+from pytest_accel import (
+    cost,
+    coverage,
+    flaky,
+    hookspecs,
+    perf,
+    report,
+    reports,
+    scaleout,
+    session,
+)
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import InputError
 from pytest_accel.hardware import plugin as hardware
@@ -25,6 +35,8 @@ OPTION_GROUPS: tuple[OptionGroup, ...] = (
     scaleout.OPTIONS,
     perf.OPTIONS,
     flaky.OPTIONS,
+    cost.OPTIONS,
+    coverage.OPTIONS,
     report.OPTIONS,
 )
 
@@ -54,9 +66,13 @@ def pytest_configure(config: pytest.Config) -> None:
     session.setup(config)
     hardware.register(config)
     scaleout.register(config)
-    report.ask_for_timings(config)  # before the timing feature decides whether it is on
+    # Before the timing feature decides whether it is on: they read its timings.
+    for reader in (report, cost, coverage):
+        reader.ask_for_timings(config)
     perf.register(config)
     flaky.register(config)
+    cost.register(config)
+    coverage.register(config)
     # Last: its trylast session end then runs after theirs, reading what they made.
     report.register(config)
 
@@ -64,7 +80,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def refuse_one_file_for_two_uses(config: pytest.Config) -> None:
     """Two options naming one file, one of them writing it, stop the run before any test
     (exit 4): ``--accel-report=b.json`` would replace the baseline ``b.json`` with HTML."""
-    uses = [*perf.file_uses(config), *flaky.file_uses(config), *report.file_uses(config)]
+    uses = [
+        *perf.file_uses(config),
+        *flaky.file_uses(config),
+        *cost.file_uses(config),
+        *report.file_uses(config),
+    ]
     for flag, dest in (("--junitxml", "xmlpath"), ("--report-log", "report_log")):
         path = getattr(config.option, dest, None)
         if path:

@@ -31,6 +31,7 @@ from pytest_accel.hardware.markers import (
     closest,
     evaluate_marks,
 )
+from pytest_accel.outcomes import PLATFORM_SKIP_PROPERTY
 from pytest_accel.settings import early_setting, parse_positive_int
 from pytest_accel.text import one_line
 
@@ -154,6 +155,8 @@ class Selection:
                 continue
             if verdict.skip_reason is not None:
                 item.add_marker(pytest.mark.skip(reason=verdict.skip_reason))
+                # On the item, so its reports carry it (xdist too): coverage counts it.
+                item.user_properties.append((PLATFORM_SKIP_PROPERTY, verdict.skip_reason))
             kept.append(item)
         if errors:
             raise pytest.UsageError(marker_errors(errors))

@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.outcomes import QUARANTINED_ATTR, RERUN_TEARDOWN_ATTR, Parents, test_id, test_ids
+from pytest_accel.outcomes import (
+    PLATFORM_SKIP_PROPERTY,
+    QUARANTINED_ATTR,
+    RERUN_TEARDOWN_ATTR,
+    Parents,
+    test_id,
+    test_ids,
+)
 from pytest_accel.perf.pauses import WORKEROUTPUT_PAUSES, Pause, attribute, pauses_key
 from pytest_accel.perf.table import TimingTable
 from pytest_accel.reports import node_parents, report_stats, reports_are_relayed, xdist_worker_id
@@ -201,6 +208,12 @@ class ResultsCollector:
         quarantined = getattr(report, QUARANTINED_ATTR, None)
         if quarantined is not None:
             table.quarantined.add(row)
+        if report.skipped:
+            reason = next(
+                (v for k, v in report.user_properties if k == PLATFORM_SKIP_PROPERTY), None
+            )
+            if reason is not None:
+                table.platform_skips[row] = str(reason)
         table.add(
             row,
             report.when or "???",

@@ -26,6 +26,7 @@ from pytest_accel.files import (
     write_atomic,
 )
 from pytest_accel.hardware.detection import Detection, framework_versions
+from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.pauses import register as register_pauses
@@ -86,6 +87,7 @@ class PerfPlugin:
         self.identity = RunIdentity()
         self.comparison: Comparison | None = None
         self.record_written = False
+        self.earlier_starts: list[str | None] = []  # the baseline's runs of this key
         # No baseline file yet (a cold CI cache) is not an error: the run says so.
         self.baseline_missing = options.baseline is not None and not Path(options.baseline).exists()
 
@@ -205,6 +207,8 @@ class PerfPlugin:
         """Compare, write the record, update the baseline: each isolated from the others."""
         commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
         self.identity = RunIdentity(commit, branch, utc_timestamp(self.started))
+        env = self.baseline.for_key(self.key) if self.baseline is not None else None
+        self.earlier_starts = [r.identity.started for r in env.runs] if env is not None else []
         self.results.session_table()
         # What the baseline compares and keeps; a record alone does not need it.
         run = self.run_timings() if self.options.baseline is not None else None
@@ -218,6 +222,8 @@ class PerfPlugin:
                 # samples go before the record and the history are written, the peak.
                 self.baseline = self.config.stash[baseline_key] = None
         head = self.record_head(session.exitstatus)
+        with isolated(session, "account for the run (cost, coverage)"):
+            self._add_sections(session, head)
         if self.options.record:
             with isolated(session, f"write the timing record {self.options.record}"):
                 chunks = encode_record(self.table, head, self.results.deselected)
@@ -232,6 +238,35 @@ class PerfPlugin:
                 from pytest_accel.perf.baseline import update_baseline_file
 
                 update_baseline_file(baseline, [run], self.options.window)
+
+    def _add_sections(self, session: pytest.Session, head: dict[str, Any]) -> None:
+        """The sections other features add to the record (``pytest_accel_record_sections``),
+        from this run's tests."""
+        hook = self.config.hook.pytest_accel_record_sections
+        if not hook.get_hookimpls():
+            return
+        table = self.table
+        run = RunColumns(
+            self.key,
+            self.detection.platform,
+            self.detection.device_count,
+            int(head["run"]["workers"]),
+            float(head["run"]["duration"]),
+            table.nodeids,
+            table.outcomes,
+            table.totals(),
+            table.module_ids,
+            table.earlier_seconds(),
+            frozenset(table.quarantined_failures()),
+            table.platform_skip_reasons(),
+            self.identity.started,
+            [started for started in self.earlier_starts if started],
+        )
+        for sections in hook(session=session, run=run):
+            for name, section in (sections or {}).items():
+                if name in head:
+                    raise ValueError(f"two features add the record section {name!r}")
+                head[name] = section
 
     def _publish(self, head: dict[str, Any]) -> None:
         """The record, baseline and rule, for the HTML report (``SessionOutputs``)."""

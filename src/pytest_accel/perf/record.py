@@ -26,7 +26,7 @@ from pytest_accel.fields import (
     utc_timestamp,
 )
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
-from pytest_accel.outcomes import OUTCOMES
+from pytest_accel.outcomes import OUTCOMES, RunColumns
 from pytest_accel.perf import repeats
 from pytest_accel.perf.table import TimingTable, rounded
 from pytest_accel.perf.timings import (
@@ -46,6 +46,7 @@ TEXTS = ("class", "module", "worker")
 RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.repeats)
 GROUP_SECTIONS = ("classes", "modules")
 QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (real outcome kept)
+PLATFORM_SKIPS = "platform_skips"  # optional: {test: why} for tests our markers skipped
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
@@ -120,6 +121,7 @@ def encode_record(
         "worker": repeats.as_runs(table.workers),
         "warmup": [nodeid for nodeid, warm in zip(table.nodeids, warmup, strict=True) if warm],
         QUARANTINED: table.quarantined_failures(),
+        PLATFORM_SKIPS: table.platform_skip_reasons(),
         "attempts": table.attempts_json(),
     }
     groups = {
@@ -162,10 +164,14 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
     tests = record["tests"]
     known = set(tests["id"])
     attempts = expect_object(path, "tests.attempts", tests.get("attempts", {}))
+    skips = expect_object(path, f"tests.{PLATFORM_SKIPS}", tests.get(PLATFORM_SKIPS, {}))
+    for nodeid, why in skips.items():
+        expect_text(path, f"tests.{PLATFORM_SKIPS}[{nodeid!r}]", why)
     for where, names in (
         ("tests.warmup", _check_names(path, "tests.warmup", tests.get("warmup", []))),
         ("tests.quarantined", _check_names(path, "tests.quarantined", tests.get(QUARANTINED, []))),
         ("tests.attempts", list(attempts)),
+        (f"tests.{PLATFORM_SKIPS}", list(skips)),
     ):
         unknown = next((name for name in names if name not in known), None)
         if unknown is not None:
@@ -376,6 +382,29 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         ),
     )
     return without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
+
+
+def run_columns(data: Mapping[str, Any]) -> RunColumns:
+    """A checked record's run as the features that account for runs read it."""
+    tests, run, env = data["tests"], data["run"], data["env"]
+    earlier = {
+        nodeid: sum(a["setup"] + a["call"] + a["teardown"] for a in attempts[:-1])
+        for nodeid, attempts in tests.get("attempts", {}).items()
+    }
+    return RunColumns(
+        env["key"],
+        env["platform"],
+        int(env["device_count"]),
+        int(run.get("workers", 0)),
+        float(run["duration"]),
+        tests["id"],
+        tests["outcome"],
+        tests["total"],
+        tests.get("module") or [None] * len(tests["id"]),
+        earlier,
+        frozenset(tests.get(QUARANTINED, ())),
+        tests.get(PLATFORM_SKIPS, {}),
+    )
 
 
 def attempts_of(data: Mapping[str, Any]) -> dict[str, list[str]]:

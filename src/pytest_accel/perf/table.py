@@ -43,9 +43,21 @@ class TimingTable:
         self.attempt_state: list[int] = []
         self.earlier: dict[int, list[AttemptTuple]] = {}
         self.quarantined: set[int] = set()  # rows with a failure a quarantine list covered
+        self.platform_skips: dict[int, str] = {}  # rows pytest-accel's markers skipped: why
 
     def __len__(self) -> int:
         return len(self.nodeids)
+
+    def earlier_seconds(self) -> dict[str, float]:
+        """The tests that were rerun: the seconds of their attempts before the last."""
+        return {
+            self.nodeids[row]: sum(setup + call + teardown for _, setup, call, teardown in tries)
+            for row, tries in self.earlier.items()
+        }
+
+    def platform_skip_reasons(self) -> dict[str, str]:
+        """The tests pytest-accel's markers skipped here, and why."""
+        return {self.nodeids[row]: why for row, why in self.platform_skips.items()}
 
     def quarantined_failures(self) -> list[str]:
         """The tests whose final outcome is a failure a quarantine list covered."""

@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_accel.coverage.model import Coverage, Gap, by_key, coverage_of, gaps
 from pytest_accel.flaky.classify import classify
 from pytest_accel.flaky.history import History
 from pytest_accel.outcomes import FAILING
 from pytest_accel.perf.baseline import Baseline, EnvHistory
 from pytest_accel.perf.comparison import compare
 from pytest_accel.perf.findings import KIND_OF_FINDING, Comparison
-from pytest_accel.perf.record import QUARANTINED, timings
+from pytest_accel.perf.record import QUARANTINED, run_columns, timings
 from pytest_accel.perf.rule import Rule
 from pytest_accel.perf.timings import RunTimings
 
@@ -102,6 +103,9 @@ class ReportData:
     flaky_runs: dict[str, int] = field(default_factory=dict)  # key -> runs in the history
     shards: list[Shard] = field(default_factory=list)
     suite_trend: Trend | None = None
+    coverage: dict[str, list[Coverage]] = field(default_factory=dict)  # key -> runs, oldest first
+    coverage_gaps: list[Gap] = field(default_factory=list)
+    costs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # record, its cost
     baseline_only: bool = False  # no record: the baseline's newest run is the latest
 
 
@@ -125,6 +129,9 @@ def build(
             data.suite_trend = data.suite_trend or _suite_trend(comparison)
         _add_slowest(data, run, record)
         data.shards += _shards(path, record, run)
+        if isinstance(record.get("cost"), dict):
+            data.costs.append((path, record["cost"]))
+    _add_coverage(data, records)
     if baseline is not None and not records:
         for key, env in sorted(baseline.envs.items()):
             _add_baseline_trends(data, key, env, rule)
@@ -136,6 +143,15 @@ def build(
     for rows in (data.tests, data.classes, data.modules):
         rows.sort(key=lambda r: -r.seconds)
     return data
+
+
+def _add_coverage(data: ReportData, records: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """Each key's coverage over its records (the newest is its coverage), and the tests
+    that pass on one key but not another."""
+    if not records:
+        return
+    data.coverage = by_key(coverage_of(run_columns(record)) for _, record in records)
+    data.coverage_gaps = gaps({key: runs[-1] for key, runs in data.coverage.items()})
 
 
 def _summary(

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from html import escape
 
+from pytest_accel.cost.model import money
+from pytest_accel.coverage.model import BUCKETS, LABELS, trend_line
 from pytest_accel.report import svg
 from pytest_accel.report.data import FlakyRow, ReportData, Row, RunSummary
 
@@ -41,6 +43,8 @@ def _page(data: ReportData) -> Iterator[str]:
     yield from _findings(data)
     yield from _slowest(data)
     yield from _across(data)
+    yield from _coverage(data)
+    yield from _costs(data)
     yield from _flaky(data.flaky, data.flaky_runs)
     yield from _shards(data)
     yield f"<script>{_asset('report.js')}</script></body></html>\n"
@@ -168,6 +172,108 @@ def _across(data: ReportData) -> Iterator[str]:
             yield f'<tr><td class="id">{escape(test)}</td>{cells}</tr>'
 
     yield from _table("across", ["test", *data.across_keys], rows())
+
+
+GAP_TESTS = 50  # tests named per gap between two keys
+
+
+def _coverage(data: ReportData) -> Iterator[str]:
+    """Per hardware key: what its newest record's tests came to, and its trend; then the
+    tests that pass on one key and not on another."""
+    if not data.coverage:
+        return
+    yield '<h2 id="coverage">Coverage per hardware key</h2>'
+    yield (
+        '<p class="muted">A test is covered where it passed; a failure, an expected'
+        " failure or a skip never is. The newest record of each key; the trend over its"
+        " records, oldest first.</p>"
+    )
+    heads = ["hardware key", "tests", *(LABELS[b] for b in BUCKETS), "covered", "trend"]
+
+    def rows() -> Iterator[str]:
+        for key, runs in data.coverage.items():
+            latest = runs[-1]
+            cells = "".join(f'<td class="n">{latest.counts.get(b, 0)}</td>' for b in BUCKETS)
+            reasons = "; ".join(f"{n}x {r}" for r, n in sorted(latest.platform_reasons.items()))
+            yield (
+                f'<tr><td class="id" title="{escape(reasons)}">{escape(key)}</td>'
+                f'<td class="n">{latest.tests}</td>{cells}'
+                f'<td class="n" data-v="{latest.pct:.4f}">{latest.pct:.2f}%</td>'
+                f"<td>{escape(trend_line(runs))}</td></tr>"
+            )
+
+    yield from _table("coverage-matrix", heads, rows())
+    for gap in data.coverage_gaps:
+        yield (
+            f'<details class="gap"><summary>{gap.count} test(s) pass on'
+            f' <span class="id">{escape(gap.covered_on)}</span> but not on'
+            f' <span class="id">{escape(gap.missing_on)}</span></summary><ul>'
+        )
+        named = [(t, what) for what, tests in sorted(gap.tests.items()) for t in tests]
+        for test, what in named[:GAP_TESTS]:
+            yield f'<li><span class="id">{escape(test)}</span> ({escape(LABELS[what])})</li>'
+        if len(named) > GAP_TESTS:
+            yield f"<li>... and {len(named) - GAP_TESTS} more</li>"
+        yield "</ul></details>"
+
+
+COST_MODULES = 10  # the costliest modules listed per record
+
+
+def _costs(data: ReportData) -> Iterator[str]:
+    """Per record with a cost section: the run, its tests, its reruns, the projection;
+    then its costliest modules."""
+    if not data.costs:
+        return
+    yield '<h2 id="cost">Cost</h2>'
+    heads = ["record", "hardware key", "price", "run", "tests", "reruns", "a month"]
+
+    def cell(section: dict[str, object], name: str) -> str:
+        spent = section.get(name)
+        if not isinstance(spent, dict):
+            return "<td></td>"
+        usd, seconds = spent.get("usd"), spent.get("device_seconds")
+        text = f"{money(_number(usd))}" if usd is not None else f"{_number(seconds):,.1f} device-s"
+        return f'<td class="n" title="{_number(seconds):,.1f} device-seconds">{escape(text)}</td>'
+
+    def rows() -> Iterator[str]:
+        for path, cost in data.costs:
+            price = _usd(cost.get("price_per_device_hour"))
+            per_month = cost.get("per_month_usd")
+            month = "" if per_month is None else _usd(per_month)
+            yield (
+                f'<tr><td class="id">{escape(path)}</td><td class="id">'
+                f"{escape(str(cost.get('key', '')))}</td>"
+                f"<td>{escape(price)}{' / device-hour' if price != 'no price' else ''}</td>"
+                f"{cell(cost, 'run')}{cell(cost, 'tests')}{cell(cost, 'reruns')}"
+                f'<td class="n">{escape(month)}</td></tr>'
+            )
+
+    yield from _table("cost-runs", heads, rows())
+
+    def modules() -> Iterator[str]:
+        for path, cost in data.costs:
+            listed = cost.get("modules")
+            if not isinstance(listed, dict):
+                continue
+            for name, spent in list(listed.items())[:COST_MODULES]:
+                if isinstance(spent, dict):
+                    seconds = _number(spent.get("device_seconds"))
+                    yield (
+                        f'<tr><td class="id">{escape(name)}</td><td class="id">{escape(path)}</td>'
+                        f'<td class="n">{seconds:,.1f}</td>'
+                        f'<td class="n">{escape(_usd(spent.get("usd")))}</td></tr>'
+                    )
+
+    yield from _table("cost-modules", ["module", "record", "device-seconds", "cost"], modules())
+
+
+def _usd(value: object) -> str:
+    return money(None if value is None else _number(value))
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def _flaky(rows: Sequence[FlakyRow], runs: dict[str, int]) -> Iterator[str]:

@@ -1,0 +1,149 @@
+"""A run's cost, from its tests (``outcomes.RunColumns``) and a price: pure arithmetic,
+shared by the plugin, the record and the HTML report.
+
+- A run holds ``device_count`` devices for its wall time: ``run`` device-seconds.
+- A test holds its share of them while it runs: all of them without xdist, a worker's
+  share (``device_count / workers``) with it.  Its device-seconds are its seconds (every
+  attempt) times that share; a module's are its tests'.
+- What reruns cost is the seconds of the attempts before the last.
+- The run costs more than its tests: collection, start-up and idle workers; the record
+  keeps both.
+- The monthly projection multiplies this run's cost by how often the key ran: the runs
+  the baseline holds for it, with this one, over the days they span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pytest_accel.outcomes import RunColumns
+
+DAYS_PER_MONTH = 30.0
+MIN_SPAN_DAYS = 1 / 24  # runs within an hour say nothing of how often CI runs
+TOP = 20  # the most expensive tests the record names
+
+
+@dataclass(frozen=True)
+class Spend:
+    device_seconds: float
+    usd: float | None  # None: no price for the key
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device_seconds": round(self.device_seconds, 3),
+            "usd": None if self.usd is None else round(self.usd, 6),
+        }
+
+
+@dataclass(frozen=True)
+class RunCost:
+    key: str
+    price: float | None  # USD per device-hour
+    price_source: str | None
+    as_of: str | None
+    device_count: int
+    devices_per_test: float
+    run: Spend
+    tests: Spend
+    reruns: Spend
+    runs_per_month: float | None
+    modules: dict[str, Spend] = field(default_factory=dict)
+    top_tests: list[tuple[str, Spend]] = field(default_factory=list)
+
+    @property
+    def per_month_usd(self) -> float | None:
+        if self.runs_per_month is None or self.run.usd is None:
+            return None
+        return self.run.usd * self.runs_per_month
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's ``cost`` section (docs/format.md)."""
+        per_month = self.per_month_usd
+        return {
+            "currency": "USD",
+            "key": self.key,
+            "price_per_device_hour": self.price,
+            "price_source": self.price_source,
+            "price_as_of": self.as_of,
+            "device_count": self.device_count,
+            "devices_per_test": round(self.devices_per_test, 6),
+            "run": self.run.to_json(),
+            "tests": self.tests.to_json(),
+            "reruns": self.reruns.to_json(),
+            "runs_per_month": None
+            if self.runs_per_month is None
+            else round(self.runs_per_month, 3),
+            "per_month_usd": None if per_month is None else round(per_month, 2),
+            "modules": {name: spend.to_json() for name, spend in self.modules.items()},
+            "top_tests": [{"id": ident, **spend.to_json()} for ident, spend in self.top_tests],
+        }
+
+
+def _spend(device_seconds: float, price: float | None) -> Spend:
+    return Spend(device_seconds, None if price is None else device_seconds / 3600 * price)
+
+
+def account(
+    run: RunColumns,
+    price: float | None,
+    price_source: str | None = None,
+    as_of: str | None = None,
+) -> RunCost:
+    """What ``run`` cost at ``price`` USD per device-hour (None: device-seconds only)."""
+    devices = max(run.device_count, 1)
+    share = devices / max(run.workers, 1)
+    per_test = [
+        (ident, (total + run.earlier.get(ident, 0.0)) * share)
+        for ident, total in zip(run.ids, run.totals, strict=True)
+    ]
+    modules: dict[str, float] = {}
+    for (_, seconds), module in zip(per_test, run.modules, strict=True):
+        name = module or "(no module)"
+        modules[name] = modules.get(name, 0.0) + seconds
+    top = sorted(per_test, key=lambda pair: -pair[1])[:TOP]
+    return RunCost(
+        key=run.key,
+        price=price,
+        price_source=price_source,
+        as_of=as_of,
+        device_count=devices,
+        devices_per_test=share,
+        run=_spend(run.wall * devices, price),
+        tests=_spend(sum(seconds for _, seconds in per_test), price),
+        reruns=_spend(sum(run.earlier.values()) * share, price),
+        runs_per_month=runs_per_month(
+            [*run.earlier_starts, *([run.started] if run.started else [])]
+        ),
+        modules={
+            name: _spend(seconds, price)
+            for name, seconds in sorted(modules.items(), key=lambda pair: -pair[1])
+        },
+        top_tests=[(ident, _spend(seconds, price)) for ident, seconds in top if seconds > 0],
+    )
+
+
+def runs_per_month(starts: Sequence[str]) -> float | None:
+    """How many runs a month the start times (``2026-11-21T02:00:00Z``) say, or None with
+    fewer than three or a span under an hour."""
+    moments = sorted(_moment(text) for text in starts if text)
+    if len(moments) < 3:
+        return None
+    span_days = (moments[-1] - moments[0]) / 86400
+    if span_days < MIN_SPAN_DAYS:
+        return None
+    return (len(moments) - 1) / span_days * DAYS_PER_MONTH
+
+
+def _moment(text: str) -> float:
+    moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    return moment.replace(tzinfo=timezone.utc).timestamp()
+
+
+def money(usd: float | None) -> str:
+    """``$1,234.56``; under a dollar to the hundredth of a cent (``$0.0123``)."""
+    if usd is None:
+        return "no price"
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}"

@@ -1,0 +1,130 @@
+"""The cost feature's hooks: the record's ``cost`` section, the terminal's and the job
+summary's, and the budget, in the process that writes the record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_accel.cost.model import RunCost, Spend, account, money
+from pytest_accel.cost.options import CostOptions
+from pytest_accel.cost.prices import Price, price_table
+from pytest_accel.files import InputError
+from pytest_accel.github import Section, escape_cell
+from pytest_accel.outcomes import RAN_THROUGH, RunColumns
+from pytest_accel.reports import fail_session, is_xdist_worker, job_summary
+from pytest_accel.session import session_key
+from pytest_accel.text import one_line
+
+TERMINAL_MODULES = 5
+
+
+class CostPlugin:
+    def __init__(self, options: CostOptions, price: Price | None) -> None:
+        self.options = options
+        self.price = price
+        self.cost: RunCost | None = None
+        self.over_budget = False
+
+    def pytest_accel_record_sections(
+        self, session: pytest.Session, run: RunColumns
+    ) -> dict[str, Any] | None:
+        price = self.price
+        self.cost = cost = account(
+            run,
+            None if price is None else price.usd_per_device_hour,
+            None if price is None else f"{price.source}: {price.pattern}",
+            None if price is None else price.as_of,
+        )
+        budget = self.options.budget
+        ran = session.exitstatus in RAN_THROUGH  # else it failed already, and said why
+        if ran and budget is not None and cost.run.usd is not None and cost.run.usd > budget:
+            self.over_budget = True
+            fail_session(
+                session,
+                f"this run cost {money(cost.run.usd)} on {run.key}, over --accel-cost-budget"
+                f" {money(budget)}",
+            )
+        summary = job_summary(session.config)
+        if summary is not None:
+            summary.add(summary_section(cost, budget))
+        return {"cost": cost.to_json()}
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.cost is None:
+            return
+        terminalreporter.section("pytest-accel cost", sep="-")
+        for line in terminal_lines(self.cost, self.options.budget):
+            terminalreporter.write_line(one_line(line), red=line.startswith("over budget"))
+
+
+def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
+    """The run's cost, its reruns' share, the projection and the costliest modules."""
+    at = (
+        f"at {money(cost.price)} per device-hour ({cost.price_source}"
+        + (f", prices as of {cost.as_of}" if cost.as_of else "")
+        + ")"
+        if cost.price is not None
+        else "(no price for this key: device-seconds only; --accel-price KEY=USD)"
+    )
+    lines = [
+        f"cost on {cost.key} {at}: this run {money(cost.run.usd)}"
+        f" ({cost.run.device_seconds:,.0f} device-seconds: {cost.device_count} device(s) for"
+        f" {cost.run.device_seconds / cost.device_count:,.1f} s); its tests"
+        f" {money(cost.tests.usd)} ({cost.tests.device_seconds:,.1f} device-seconds), reruns"
+        f" {money(cost.reruns.usd)}{_share(cost.reruns.device_seconds, cost.tests.device_seconds)}"
+    ]
+    per_month = cost.per_month_usd
+    if per_month is not None and cost.runs_per_month is not None:
+        lines.append(
+            f"about {money(per_month)} a month at {cost.runs_per_month:,.1f} run(s) a month (the"
+            " baseline's runs of this key)"
+        )
+    costly = list(cost.modules.items())[:TERMINAL_MODULES]
+    if costly:
+        lines.append("costliest modules: " + ", ".join(f"{n} {_spent(s)}" for n, s in costly))
+    if budget is not None and cost.run.usd is not None:
+        verdict = "over budget" if cost.run.usd > budget else "within budget"
+        lines.append(f"{verdict}: {money(cost.run.usd)} of --accel-cost-budget {money(budget)}")
+    return lines
+
+
+def _spent(spend: Spend) -> str:
+    return money(spend.usd) if spend.usd is not None else f"{spend.device_seconds:,.1f} device-s"
+
+
+def _share(part: float, whole: float) -> str:
+    return f" ({100 * part / whole:.1f}% of the tests')" if whole > 0 and part > 0 else ""
+
+
+def summary_section(cost: RunCost, budget: float | None) -> Section:
+    """The job summary's cost: the run, its reruns, the projection, then the costliest
+    modules as rows."""
+    head = ["### pytest-accel cost", ""]
+    head += [escape_cell(line) for line in terminal_lines(cost, budget)[:2]] + [""]
+    head += ["| module | device-seconds | cost |", "| --- | ---: | ---: |"]
+    rows = [
+        f"| {escape_cell(name)} | {spend.device_seconds:,.1f} | {money(spend.usd)} |"
+        for name, spend in cost.modules.items()
+    ]
+    return Section(head, rows)
+
+
+def register_feature(config: pytest.Config, options: CostOptions) -> None:
+    if is_xdist_worker(config):
+        return  # the process that writes the record accounts for the run
+    facts = config.stash[session_key]
+    try:
+        table = price_table(options.prices, options.prices_file)
+    except InputError as exc:
+        flag = "--accel-prices" if exc.path == options.prices_file else "--accel-price"
+        raise pytest.UsageError(f"{flag}: {exc}") from None
+    price = table.price_for(facts.key)
+    if options.budget is not None and price is None:
+        given = ", ".join(table.patterns()) or "none"
+        raise pytest.UsageError(
+            f"--accel-cost-budget needs a price for the hardware key {facts.key!r}"
+            f" (prices given for: {given}); add --accel-price '{facts.key}=USD'"
+        )
+    config.pluginmanager.register(CostPlugin(options, price), "pytest_accel:cost")

@@ -1,0 +1,58 @@
+"""The coverage gate: at session end, this run's coverage on its hardware key against
+``--accel-min-coverage``, in the terminal, the job summary and the exit status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_accel.coverage.model import Coverage, coverage_of, describe
+from pytest_accel.github import Section, escape_cell
+from pytest_accel.outcomes import RAN_THROUGH, RunColumns
+from pytest_accel.reports import fail_session, is_xdist_worker, job_summary
+from pytest_accel.text import one_line
+
+
+class CoverageGate:
+    def __init__(self, minimum: float) -> None:
+        self.minimum = minimum
+        self.coverage: Coverage | None = None
+
+    @property
+    def below(self) -> bool:
+        return self.coverage is not None and self.coverage.pct < self.minimum
+
+    def pytest_accel_record_sections(
+        self, session: pytest.Session, run: RunColumns
+    ) -> dict[str, Any] | None:
+        if session.exitstatus not in RAN_THROUGH:
+            return None  # interrupted, or stopped before its tests: nothing to judge
+        self.coverage = coverage = coverage_of(run)
+        if self.below:
+            fail_session(
+                session,
+                f"coverage {coverage.pct:.2f}% on {coverage.key} is below --accel-min-coverage"
+                f" {self.minimum:g}",
+            )
+        summary = job_summary(session.config)
+        if summary is not None:
+            summary.add(Section(["### pytest-accel coverage", "", escape_cell(self.line()), ""]))
+        return None  # the record's columns hold it: `pytest-accel coverage` reads them
+
+    def line(self) -> str:
+        assert self.coverage is not None
+        verdict = "below" if self.below else "within"
+        return (
+            f"coverage: {describe(self.coverage)}; --accel-min-coverage {self.minimum:g}: {verdict}"
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.coverage is not None:
+            terminalreporter.section("pytest-accel coverage", sep="-")
+            terminalreporter.write_line(one_line(self.line()), red=self.below)
+
+
+def register_feature(config: pytest.Config, minimum: float) -> None:
+    if not is_xdist_worker(config):
+        config.pluginmanager.register(CoverageGate(minimum), "pytest_accel:coverage")
