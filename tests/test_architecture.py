@@ -22,8 +22,10 @@ SHARED = {
     "settings",
     "text",
     "hookspecs",
+    "outcomes",
+    "file_uses",
 }
-FEATURES = {"hardware", "scaleout", "perf", "flaky"}
+FEATURES = {"hardware", "scaleout", "perf", "flaky", "cost", "coverage"}
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,8 @@ RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
 RERUN_ATTR = "rerun"
 # On the final reports of a repeated new test (``--flaky-new-runs``): how many times it ran.
 NEW_RUNS_ATTR = "pytest_accel_new_runs"
+# On a test's teardown report where the suite uses JAX: its XLA compilations (perf.compiles).
+COMPILES_ATTR = "pytest_accel_compiles"
 # ... and each run's outcome, in order ("passed" or a failing phase's outcome).
 NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
 
@@ -117,4 +119,5 @@ class RunColumns:
     quarantined: frozenset[str] = frozenset()
     platform_skips: Mapping[str, str] = field(default_factory=dict)
     started: str | None = None  # this run's start (UTC, as the files write it)
+    compiles: Mapping[str, int] | None = None  # XLA compilations per test (None: no JAX)
     earlier_starts: Sequence[str] = ()  # earlier runs of this key the baseline holds

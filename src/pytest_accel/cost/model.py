@@ -8,6 +8,8 @@ shared by the plugin, the record and the HTML report.
 - What reruns cost is the seconds of the attempts before the last.
 - The run costs more than its tests: collection, start-up and idle workers; the record
   keeps both.
+- A test that passed on an accelerator key and compiled nothing (where the suite uses
+  JAX, ``perf.compiles``) is a candidate for the CPU tier.
 - The monthly projection multiplies this run's cost by how often the key ran: the runs
   the baseline holds for it, with this one, over the days they span.
 """
@@ -52,6 +54,9 @@ class RunCost:
     runs_per_month: float | None
     modules: dict[str, Spend] = field(default_factory=dict)
     top_tests: list[tuple[str, Spend]] = field(default_factory=list)
+    # On an accelerator key with JAX in use: the passing tests that compiled nothing
+    # (None: not known here), costliest first.
+    cpu_candidates: list[tuple[str, Spend]] | None = None
 
     @property
     def per_month_usd(self) -> float | None:
@@ -79,6 +84,15 @@ class RunCost:
             "per_month_usd": None if per_month is None else round(per_month, 2),
             "modules": {name: spend.to_json() for name, spend in self.modules.items()},
             "top_tests": [{"id": ident, **spend.to_json()} for ident, spend in self.top_tests],
+            **(
+                {}
+                if self.cpu_candidates is None
+                else {
+                    "cpu_candidates": [
+                        {"id": ident, **spend.to_json()} for ident, spend in self.cpu_candidates
+                    ]
+                }
+            ),
         }
 
 
@@ -103,7 +117,16 @@ def account(
     for (_, seconds), module in zip(per_test, run.modules, strict=True):
         name = module or "(no module)"
         modules[name] = modules.get(name, 0.0) + seconds
-    top = sorted(per_test, key=lambda pair: -pair[1])[:TOP]
+    ranked = sorted(per_test, key=lambda pair: -pair[1])
+    top = ranked[:TOP]
+    candidates = None
+    if run.compiles is not None and run.platform != "cpu":
+        passed = {t for t, o in zip(run.ids, run.outcomes, strict=True) if o == "passed"}
+        candidates = [
+            (ident, _spend(seconds, price))
+            for ident, seconds in ranked
+            if ident in passed and run.compiles.get(ident) == 0
+        ]
     return RunCost(
         key=run.key,
         price=price,
@@ -122,6 +145,7 @@ def account(
             for name, seconds in sorted(modules.items(), key=lambda pair: -pair[1])
         },
         top_tests=[(ident, _spend(seconds, price)) for ident, seconds in top if seconds > 0],
+        cpu_candidates=candidates,
     )
 
 

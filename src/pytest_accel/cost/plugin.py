@@ -84,6 +84,15 @@ def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
     costly = list(cost.modules.items())[:TERMINAL_MODULES]
     if costly:
         lines.append("costliest modules: " + ", ".join(f"{n} {_spent(s)}" for n, s in costly))
+    if cost.cpu_candidates:
+        spent = sum(s.device_seconds for _, s in cost.cpu_candidates)
+        usd = None if cost.price is None else spent / 3600 * cost.price
+        named = ", ".join(f"{t} {_spent(s)}" for t, s in cost.cpu_candidates[:TERMINAL_MODULES])
+        lines.append(
+            f"CPU-tier candidates: {len(cost.cpu_candidates)} test(s) passed on {cost.key} and"
+            f" compiled nothing ({money(usd) if usd is not None else f'{spent:,.1f} device-s'}"
+            f" a run): {named}"
+        )
     if budget is not None and cost.run.usd is not None:
         verdict = "over budget" if cost.run.usd > budget else "within budget"
         lines.append(f"{verdict}: {money(cost.run.usd)} of --accel-cost-budget {money(budget)}")

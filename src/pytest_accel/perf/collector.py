@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_accel.outcomes import (
+    COMPILES_ATTR,
     PLATFORM_SKIP_PROPERTY,
     QUARANTINED_ATTR,
     RERUN_TEARDOWN_ATTR,
@@ -208,6 +209,9 @@ class ResultsCollector:
         quarantined = getattr(report, QUARANTINED_ATTR, None)
         if quarantined is not None:
             table.quarantined.add(row)
+        compiles = getattr(report, COMPILES_ATTR, None)
+        if compiles is not None:
+            table.compiles[row] = table.compiles.get(row, 0) + int(compiles)
         if report.skipped:
             reason = next(
                 (v for k, v in report.user_properties if k == PLATFORM_SKIP_PROPERTY), None

@@ -259,8 +259,9 @@ class PerfPlugin:
             table.earlier_seconds(),
             frozenset(table.quarantined_failures()),
             table.platform_skip_reasons(),
-            self.identity.started,
-            [started for started in self.earlier_starts if started],
+            started=self.identity.started,
+            earlier_starts=[started for started in self.earlier_starts if started],
+            compiles=table.compile_counts(),
         )
         for sections in hook(session=session, run=run):
             for name, section in (sections or {}).items():
@@ -351,6 +352,10 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
     if config.option.collectonly:
         return  # nothing runs: no timings to show, compare or write (shards still plan)
     register_pauses(config)  # by module path: pytester reruns import it afresh
+    if not config.pluginmanager.has_plugin("dsession"):  # where tests run, not xdist's controller
+        from pytest_accel.perf.compiles import CompileCounter
+
+        config.pluginmanager.register(CompileCounter(), "pytest_accel:compiles")
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")

@@ -47,6 +47,7 @@ RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.repeats
 GROUP_SECTIONS = ("classes", "modules")
 QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (real outcome kept)
 PLATFORM_SKIPS = "platform_skips"  # optional: {test: why} for tests our markers skipped
+COMPILES = "compiles"  # optional: {test: XLA compilations} where the suite used JAX
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
@@ -122,6 +123,7 @@ def encode_record(
         "warmup": [nodeid for nodeid, warm in zip(table.nodeids, warmup, strict=True) if warm],
         QUARANTINED: table.quarantined_failures(),
         PLATFORM_SKIPS: table.platform_skip_reasons(),
+        **({COMPILES: counts} if (counts := table.compile_counts()) is not None else {}),
         "attempts": table.attempts_json(),
     }
     groups = {
@@ -167,11 +169,15 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
     skips = expect_object(path, f"tests.{PLATFORM_SKIPS}", tests.get(PLATFORM_SKIPS, {}))
     for nodeid, why in skips.items():
         expect_text(path, f"tests.{PLATFORM_SKIPS}[{nodeid!r}]", why)
+    compiles = expect_object(path, f"tests.{COMPILES}", tests.get(COMPILES, {}))
+    for nodeid, count in compiles.items():
+        expect_int(path, f"tests.{COMPILES}[{nodeid!r}]", count, minimum=0)
     for where, names in (
         ("tests.warmup", _check_names(path, "tests.warmup", tests.get("warmup", []))),
         ("tests.quarantined", _check_names(path, "tests.quarantined", tests.get(QUARANTINED, []))),
         ("tests.attempts", list(attempts)),
         (f"tests.{PLATFORM_SKIPS}", list(skips)),
+        (f"tests.{COMPILES}", list(compiles)),
     ):
         unknown = next((name for name in names if name not in known), None)
         if unknown is not None:
@@ -404,6 +410,8 @@ def run_columns(data: Mapping[str, Any]) -> RunColumns:
         earlier,
         frozenset(tests.get(QUARANTINED, ())),
         tests.get(PLATFORM_SKIPS, {}),
+        run.get("started"),
+        compiles=tests.get(COMPILES),
     )
 
 

@@ -44,6 +44,7 @@ class TimingTable:
         self.earlier: dict[int, list[AttemptTuple]] = {}
         self.quarantined: set[int] = set()  # rows with a failure a quarantine list covered
         self.platform_skips: dict[int, str] = {}  # rows pytest-accel's markers skipped: why
+        self.compiles: dict[int, int] = {}  # rows' XLA compilations, where JAX is in use
 
     def __len__(self) -> int:
         return len(self.nodeids)
@@ -58,6 +59,12 @@ class TimingTable:
     def platform_skip_reasons(self) -> dict[str, str]:
         """The tests pytest-accel's markers skipped here, and why."""
         return {self.nodeids[row]: why for row, why in self.platform_skips.items()}
+
+    def compile_counts(self) -> dict[str, int] | None:
+        """Each test's XLA compilations, or None where the suite did not use JAX."""
+        if not self.compiles:
+            return None
+        return {self.nodeids[row]: count for row, count in self.compiles.items()}
 
     def quarantined_failures(self) -> list[str]:
         """The tests whose final outcome is a failure a quarantine list covered."""

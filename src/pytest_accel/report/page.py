@@ -267,6 +267,27 @@ def _costs(data: ReportData) -> Iterator[str]:
 
     yield from _table("cost-modules", ["module", "record", "device-seconds", "cost"], modules())
 
+    def candidates() -> Iterator[str]:
+        for path, cost in data.costs:
+            listed = cost.get("cpu_candidates")
+            for entry in listed if isinstance(listed, list) else []:
+                if isinstance(entry, dict):
+                    seconds = _number(entry.get("device_seconds"))
+                    yield (
+                        f'<tr><td class="id">{escape(str(entry.get("id", "")))}</td>'
+                        f'<td class="id">{escape(path)}</td><td class="n">{seconds:,.1f}</td>'
+                        f'<td class="n">{escape(_usd(entry.get("usd")))}</td></tr>'
+                    )
+
+    rows_of_candidates = list(candidates())
+    if rows_of_candidates:
+        yield (
+            '<h3 id="cpu-candidates">CPU-tier candidates</h3><p class="muted">Tests that'
+            " passed on an accelerator key and compiled nothing there (docs/cost.md).</p>"
+        )
+        heads = ["test", "record", "device-seconds", "cost"]
+        yield from _table("cpu-candidates", heads, iter(rows_of_candidates))
+
 
 def _usd(value: object) -> str:
     return money(None if value is None else _number(value))

@@ -1,0 +1,308 @@
+"""What a run costs: prices per hardware key from the options, the ini or a file;
+device-seconds and dollars per test, module, run and reruns in the record, the terminal
+and the job summary; a monthly projection from the baseline's runs; the budget gate."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from datetime import datetime, timedelta, timezone
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pytest_accel.cost.model import runs_per_month
+from pytest_accel.cost.prices import price_table
+
+RECORD_SCHEMA = json.loads(files("pytest_accel").joinpath("schemas/record.schema.json").read_text())
+SUITE = """
+import os
+import time
+
+def test_quick():
+    pass
+
+def test_slow():
+    time.sleep(0.05)
+
+def test_shaky():
+    path = os.path.join(os.path.dirname(__file__), "shaky.count")
+    count = int(open(path).read()) if os.path.exists(path) else 0
+    open(path, "w").write(str(count + 1))
+    time.sleep(0.02)
+    assert count > 0, "fails the first time"
+"""
+
+
+def record(pytester: pytest.Pytester, name: str = "r.json") -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((pytester.path / name).read_text())
+    return data
+
+
+@pytest.mark.parametrize(
+    ("workers", "share"),
+    [pytest.param([], 8.0, id="serial"), pytest.param(["-n", "2"], 4.0, id="xdist")],
+)
+def test_the_record_and_the_terminal_give_the_runs_tests_and_reruns_cost(
+    pytester: pytest.Pytester, workers: list[str], share: float
+) -> None:
+    pytester.makepyfile(test_costly=SUITE)
+    result = pytester.runpytest_subprocess(
+        "--accel-cpu-devices=8",
+        "--perf-env-key=tpu/v5e/x8",  # a fake accelerator key: priced as one
+        "--accel-price=cpu/*=0.01",
+        "--accel-price=tpu/*=1.20",
+        "--flaky-reruns=1",
+        "--perf-record=r.json",
+        *workers,
+    )
+    assert result.ret == 0
+    jsonschema.validate(record(pytester), RECORD_SCHEMA)
+    cost = record(pytester)["cost"]
+    assert cost["key"] == "tpu/v5e/x8"
+    assert (cost["price_per_device_hour"], cost["price_source"]) == (1.2, "--accel-price: tpu/*")
+    assert (cost["device_count"], cost["devices_per_test"]) == (8, share)
+    tests = record(pytester)["tests"]
+    totals = dict(zip(tests["id"], tests["total"], strict=True))
+    earlier = sum(
+        a["setup"] + a["call"] + a["teardown"]
+        for a in tests["attempts"]["test_costly.py::test_shaky"][:-1]
+    )
+    assert cost["tests"]["device_seconds"] == pytest.approx(
+        (sum(totals.values()) + earlier) * share, abs=1e-3
+    )
+    assert cost["reruns"]["device_seconds"] == pytest.approx(earlier * share, abs=1e-3)
+    assert cost["reruns"]["device_seconds"] > 0.02 * share * 0.9
+    assert cost["run"]["device_seconds"] >= cost["tests"]["device_seconds"] * 0.99 / (share / 8)
+    assert cost["run"]["usd"] == pytest.approx(cost["run"]["device_seconds"] / 3600 * 1.2, rel=1e-3)
+    assert list(cost["modules"]) == ["test_costly.py"]
+    assert cost["top_tests"][0]["id"] == "test_costly.py::test_slow"
+    assert cost["runs_per_month"] is None  # no baseline: no frequency
+    result.stdout.fnmatch_lines(
+        [
+            "*- pytest-accel cost -*",
+            "cost on tpu/v5e/x8 at $1.20 per device-hour (--accel-price: tpu/*): this run $*"
+            " device-seconds: 8 device(s) for * s); its tests $* (* device-seconds), reruns"
+            " $* (*% of the tests')",
+            "costliest modules: test_costly.py $*",
+        ]
+    )
+
+
+def test_the_budget_fails_a_run_that_cost_more_and_passes_one_within_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_costly="def test_a():\n    pass\n")
+    over = pytester.runpytest("--accel-price=cpu/*=36000", "--accel-cost-budget=0.000001")
+    assert over.ret == 1
+    over.stdout.fnmatch_lines(
+        [
+            "over budget: $* of --accel-cost-budget $0.0000",
+            "pytest-accel: exit status 1: this run cost $* on cpu/x1, over"
+            " --accel-cost-budget $0.0000",
+        ]
+    )
+    within = pytester.runpytest("--accel-price=cpu/*=0.05", "--accel-cost-budget=100")
+    assert within.ret == 0
+    within.stdout.fnmatch_lines(["within budget: $* of --accel-cost-budget $100.00"])
+
+
+def test_a_budget_without_a_price_for_the_key_stops_before_any_test(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_costly="def test_a():\n    pass\n")
+    result = pytester.runpytest("--accel-price=tpu/*=1.2", "--accel-cost-budget=5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --accel-cost-budget needs a price for the hardware key 'cpu/x1' (prices"
+            " given for: tpu/*); add --accel-price 'cpu/x1=USD'"
+        ]
+    )
+    assert "passed" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--accel-price=cpu/x1"], "ERROR: --accel-price: --accel-price: 'cpu/x1' is not KEY=USD*"),
+        (
+            ["--accel-price=cpu/x1=cheap"],
+            "ERROR: --accel-price: --accel-price: cpu/x1: 'cheap' is not a price*",
+        ),
+        (
+            ["--accel-price=cpu/x1=-1"],
+            "ERROR: --accel-price: --accel-price: cpu/x1: '-1' is not a price*",
+        ),
+        (
+            ["--accel-cost-budget=lots"],
+            "ERROR: --accel-cost-budget: 'lots' is not a non-negative number",
+        ),
+        (["--accel-prices=missing.json"], "ERROR: --accel-prices: missing.json: no such file"),
+    ],
+)
+def test_a_bad_price_is_one_line_naming_it(
+    pytester: pytest.Pytester, args: list[str], message: str
+) -> None:
+    pytester.makepyfile(test_costly="def test_a():\n    pass\n")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_prices_come_from_a_file_and_the_ini_and_the_first_match_wins(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_costly="def test_a():\n    pass\n")
+    (pytester.path / "prices.json").write_text(
+        json.dumps({"as_of": "2026-11-01", "prices": {"cpu/x1": 0.25, "cpu/*": 9.0}})
+    )
+    pytester.makeini("[pytest]\naccel_price =\n    tpu/*=1.5\n")
+    result = pytester.runpytest("--accel-prices=prices.json", "--perf-record=r.json")
+    assert result.ret == 0
+    cost = record(pytester)["cost"]
+    assert cost["price_per_device_hour"] == 0.25
+    assert cost["price_source"] == "prices.json: cpu/x1"
+    assert cost["price_as_of"] == "2026-11-01"
+    result.stdout.fnmatch_lines(
+        [
+            "cost on cpu/x1 at $0.2500 per device-hour (prices.json: cpu/x1,"
+            " prices as of 2026-11-01)*"
+        ]
+    )
+    bad = pytester.path / "bad.json"
+    bad.write_text(json.dumps({"prices": {"cpu/*": "a lot"}}))
+    result = pytester.runpytest("--accel-prices=bad.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == (
+        "ERROR: --accel-prices: bad.json: prices['cpu/*']: 'a lot' is not a price in USD per"
+        " device-hour (e.g. 1.20)"
+    )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tomllib") is None, reason="TOML needs Python 3.11")
+def test_a_toml_prices_file_is_read_too(tmp_path: Path) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_text('as_of = 2026-11-01\n[prices]\n"tpu/*" = 1.2\n"cpu/x1" = 0.05\n')
+    table = price_table([], str(path))
+    found = table.price_for("tpu/v5e/x8")
+    assert found is not None
+    assert (found.usd_per_device_hour, found.as_of) == (1.2, "2026-11-01")
+    assert table.price_for("cuda/H100/x8") is None
+
+
+def test_the_monthly_projection_comes_from_the_baselines_runs_of_the_key(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_costly="import time\n"
+        "def test_a():\n    time.sleep(0.01)\n"
+        "def test_b():\n    time.sleep(0.01)\n"
+    )
+    for _ in range(3):
+        pytester.runpytest("--perf-baseline=b.json", "--perf-update-baseline")
+    baseline = json.loads((pytester.path / "b.json").read_text())
+    now = datetime.now(timezone.utc)
+    for back, run in zip((6, 4, 2), baseline["envs"]["cpu/x1"]["runs"], strict=True):
+        run["started"] = (now - timedelta(days=back)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (pytester.path / "b.json").write_text(json.dumps(baseline))
+    result = pytester.runpytest(
+        "--perf-baseline=b.json", "--accel-price=cpu/*=3600", "--perf-record=r.json"
+    )
+    cost = record(pytester)["cost"]
+    # Four runs over six days: one every two days, fifteen a month.
+    assert cost["runs_per_month"] == pytest.approx(15.0, rel=0.01)
+    assert cost["per_month_usd"] == pytest.approx(cost["run"]["usd"] * 15, rel=0.02)
+    result.stdout.fnmatch_lines(
+        ["about $* a month at 15.0 run(s) a month (the baseline's runs of this key)"]
+    )
+
+
+def test_runs_per_month_needs_three_runs_over_an_hour() -> None:
+    assert runs_per_month(["2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z"]) is None
+    assert (
+        runs_per_month(["2026-11-01T00:00:00Z", "2026-11-01T00:10:00Z", "2026-11-01T00:20:00Z"])
+        is None
+    )
+    assert runs_per_month(
+        ["2026-11-03T00:00:00Z", "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z"]
+    ) == pytest.approx(30.0)
+
+
+def test_the_job_summary_shows_the_cost_and_the_costliest_modules(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_costly="def test_a():\n    pass\n")
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.runpytest("--accel-price=cpu/*=0.05").assert_outcomes(passed=1)
+    text = summary.read_text()
+    assert "### pytest-accel cost" in text
+    assert "cost on cpu/x1 at $0.0500 per device-hour" in text
+    assert "| test\\_costly.py | " in text  # escaped for Markdown
+
+
+def test_the_report_shows_the_cost_table_of_each_record(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_costly="def test_a():\n    pass\n")
+    result = pytester.runpytest("--accel-price=cpu/*=0.05", "--accel-report=page.html")
+    assert result.ret == 0
+    page = (pytester.path / "page.html").read_text()
+    assert '<h2 id="cost">Cost</h2>' in page
+    assert "$0.0500 / device-hour" in page
+    assert '<table id="cost-modules"' in page
+
+
+JAX_SUITE = """
+import jax
+import jax.numpy as jnp
+
+def test_compiles_for_the_device():
+    jax.jit(lambda x: x * 3 + 1)(jnp.ones(7)).block_until_ready()
+
+def test_pure_python():
+    assert sum(range(10)) == 45
+"""
+
+
+@pytest.mark.requires("jax")
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_test_that_compiled_nothing_on_an_accelerator_is_a_cpu_tier_candidate(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    pytester.makepyfile(test_jax=JAX_SUITE)
+    result = pytester.runpytest_subprocess(
+        "--accel-emulate=tpu",  # a TPU run's selection; JAX compiles for real, on CPU
+        "--accel-price=tpu*=1.20",
+        "--perf-record=r.json",
+        "--accel-report=page.html",
+        *workers,
+    )
+    assert result.ret == 0
+    data = record(pytester)
+    jsonschema.validate(data, RECORD_SCHEMA)
+    compiles = data["tests"]["compiles"]
+    assert compiles["test_jax.py::test_pure_python"] == 0
+    assert compiles["test_jax.py::test_compiles_for_the_device"] >= 1  # jit, and ones()
+    assert [c["id"] for c in data["cost"]["cpu_candidates"]] == ["test_jax.py::test_pure_python"]
+    result.stdout.fnmatch_lines(
+        [
+            "CPU-tier candidates: 1 test(s) passed on tpu/x1 and compiled nothing ($*"
+            " a run): test_jax.py::test_pure_python $*"
+        ]
+    )
+    page = (pytester.path / "page.html").read_text()
+    assert '<table id="cpu-candidates"' in page
+
+
+def test_a_suite_without_jax_records_no_compiles_and_a_cpu_key_no_candidates(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_plain="def test_a():\n    pass\n")
+    assert pytester.runpytest_subprocess("--accel-price=cpu/*=1", "--perf-record=r.json").ret == 0
+    data = record(pytester)
+    assert "compiles" not in data["tests"]
+    assert "cpu_candidates" not in data["cost"]
