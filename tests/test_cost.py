@@ -44,7 +44,10 @@ def record(pytester: pytest.Pytester, name: str = "r.json") -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("workers", "share"),
-    [pytest.param([], 8.0, id="serial"), pytest.param(["-n", "2"], 4.0, id="xdist")],
+    [
+        pytest.param([], 8.0, id="serial"),
+        pytest.param(["-n", "2"], 4.0, id="xdist", marks=pytest.mark.requires("xdist")),
+    ],
 )
 def test_the_record_and_the_terminal_give_the_runs_tests_and_reruns_cost(
     pytester: pytest.Pytester, workers: list[str], share: float
@@ -269,7 +272,13 @@ def test_pure_python():
 
 
 @pytest.mark.requires("jax")
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
+    ],
+)
 def test_a_test_that_compiled_nothing_on_an_accelerator_is_a_cpu_tier_candidate(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:

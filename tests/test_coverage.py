@@ -56,7 +56,13 @@ def run_on(pytester: pytest.Pytester, name: str, *args: str) -> Path:
     return pytester.path / name
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
+    ],
+)
 def test_the_record_keeps_why_the_markers_skipped_a_test(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
