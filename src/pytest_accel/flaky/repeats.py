@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 from _pytest.runner import call_and_report
 
+from pytest_accel.flaky.attempts import RERUN, forget_failures
 from pytest_accel.outcomes import (
     NEW_OUTCOMES_ATTR,
     NEW_RUNS_ATTR,
@@ -29,8 +30,6 @@ Attempt = tuple[pytest.TestReport, pytest.TestReport | None, pytest.TestReport]
 
 
 def run_repeated(item: pytest.Item, nextitem: pytest.Item | None, times: int) -> None:
-    from pytest_accel.flaky.reruns import RERUN, forget_failures
-
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     attempts: list[Attempt] = []
     for run in range(times):

@@ -9,7 +9,6 @@ its teardown report is not logged, so JUnit XML keeps one ``<testcase>`` per tes
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from functools import partial
@@ -18,11 +17,11 @@ from typing import Any
 import pytest
 from _pytest.runner import call_and_report
 
+from pytest_accel.flaky.attempts import RERUN, forget_failures
 from pytest_accel.flaky.budget import Budget, MassFailure
 from pytest_accel.flaky.options import RerunPolicy
 from pytest_accel.outcomes import RERUN_TEARDOWN_ATTR, test_id
 
-RERUN = "rerun"
 ATTEMPTS_PROPERTY = "attempts"
 
 
@@ -189,19 +188,3 @@ def _retry_boundary(item: pytest.Item) -> pytest.Item | None:
         if failure is not None:
             return node.parent  # type: ignore[no-any-return]
     return item.parent  # type: ignore[return-value]
-
-
-def forget_failures(item: pytest.Item) -> None:
-    """Drop cached fixture failures (they would be re-raised) and the old test instance."""
-    info = getattr(item, "_fixtureinfo", None)
-    for definitions in getattr(info, "name2fixturedefs", {}).values():
-        for definition in definitions:
-            cached = getattr(definition, "cached_result", None)
-            if cached is not None and cached[2] is not None:
-                # Finished as at the end of its scope, so the next attempt runs it again.
-                with contextlib.suppress(Exception):
-                    definition.finish(getattr(item, "_request", None))
-    if isinstance(item, pytest.Function) and isinstance(item.parent, pytest.Class):
-        # A fresh instance of the test class, as pytest gives every test.
-        for cached_attribute in ("_instance", "_obj"):
-            item.__dict__.pop(cached_attribute, None)

@@ -35,14 +35,11 @@ from dataclasses import dataclass
 from math import log
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.findings import KIND_OF_FINDING, Change
 from pytest_accel.perf.rule import CLIP_MADS, LOG_FLOOR, MAD_SCALE, Rule, row_median, sample_spread
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
-
-    from pytest_accel.perf.samples import EnvHistory
 
     FloatArray = npt.NDArray[np.float64]
     IntArray = npt.NDArray[np.int64]
@@ -216,29 +213,6 @@ def change_rule(rule: Rule) -> ChangeRule:
     return ChangeRule(
         threshold=rule.threshold, min_delta=rule.min_delta, min_duration=rule.min_duration
     )
-
-
-def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]]:
-    """The changes the baseline's own runs show, its newest run taken as this one: per
-    change, the kind of samples it is in (``tests``, ``classes``, ...), its row there
-    and the change.  What ``baseline --accept`` accepts and a report of a baseline alone
-    draws."""
-    if len(env.runs) < 2:
-        return []
-    import numpy as np
-
-    found: list[tuple[str, int, Change]] = []
-    for kind, name in KIND_OF_FINDING.items():
-        ids, matrix = env.matrix(name)
-        if not ids:
-            continue
-        steps = find_steps(matrix, change_rule(rule))
-        for row in np.flatnonzero(steps.found):
-            runs = int(steps.runs[row])
-            since = env.runs[len(env.runs) - runs].identity
-            before, after = float(steps.before[row]), float(steps.after[row])
-            found.append((name, int(row), Change(kind, ids[row], before, after, runs, since)))
-    return found
 
 
 def current_level(

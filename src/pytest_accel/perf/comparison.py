@@ -65,6 +65,29 @@ if TYPE_CHECKING:
     BoolArray = npt.NDArray[np.bool_]
 
 
+def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]]:
+    """The changes the baseline's own runs show, its newest run taken as this one: per
+    change, the kind of samples it is in (``tests``, ``classes``, ...), its row there
+    and the change.  What ``baseline --accept`` accepts and a report of a baseline alone
+    draws."""
+    if len(env.runs) < 2:
+        return []
+    import numpy as np
+
+    found: list[tuple[str, int, Change]] = []
+    for kind, name in KIND_OF_FINDING.items():
+        ids, matrix = env.matrix(name)
+        if not ids:
+            continue
+        steps = find_steps(matrix, change_rule(rule))
+        for row in np.flatnonzero(steps.found):
+            runs = int(steps.runs[row])
+            since = env.runs[len(env.runs) - runs].identity
+            before, after = float(steps.before[row]), float(steps.after[row])
+            found.append((name, int(row), Change(kind, ids[row], before, after, runs, since)))
+    return found
+
+
 def compare(
     run: RunTimings,
     env: EnvHistory,

@@ -23,8 +23,7 @@ from pytest_accel.perf.baseline import (
     to_json,
     update_baseline_file,
 )
-from pytest_accel.perf.changes import changes_in_runs
-from pytest_accel.perf.comparison import compare
+from pytest_accel.perf.comparison import changes_in_runs, compare
 from pytest_accel.perf.findings import Change, Comparison
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, load_record, timings
 from pytest_accel.perf.rule import Rule

@@ -242,7 +242,7 @@ def _add_baseline_trends(data: ReportData, key: str, env: EnvHistory, rule: Rule
     """A baseline alone: its changes over its own runs (the newest taken as the latest,
     as ``baseline --accept`` takes it) and its suite total, per hardware key."""
     from pytest_accel.perf import output
-    from pytest_accel.perf.changes import changes_in_runs
+    from pytest_accel.perf.comparison import changes_in_runs
 
     labels = [_label(r) for r in env.runs]
     data.baseline_only = True
