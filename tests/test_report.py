@@ -425,3 +425,42 @@ def test_the_flaky_grid_has_a_legend_for_every_cell_colour(
     ]
     grid_classes = set(re.findall(r'<td class="c (\w)"', page))
     assert grid_classes <= {letter for letter, _ in swatches}
+
+
+OVERRIDDEN = """
+import time
+import pytest
+
+def test_first():
+    pass
+
+@pytest.mark.perf(threshold=5.0)
+def test_allowed_to_vary():
+    time.sleep(0.3)
+
+def test_new_and_slow():
+    time.sleep(0.25)
+"""
+
+
+def test_the_in_run_page_says_what_the_terminal_said_overrides_and_new_slow_included(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_mod=OVERRIDDEN)
+    calls = {"test_mod.py::test_first": 0.0002, "test_mod.py::test_allowed_to_vary": 0.1}
+    write_baseline(pytester.path / "b.json", history([calls] * 6, warmup=True))
+    result = pytester.runpytest(
+        "--perf-baseline=b.json", "--perf-new-slow=0.2", "--accel-report=page.html"
+    )
+    # 3x the baseline: within the test's own @perf(threshold=5.0), not within the suite's.
+    result.stdout.fnmatch_lines(
+        [
+            "REGRESSION session suite total: *",
+            "NEW SLOW test test_mod.py::test_new_and_slow: 0.2*s (no baseline yet)",
+            "perf: 1 regression(s), 0 change(s), 0 improvement(s), 1 new (1 slow)*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("REGRESSION test *")
+    page = (pytester.path / "page.html").read_text()
+    assert "REGRESSION test" not in page  # recomputed without the override, it was there
+    assert "1 regression(s), 0 change(s), 0 improvement(s), 1 new, 0 missing" in page

@@ -24,6 +24,7 @@ from pytest_accel.text import line_start, one_line, problem
 if TYPE_CHECKING:
     from pytest_accel.flaky.history import History
     from pytest_accel.perf.baseline import Baseline
+    from pytest_accel.perf.findings import Comparison
     from pytest_accel.perf.rule import Rule
 
 
@@ -121,6 +122,9 @@ class SessionOutputs:
     record: Callable[[], dict[str, Any]] | None = None  # the timing record, as written
     baseline: Baseline | None = None  # the baseline as read, before this run was added
     rule: Rule | None = None  # the regression rule the run was judged by
+    # What the terminal and the warnings said of this run (its @perf overrides and
+    # --perf-new-slow included): the page shows it, never a comparison of its own.
+    comparison: Comparison | None = None
     history: History | None = None  # the flaky history, with this run
 
 

@@ -281,6 +281,7 @@ class PerfPlugin:
 
         outputs = session_outputs(self.config)
         outputs.record, outputs.baseline, outputs.rule = record, self.baseline, self.options.rule
+        outputs.comparison = self.comparison
 
     def _report(self, session: pytest.Session, comparison: Comparison) -> None:
         from pytest_accel.perf import output

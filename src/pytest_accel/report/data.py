@@ -114,15 +114,22 @@ def build(
     baseline: Baseline | None = None,
     history: History | None = None,
     rule: Rule | None = None,
+    judged: Mapping[str, Comparison] | None = None,
 ) -> ReportData:
     """The report of checked records (``record.check_record``), a baseline and a flaky
-    history; any of them may be missing."""
+    history; any of them may be missing.  ``judged``: records already compared (the
+    session's own, with its per-test overrides), by path; the others are compared here."""
     rule = rule or Rule()
+    judged = judged or {}
     data = ReportData()
     for path, record in records:
         run = timings(record)
         env = baseline.for_key(run.key) if baseline is not None else None
-        comparison = compare(run, env, rule) if env is not None else None
+        comparison = judged.get(path)
+        if comparison is None and env is not None:
+            comparison = compare(run, env, rule)
+        if comparison is not None and not comparison.found:
+            comparison = None  # as a key the baseline lacks reads: no comparison
         data.runs.append(_summary(path, record, run, comparison))
         if env is not None and comparison is not None:
             _add_trends(data, run, env, comparison)

@@ -15,6 +15,8 @@ from pytest_accel.files import InputError, check_writable, write_atomic
 from pytest_accel.reports import is_xdist_worker, isolated, session_outputs
 from pytest_accel.text import one_line
 
+THIS_RUN = "this run"  # the session's record, as the page names it
+
 
 class ReportWriter:
     def __init__(self, path: str) -> None:
@@ -31,8 +33,9 @@ class ReportWriter:
         from pytest_accel.report.page import render
 
         outputs = session_outputs(config)
-        records = [("this run", outputs.record())] if outputs.record is not None else []
-        data = build(records, outputs.baseline, outputs.history, outputs.rule)
+        records = [(THIS_RUN, outputs.record())] if outputs.record is not None else []
+        judged = {THIS_RUN: outputs.comparison} if outputs.comparison is not None else {}
+        data = build(records, outputs.baseline, outputs.history, outputs.rule, judged)
         write_atomic(self.path, [render(data).encode("utf-8")])
         self.written = True
 
