@@ -258,12 +258,7 @@ def _costs(data: ReportData) -> Iterator[str]:
                 continue
             for name, spent in list(listed.items())[:COST_MODULES]:
                 if isinstance(spent, dict):
-                    seconds = _number(spent.get("device_seconds"))
-                    yield (
-                        f'<tr><td class="id">{escape(name)}</td><td class="id">{escape(path)}</td>'
-                        f'<td class="n">{seconds:,.1f}</td>'
-                        f'<td class="n">{escape(_usd(spent.get("usd")))}</td></tr>'
-                    )
+                    yield _spent_row(name, path, spent)
 
     yield from _table("cost-modules", ["module", "record", "device-seconds", "cost"], modules())
 
@@ -272,12 +267,7 @@ def _costs(data: ReportData) -> Iterator[str]:
             listed = cost.get("cpu_candidates")
             for entry in listed if isinstance(listed, list) else []:
                 if isinstance(entry, dict):
-                    seconds = _number(entry.get("device_seconds"))
-                    yield (
-                        f'<tr><td class="id">{escape(str(entry.get("id", "")))}</td>'
-                        f'<td class="id">{escape(path)}</td><td class="n">{seconds:,.1f}</td>'
-                        f'<td class="n">{escape(_usd(entry.get("usd")))}</td></tr>'
-                    )
+                    yield _spent_row(str(entry.get("id", "")), path, entry)
 
     rows_of_candidates = list(candidates())
     if rows_of_candidates:
@@ -287,6 +277,15 @@ def _costs(data: ReportData) -> Iterator[str]:
         )
         heads = ["test", "record", "device-seconds", "cost"]
         yield from _table("cpu-candidates", heads, iter(rows_of_candidates))
+
+
+def _spent_row(name: str, path: str, spent: dict[str, object]) -> str:
+    """A module's or a test's row: what it is, the record, device-seconds, dollars."""
+    seconds = _number(spent.get("device_seconds"))
+    return (
+        f'<tr><td class="id">{escape(name)}</td><td class="id">{escape(path)}</td>'
+        f'<td class="n">{seconds:,.1f}</td><td class="n">{escape(_usd(spent.get("usd")))}</td></tr>'
+    )
 
 
 def _usd(value: object) -> str:
