@@ -79,8 +79,11 @@ def test_the_record_and_the_terminal_give_the_runs_tests_and_reruns_cost(
     )
     assert cost["reruns"]["device_seconds"] == pytest.approx(earlier * share, abs=1e-3)
     assert cost["reruns"]["device_seconds"] > 0.02 * share * 0.9
-    assert cost["run"]["device_seconds"] >= cost["tests"]["device_seconds"] * 0.99 / (share / 8)
-    assert cost["run"]["usd"] == pytest.approx(cost["run"]["device_seconds"] / 3600 * 1.2, rel=1e-3)
+    # Workers run side by side, each on its share: the tests never hold more than the run.
+    assert cost["run"]["device_seconds"] >= cost["tests"]["device_seconds"] * 0.99
+    # Both rounded as written (dollars to the microdollar, device-seconds to the ms).
+    expected = cost["run"]["device_seconds"] / 3600 * 1.2
+    assert cost["run"]["usd"] == pytest.approx(expected, rel=1e-3, abs=2e-6)
     assert list(cost["modules"]) == ["test_costly.py"]
     assert cost["top_tests"][0]["id"] == "test_costly.py::test_slow"
     assert cost["runs_per_month"] is None  # no baseline: no frequency
@@ -218,7 +221,7 @@ def test_the_monthly_projection_comes_from_the_baselines_runs_of_the_key(
     cost = record(pytester)["cost"]
     # Four runs over six days: one every two days, fifteen a month.
     assert cost["runs_per_month"] == pytest.approx(15.0, rel=0.01)
-    assert cost["per_month_usd"] == pytest.approx(cost["run"]["usd"] * 15, rel=0.02)
+    assert cost["per_month_usd"] == pytest.approx(cost["run"]["usd"] * 15, rel=0.02, abs=0.01)
     result.stdout.fnmatch_lines(
         ["about $* a month at 15.0 run(s) a month (the baseline's runs of this key)"]
     )

@@ -24,7 +24,8 @@ RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
 RERUN_ATTR = "rerun"
 # On the final reports of a repeated new test (``--flaky-new-runs``): how many times it ran.
 NEW_RUNS_ATTR = "pytest_accel_new_runs"
-# On a test's teardown report where the suite uses JAX: its XLA compilations (perf.compiles).
+# On a test's teardown report where the suite uses JAX (perf.compiles): its XLA
+# compilations, their seconds, and the persistent cache's hits and misses.
 COMPILES_ATTR = "pytest_accel_compiles"
 # ... and each run's outcome, in order ("passed" or a failing phase's outcome).
 NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"

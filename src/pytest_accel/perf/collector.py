@@ -211,7 +211,7 @@ class ResultsCollector:
             table.quarantined.add(row)
         compiles = getattr(report, COMPILES_ATTR, None)
         if compiles is not None:
-            table.compiles[row] = table.compiles.get(row, 0) + int(compiles)
+            table.add_compilation(row, compiles)
         if report.skipped:
             reason = next(
                 (v for k, v in report.user_properties if k == PLATFORM_SKIP_PROPERTY), None

@@ -3,7 +3,7 @@ annotations and the job-summary section (escaping is ``pytest_accel.github``'s).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pytest_accel.github import (
     MAX_ANNOTATIONS,
@@ -193,3 +193,27 @@ def _row(what: str, finding: Finding | Change, evidence: str) -> str:
 def markdown(comparison: Comparison, failing: bool, fail_option: str = "--perf-fail") -> str:
     """The section alone, within the job summary's budget (``compare --format markdown``)."""
     return fit([summary_section(comparison, failing, fail_option)], MAX_SUMMARY_BYTES)
+
+
+def compilation_line(compilation: Mapping[str, float | int]) -> str:
+    """``compilation: 41% of test time (312 compilations, 12.3 s; ...)``: what JAX's
+    tracing and compiling took, and what the persistent compilation cache saved or
+    could save."""
+    count, seconds = int(compilation["count"]), float(compilation["seconds"])
+    hits, misses = int(compilation["cache_hits"]), int(compilation["cache_misses"])
+    cache = (
+        f"persistent cache: {hits} hit(s), {misses} miss(es)"
+        if hits or misses
+        else "the persistent compilation cache is off (jax_compilation_cache_dir):"
+        f" up to {seconds:.1f} s a run to save"
+    )
+    return one_line(
+        f"compilation: {100 * float(compilation['share']):.0f}% of test time ({count}"
+        f" compilation(s), {seconds:.1f} s; {cache})"
+    )
+
+
+def compilation_section(compilation: Mapping[str, float | int]) -> Section:
+    return Section(
+        ["### pytest-accel compilation", "", escape_cell(compilation_line(compilation)), ""]
+    )

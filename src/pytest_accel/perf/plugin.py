@@ -88,6 +88,7 @@ class PerfPlugin:
         self.comparison: Comparison | None = None
         self.record_written = False
         self.earlier_starts: list[str | None] = []  # the baseline's runs of this key
+        self.compilation: dict[str, float | int] | None = None  # with JAX: the run's
         # No baseline file yet (a cold CI cache) is not an error: the run says so.
         self.baseline_missing = options.baseline is not None and not Path(options.baseline).exists()
 
@@ -191,6 +192,8 @@ class PerfPlugin:
         head = record_head(run, self.detection, self.key, framework_versions(), pytest.__version__)
         if self.comparison is not None:
             head["comparison"] = self.comparison.to_json()
+        if self.compilation is not None:
+            head["compilation"] = self.compilation
         return head
 
     @property
@@ -221,6 +224,13 @@ class PerfPlugin:
                 # Nothing reads it again (an update re-reads the file under its lock): its
                 # samples go before the record and the history are written, the peak.
                 self.baseline = self.config.stash[baseline_key] = None
+        self.compilation = self.table.compilation()
+        if self.compilation is not None:
+            summary = job_summary(self.config)
+            if summary is not None:
+                from pytest_accel.perf import output
+
+                summary.add(output.compilation_section(self.compilation))
         head = self.record_head(session.exitstatus)
         with isolated(session, "account for the run (cost, coverage)"):
             self._add_sections(session, head)
@@ -319,6 +329,10 @@ class PerfPlugin:
                 # terminal writer goes.
                 for line in output.workflow_commands(comparison, self.location):
                     write(line)
+        if self.compilation is not None:
+            from pytest_accel.perf import output
+
+            write(output.compilation_line(self.compilation))
         if self.record_written:
             write(
                 one_line(

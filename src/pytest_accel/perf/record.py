@@ -48,6 +48,7 @@ GROUP_SECTIONS = ("classes", "modules")
 QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (real outcome kept)
 PLATFORM_SKIPS = "platform_skips"  # optional: {test: why} for tests our markers skipped
 COMPILES = "compiles"  # optional: {test: XLA compilations} where the suite used JAX
+COMPILE_SECONDS = "compile_seconds"  # optional: {test: seconds tracing, lowering, compiling}
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
@@ -123,7 +124,11 @@ def encode_record(
         "warmup": [nodeid for nodeid, warm in zip(table.nodeids, warmup, strict=True) if warm],
         QUARANTINED: table.quarantined_failures(),
         PLATFORM_SKIPS: table.platform_skip_reasons(),
-        **({COMPILES: counts} if (counts := table.compile_counts()) is not None else {}),
+        **(
+            {COMPILES: counts, COMPILE_SECONDS: table.compile_seconds()}
+            if (counts := table.compile_counts()) is not None
+            else {}
+        ),
         "attempts": table.attempts_json(),
     }
     groups = {
@@ -172,12 +177,16 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
     compiles = expect_object(path, f"tests.{COMPILES}", tests.get(COMPILES, {}))
     for nodeid, count in compiles.items():
         expect_int(path, f"tests.{COMPILES}[{nodeid!r}]", count, minimum=0)
+    spent = expect_object(path, f"tests.{COMPILE_SECONDS}", tests.get(COMPILE_SECONDS, {}))
+    for nodeid, seconds in spent.items():
+        expect_seconds(path, f"tests.{COMPILE_SECONDS}[{nodeid!r}]", seconds)
     for where, names in (
         ("tests.warmup", _check_names(path, "tests.warmup", tests.get("warmup", []))),
         ("tests.quarantined", _check_names(path, "tests.quarantined", tests.get(QUARANTINED, []))),
         ("tests.attempts", list(attempts)),
         (f"tests.{PLATFORM_SKIPS}", list(skips)),
         (f"tests.{COMPILES}", list(compiles)),
+        (f"tests.{COMPILE_SECONDS}", list(spent)),
     ):
         unknown = next((name for name in names if name not in known), None)
         if unknown is not None:

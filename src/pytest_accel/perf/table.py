@@ -44,7 +44,8 @@ class TimingTable:
         self.earlier: dict[int, list[AttemptTuple]] = {}
         self.quarantined: set[int] = set()  # rows with a failure a quarantine list covered
         self.platform_skips: dict[int, str] = {}  # rows pytest-accel's markers skipped: why
-        self.compiles: dict[int, int] = {}  # rows' XLA compilations, where JAX is in use
+        # Where JAX is in use, each row's [compilations, seconds, cache hits, misses].
+        self.compiles: dict[int, list[float]] = {}
 
     def __len__(self) -> int:
         return len(self.nodeids)
@@ -60,11 +61,35 @@ class TimingTable:
         """The tests pytest-accel's markers skipped here, and why."""
         return {self.nodeids[row]: why for row, why in self.platform_skips.items()}
 
+    def add_compilation(self, row: int, tally: list[float]) -> None:
+        kept = self.compiles.setdefault(row, [0, 0.0, 0, 0])
+        for index, value in enumerate(tally[:4]):
+            kept[index] += value
+
     def compile_counts(self) -> dict[str, int] | None:
         """Each test's XLA compilations, or None where the suite did not use JAX."""
         if not self.compiles:
             return None
-        return {self.nodeids[row]: count for row, count in self.compiles.items()}
+        return {self.nodeids[row]: int(tally[0]) for row, tally in self.compiles.items()}
+
+    def compile_seconds(self) -> dict[str, float]:
+        """Each test's seconds of tracing, lowering and compiling (where JAX is in use)."""
+        return {self.nodeids[row]: round(tally[1], 6) for row, tally in self.compiles.items()}
+
+    def compilation(self) -> dict[str, float | int] | None:
+        """The run's compilation: how many, how long, the persistent cache's hits and
+        misses, and the share of the tests' time it took (None without JAX)."""
+        if not self.compiles:
+            return None
+        count, seconds, hits, misses = (sum(t[i] for t in self.compiles.values()) for i in range(4))
+        total = sum(self.totals())
+        return {
+            "count": int(count),
+            "seconds": round(seconds, 6),
+            "cache_hits": int(hits),
+            "cache_misses": int(misses),
+            "share": round(seconds / total, 4) if total > 0 else 0.0,
+        }
 
     def quarantined_failures(self) -> list[str]:
         """The tests whose final outcome is a failure a quarantine list covered."""

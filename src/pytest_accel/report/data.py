@@ -59,6 +59,7 @@ class RunSummary:
     comparison: Comparison | None  # None without a baseline for this key
     suite_now: float  # sum of the compared tests' timings
     suite_then: float  # ... of their baseline medians
+    compilation: str = ""  # with JAX: what compiling took (perf.output.compilation_line)
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,18 @@ def _summary(
         comparison=comparison,
         suite_now=comparison.suite_now if comparison else 0.0,
         suite_then=comparison.suite_then if comparison else 0.0,
+        compilation=_compilation(record),
     )
+
+
+def _compilation(record: Mapping[str, Any]) -> str:
+    from pytest_accel.perf.output import compilation_line
+
+    found = record.get("compilation")
+    keys = ("count", "seconds", "cache_hits", "cache_misses", "share")
+    if not isinstance(found, dict) or not all(isinstance(found.get(k), int | float) for k in keys):
+        return ""
+    return compilation_line(found).removeprefix("compilation: ")
 
 
 def _label(run: Any) -> str:

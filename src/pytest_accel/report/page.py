@@ -58,7 +58,7 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
     yield (
         "<table><thead><tr><th>hardware key</th><th>commit</th><th>started</th>"
         "<th>layout</th><th>tests</th><th>wall time</th><th>suite total vs baseline</th>"
-        "<th>findings</th></tr></thead><tbody>"
+        "<th>findings</th><th>compilation (JAX)</th></tr></thead><tbody>"
     )
     for run in runs:
         outcomes = ", ".join(f"{n} {o}" for o, n in sorted(run.outcomes.items()))
@@ -82,7 +82,7 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
             f"{escape((run.commit or '')[:12])}</td><td>{escape(run.started or '')}</td>"
             f"<td>{escape(run.layout or '')}</td><td>{escape(outcomes)}</td>"
             f'<td class="n">{run.duration:.1f} s</td><td>{suite}</td>'
-            f"<td>{escape(findings)}</td></tr>"
+            f"<td>{escape(findings)}</td><td>{escape(run.compilation)}</td></tr>"
         )
     yield "</tbody></table>"
 
