@@ -70,7 +70,7 @@ def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
     )
     lines = [
         f"cost on {cost.key} {at}: this run {money(cost.run.usd)}"
-        f" ({cost.run.device_seconds:,.0f} device-seconds: {cost.device_count} device(s) for"
+        f" ({cost.run.device_seconds:,.1f} device-seconds: {cost.device_count} device(s) for"
         f" {cost.run.device_seconds / cost.device_count:,.1f} s); its tests"
         f" {money(cost.tests.usd)} ({cost.tests.device_seconds:,.1f} device-seconds), reruns"
         f" {money(cost.reruns.usd)}{_share(cost.reruns.device_seconds, cost.tests.device_seconds)}"
