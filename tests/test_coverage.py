@@ -180,3 +180,26 @@ def test_the_report_draws_the_coverage_matrix_and_the_gaps(
     assert '<table id="coverage-matrix"' in page
     assert '<td class="n" data-v="14.2857">14.29%</td>' in page
     assert '2 test(s) pass on <span class="id">tpu/v5e/x4</span> but not on' in page
+
+
+def test_merged_shards_cover_what_one_unsharded_run_covers(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyfile(test_cover=SUITE)
+    whole = run_on(pytester, "whole.json")
+    shards = [run_on(pytester, f"s{k}.json", f"--accel-shard={k}/2") for k in (1, 2)]
+    merged = pytester.path / "merged.json"
+    assert main(["merge", "-o", str(merged), *map(str, shards)]) == 0
+    data = json.loads(merged.read_text())
+    assert sorted(data["tests"]["platform_skips"]) == [
+        "test_cover.py::test_tpu_only",
+        "test_cover.py::test_tpu_too",
+    ]
+    assert data["tests"]["quarantined"] == ["test_cover.py::test_quarantined"]
+    capsys.readouterr()
+    counts = []
+    for path in (whole, merged):
+        assert main(["coverage", str(path), "--format", "json"]) == 0
+        found = json.loads(capsys.readouterr().out)["keys"]["cpu/x1"]
+        counts.append({k: v for k, v in found.items() if k not in ("started", "trend")})
+    assert counts[0] == counts[1]

@@ -15,8 +15,11 @@ from typing import Any
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.outcomes import EXIT_INTERRUPTED, interrupted
 from pytest_accel.perf.record import (
+    COMPILE_SECONDS,
+    COMPILES,
     GROUP_SECTIONS,
     PAUSES,
+    PLATFORM_SKIPS,
     QUARANTINED,
     RECORD_SCHEMA,
     RECORD_VERSION,
@@ -86,11 +89,15 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     tests["warmup"] = [n for n in rows if n in warm]
     quarantined_in = [set(d["tests"].get(QUARANTINED, ())) for _, d in inputs]
     tests[QUARANTINED] = [n for n, (i, _) in rows.items() if n in quarantined_in[i]]
-    tests["attempts"] = {
-        nodeid: inputs[i][1]["tests"].get("attempts", {})[nodeid]
-        for nodeid, (i, _) in rows.items()
-        if nodeid in inputs[i][1]["tests"].get("attempts", {})
-    }
+    # The per-test maps, each test's from the record whose run it keeps.
+    for name in ("attempts", PLATFORM_SKIPS, COMPILES, COMPILE_SECONDS):
+        if name != "attempts" and not any(name in d["tests"] for _, d in inputs):
+            continue  # no input has it (no JAX): the merge has none either
+        tests[name] = {
+            nodeid: inputs[i][1]["tests"][name][nodeid]
+            for nodeid, (i, _) in rows.items()
+            if nodeid in inputs[i][1]["tests"].get(name, {})
+        }
     starts = [started(path, data) for path, data in inputs]
     ends = [s + float(d["run"]["duration"]) for s, (_, d) in zip(starts, inputs, strict=True)]
     commits = sorted({str(d["run"]["commit"]) for _, d in inputs if d["run"].get("commit")})
