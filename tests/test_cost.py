@@ -94,6 +94,7 @@ def test_the_record_and_the_terminal_give_the_runs_tests_and_reruns_cost(
             " device-seconds: 8 device(s) for * s); its tests $* (* device-seconds), reruns"
             " $* (*% of the tests')",
             "costliest modules: test_costly.py $*",
+            "costliest tests: test_costly.py::test_slow $*, test_costly.py::test_shaky $*",
         ]
     )
 
@@ -254,12 +255,20 @@ def test_the_job_summary_shows_the_cost_and_the_costliest_modules(
 
 def test_the_report_shows_the_cost_table_of_each_record(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_costly="def test_a():\n    pass\n")
-    result = pytester.runpytest("--accel-price=cpu/*=0.05", "--accel-report=page.html")
+    result = pytester.runpytest(
+        "--accel-price=cpu/*=0.05", "--accel-report=page.html", "--perf-record=r.json"
+    )
     assert result.ret == 0
     page = (pytester.path / "page.html").read_text()
     assert '<h2 id="cost">Cost</h2>' in page
     assert "$0.0500 / device-hour" in page
     assert '<table id="cost-modules"' in page
+    # Each test's cost beside its seconds: seconds x devices per test x price.
+    slowest = page.split('<table id="slowest-tests"', 1)[1].split("</table>", 1)[0]
+    assert "<th>cost</th>" in slowest
+    record = json.loads((pytester.path / "r.json").read_text())
+    seconds = record["tests"]["total"][0]
+    assert f'data-v="{seconds * 0.05 / 3600:.8f}"' in slowest
 
 
 JAX_SUITE = """

@@ -16,7 +16,7 @@ shared by the plugin, the record and the HTML report.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -98,6 +98,16 @@ class RunCost:
 
 def _spend(device_seconds: float, price: float | None) -> Spend:
     return Spend(device_seconds, None if price is None else device_seconds / 3600 * price)
+
+
+def spend_of_test(seconds: float, section: Mapping[str, Any]) -> Spend | None:
+    """What a test of ``seconds`` (every attempt) cost, by a record's ``cost`` section
+    (None where the section has no price): what the report shows beside each test."""
+    price, share = section.get("price_per_device_hour"), section.get("devices_per_test")
+    numbers = (int, float)
+    if not isinstance(price, numbers) or not isinstance(share, numbers):
+        return None
+    return _spend(seconds * float(share), float(price))
 
 
 def account(

@@ -60,7 +60,8 @@ class CostPlugin:
 
 
 def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
-    """The run's cost, its reruns' share, the projection and the costliest modules."""
+    """The run's cost, its reruns' share, the projection, the costliest modules and
+    tests."""
     at = (
         f"at {money(cost.price)} per device-hour ({cost.price_source}"
         + (f", prices as of {cost.as_of}" if cost.as_of else "")
@@ -84,6 +85,9 @@ def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
     costly = list(cost.modules.items())[:TERMINAL_MODULES]
     if costly:
         lines.append("costliest modules: " + ", ".join(f"{n} {_spent(s)}" for n, s in costly))
+    if cost.top_tests:
+        top = cost.top_tests[:TERMINAL_MODULES]
+        lines.append("costliest tests: " + ", ".join(f"{t} {_spent(s)}" for t, s in top))
     if cost.cpu_candidates:
         spent = sum(s.device_seconds for _, s in cost.cpu_candidates)
         usd = None if cost.price is None else spent / 3600 * cost.price

@@ -70,6 +70,7 @@ class Row:
     key: str
     seconds: float
     detail: str  # outcome, or number of tests
+    usd: float | None = None  # a test's cost, where its record priced the run (cost.model)
 
 
 @dataclass(frozen=True)
@@ -311,9 +312,20 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
 
 
 def _add_slowest(data: ReportData, run: RunTimings, record: Mapping[str, Any]) -> None:
+    from pytest_accel.cost.model import spend_of_test
+
     tests = record["tests"]
+    section = record.get("cost")
+    earlier = run_columns(record).earlier if isinstance(section, dict) else {}
+
+    def usd(test: str, total: float) -> float | None:
+        if not isinstance(section, dict):
+            return None
+        spend = spend_of_test(total + earlier.get(test, 0.0), section)
+        return None if spend is None else spend.usd
+
     data.tests += [
-        Row(i, run.key, float(total), outcome)
+        Row(i, run.key, float(total), outcome, usd(i, float(total)))
         for i, total, outcome in zip(tests["id"], tests["total"], tests["outcome"], strict=True)
         if outcome != "skipped"  # it did not run: no time to rank
     ]

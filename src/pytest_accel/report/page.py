@@ -129,19 +129,21 @@ def _slowest(data: ReportData) -> Iterator[str]:
         if not rows:
             yield f'<p class="muted">No {name} recorded.</p>'
             continue
-        yield from _table(
-            f"slowest-{name}",
-            ["seconds", name[:-1] if name != "classes" else "class", "hardware key", detail],
-            _rows(rows),
-        )
+        priced = any(row.usd is not None for row in rows)
+        heads = ["seconds", name[:-1] if name != "classes" else "class", "hardware key", detail]
+        yield from _table(f"slowest-{name}", heads + ["cost"] * priced, _rows(rows, priced))
 
 
-def _rows(rows: Sequence[Row]) -> Iterator[str]:
+def _rows(rows: Sequence[Row], priced: bool = False) -> Iterator[str]:
     for row in rows:
+        cost = ""
+        if priced:
+            value = "" if row.usd is None else money(row.usd)
+            cost = f'<td class="n" data-v="{row.usd or 0:.8f}">{escape(value)}</td>'
         yield (
             f'<tr><td class="n" data-v="{row.seconds:.6f}">{row.seconds:.3f}</td>'
             f'<td class="id">{escape(row.id)}</td><td class="id">{escape(row.key)}</td>'
-            f"<td>{escape(row.detail)}</td></tr>"
+            f"<td>{escape(row.detail)}</td>{cost}</tr>"
         )
 
 
