@@ -60,6 +60,11 @@ def expect_int(path: str, where: str, value: Any, minimum: int | None = None) ->
     return value
 
 
+def kind_of(value: Any) -> str:
+    """What a parsed JSON value is, for a message: ``null``, ``list``, ``str``, ..."""
+    return "null" if value is None else type(value).__name__
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:60] + "..."

@@ -26,6 +26,7 @@ from pytest_accel.fields import (
     expect_object,
     expect_seconds,
     expect_text,
+    kind_of,
     parse_utc_timestamp,
 )
 from pytest_accel.files import InputError, read_json
@@ -105,7 +106,7 @@ def _parse_env(path: str, where: str, value: Any, encoding: str) -> EnvHistory:
         raise InputError(path, f"{where}.runs: missing (expected a list of runs)")
     runs = raw["runs"]
     if not isinstance(runs, list):
-        raise InputError(path, f"{where}.runs: expected a list, got {_kind(runs)}")
+        raise InputError(path, f"{where}.runs: expected a list, got {kind_of(runs)}")
     if not runs and any(env.ids.values()):
         raise InputError(path, f"{where}.runs: no runs, but ids to hold their samples")
     for index, entry in enumerate(runs):
@@ -194,10 +195,6 @@ def _parse_run(
                 if sample is not None:
                     expect_seconds(path, f"{where}.{kind}[{ident!r}]", sample)
     return Run(identity, columns.Columns(values, encoded), layout)
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def _checked_seconds(column: list[Any]) -> bool:

@@ -87,7 +87,7 @@ class PerfPlugin:
         self.identity = RunIdentity()
         self.comparison: Comparison | None = None
         self.record_written = False
-        self.earlier_starts: list[str | None] = []  # the baseline's runs of this key
+        self.earlier_starts: list[str] = []  # when the baseline's runs of this key started
         self.compilation: dict[str, float | int] | None = None  # with JAX: the run's
         # No baseline file yet (a cold CI cache) is not an error: the run says so.
         self.baseline_missing = options.baseline is not None and not Path(options.baseline).exists()
@@ -211,7 +211,8 @@ class PerfPlugin:
         commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
         self.identity = RunIdentity(commit, branch, utc_timestamp(self.started))
         env = self.baseline.for_key(self.key) if self.baseline is not None else None
-        self.earlier_starts = [r.identity.started for r in env.runs] if env is not None else []
+        runs = env.runs if env is not None else []
+        self.earlier_starts = [r.identity.started for r in runs if r.identity.started]
         self.results.session_table()
         # What the baseline compares and keeps; a record alone does not need it.
         run = self.run_timings() if self.options.baseline is not None else None
@@ -270,7 +271,7 @@ class PerfPlugin:
             frozenset(table.quarantined_failures()),
             table.platform_skip_reasons(),
             started=self.identity.started,
-            earlier_starts=[started for started in self.earlier_starts if started],
+            earlier_starts=self.earlier_starts,
             compiles=table.compile_counts(),
         )
         for sections in hook(session=session, run=run):

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pytest_accel.fields import (
@@ -22,6 +23,7 @@ from pytest_accel.fields import (
     expect_object,
     expect_seconds,
     expect_text,
+    kind_of,
     parse_utc_timestamp,
     utc_timestamp,
 )
@@ -171,22 +173,21 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
     tests = record["tests"]
     known = set(tests["id"])
     attempts = expect_object(path, "tests.attempts", tests.get("attempts", {}))
-    skips = expect_object(path, f"tests.{PLATFORM_SKIPS}", tests.get(PLATFORM_SKIPS, {}))
-    for nodeid, why in skips.items():
-        expect_text(path, f"tests.{PLATFORM_SKIPS}[{nodeid!r}]", why)
-    compiles = expect_object(path, f"tests.{COMPILES}", tests.get(COMPILES, {}))
-    for nodeid, count in compiles.items():
-        expect_int(path, f"tests.{COMPILES}[{nodeid!r}]", count, minimum=0)
-    spent = expect_object(path, f"tests.{COMPILE_SECONDS}", tests.get(COMPILE_SECONDS, {}))
-    for nodeid, seconds in spent.items():
-        expect_seconds(path, f"tests.{COMPILE_SECONDS}[{nodeid!r}]", seconds)
+    # The optional maps of a test to its value, each value checked as its kind is.
+    maps: dict[str, Any] = {
+        PLATFORM_SKIPS: expect_text,
+        COMPILES: partial(expect_int, minimum=0),
+        COMPILE_SECONDS: expect_seconds,
+    }
+    for name, check in maps.items():
+        found = maps[name] = expect_object(path, f"tests.{name}", tests.get(name, {}))
+        for nodeid, value in found.items():
+            check(path, f"tests.{name}[{nodeid!r}]", value)
     for where, names in (
         ("tests.warmup", _check_names(path, "tests.warmup", tests.get("warmup", []))),
         ("tests.quarantined", _check_names(path, "tests.quarantined", tests.get(QUARANTINED, []))),
         ("tests.attempts", list(attempts)),
-        (f"tests.{PLATFORM_SKIPS}", list(skips)),
-        (f"tests.{COMPILES}", list(compiles)),
-        (f"tests.{COMPILE_SECONDS}", list(spent)),
+        *((f"tests.{name}", list(found)) for name, found in maps.items()),
     ):
         unknown = next((name for name in names if name not in known), None)
         if unknown is not None:
@@ -207,7 +208,7 @@ def _check_run(path: str, run: Mapping[str, Any]) -> None:
     expect_int(path, "run.exitstatus", run.get("exitstatus", 0))
     merged = run.get("merged_from", [])
     if not isinstance(merged, list):
-        raise InputError(path, f"run.merged_from: expected a list, got {_kind(merged)}")
+        raise InputError(path, f"run.merged_from: expected a list, got {kind_of(merged)}")
     for index, entry in enumerate(merged):
         where = f"run.merged_from[{index}]"
         expect_text(
@@ -254,7 +255,7 @@ def _check_columns(
             if _column_looks_right(name, values, seconds):
                 continue  # a few values checked, not one per test
         if not isinstance(column, list):
-            raise InputError(path, f"{where}.{name}: expected a list, got {_kind(column)}")
+            raise InputError(path, f"{where}.{name}: expected a list, got {kind_of(column)}")
         if len(column) != len(ids):
             raise InputError(path, f"{where}.{name}: {len(column)} entries for {len(ids)} ids")
         if _column_looks_right(name, column, seconds):
@@ -307,16 +308,12 @@ def _check_outcome(path: str, where: str, value: Any) -> None:
 
 def _check_attempts(path: str, where: str, value: Any) -> None:
     if not isinstance(value, list):
-        raise InputError(path, f"{where}: expected a list, got {_kind(value)}")
+        raise InputError(path, f"{where}: expected a list, got {kind_of(value)}")
     for index, raw in enumerate(value):
         attempt = expect_object(path, f"{where}[{index}]", raw)
         _check_outcome(path, f"{where}[{index}].outcome", attempt.get("outcome"))
         for name in ("setup", "call", "teardown"):
             expect_seconds(path, f"{where}[{index}].{name}", attempt.get(name))
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def _columns_of_version_1(path: str, record: Mapping[str, Any]) -> dict[str, Any]:

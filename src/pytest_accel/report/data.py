@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from pytest_accel.coverage.model import Coverage, Gap, by_key, coverage_of, gaps
 from pytest_accel.flaky.classify import classify
 from pytest_accel.flaky.history import History
-from pytest_accel.outcomes import FAILING
+from pytest_accel.outcomes import FAILING, RunColumns
 from pytest_accel.perf.baseline import Baseline, EnvHistory
 from pytest_accel.perf.comparison import compare
 from pytest_accel.perf.findings import KIND_OF_FINDING, Comparison
-from pytest_accel.perf.record import QUARANTINED, run_columns, timings
+from pytest_accel.perf.record import run_columns, timings
 from pytest_accel.perf.rule import Rule
 from pytest_accel.perf.timings import RunTimings
 
@@ -124,23 +124,26 @@ def build(
     rule = rule or Rule()
     judged = judged or {}
     data = ReportData()
+    accounted: list[RunColumns] = []
     for path, record in records:
         run = timings(record)
+        columns = run_columns(record)  # what coverage, cost and the summary read
+        accounted.append(columns)
         env = baseline.for_key(run.key) if baseline is not None else None
         comparison = judged.get(path)
         if comparison is None and env is not None:
             comparison = compare(run, env, rule)
         if comparison is not None and not comparison.found:
             comparison = None  # as a key the baseline lacks reads: no comparison
-        data.runs.append(_summary(path, record, run, comparison))
+        data.runs.append(_summary(path, record, run, columns, comparison))
         if env is not None and comparison is not None:
             _add_trends(data, run, env, comparison)
             data.suite_trend = data.suite_trend or _suite_trend(comparison)
-        _add_slowest(data, run, record)
+        _add_slowest(data, run, record, columns)
         data.shards += _shards(path, record, run)
         if isinstance(record.get("cost"), dict):
             data.costs.append((path, record["cost"]))
-    _add_coverage(data, records)
+    _add_coverage(data, accounted)
     if baseline is not None and not records:
         for key, env in sorted(baseline.envs.items()):
             _add_baseline_trends(data, key, env, rule)
@@ -154,21 +157,25 @@ def build(
     return data
 
 
-def _add_coverage(data: ReportData, records: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+def _add_coverage(data: ReportData, runs: Sequence[RunColumns]) -> None:
     """Each key's coverage over its records (the newest is its coverage), and the tests
     that pass on one key but not another."""
-    if not records:
+    if not runs:
         return
-    data.coverage = by_key(coverage_of(run_columns(record)) for _, record in records)
+    data.coverage = by_key(map(coverage_of, runs))
     data.coverage_gaps = gaps({key: runs[-1] for key, runs in data.coverage.items()})
 
 
 def _summary(
-    path: str, record: Mapping[str, Any], run: RunTimings, comparison: Comparison | None
+    path: str,
+    record: Mapping[str, Any],
+    run: RunTimings,
+    columns: RunColumns,
+    comparison: Comparison | None,
 ) -> RunSummary:
     info = record["run"]
     outcomes: dict[str, int] = {}
-    quarantined = set(record["tests"].get(QUARANTINED, ()))
+    quarantined = columns.quarantined
     for test, outcome in zip(run.ids, run.outcome, strict=True):
         # A quarantined failure did not fail the run: counted as the terminal counts it.
         shown = "quarantined" if test in quarantined and outcome in FAILING else outcome
@@ -311,12 +318,14 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
     return Trend("session", "suite total", labels, totals, None, "suite total", False)
 
 
-def _add_slowest(data: ReportData, run: RunTimings, record: Mapping[str, Any]) -> None:
+def _add_slowest(
+    data: ReportData, run: RunTimings, record: Mapping[str, Any], accounted: RunColumns
+) -> None:
     from pytest_accel.cost.model import spend_of_test
 
     tests = record["tests"]
     section = record.get("cost")
-    earlier = run_columns(record).earlier if isinstance(section, dict) else {}
+    earlier = accounted.earlier
 
     def usd(test: str, total: float) -> float | None:
         if not isinstance(section, dict):
