@@ -10,6 +10,8 @@ autoloading is off in every run: each variant loads exactly the plugin it measur
     # peers installed in a separate venv (see docs/benchmarks.md):
     build/bench-venv/bin/python bench/overhead.py --set everything --tests 10000 --repeat 9
     build/bench-venv/bin/python bench/overhead.py --set flaky --reference 1 --repeat 9
+    # a compile-heavy JAX suite: the compile listeners against the same run without them
+    python bench/overhead.py --set compile --tests 80 --reference 1 --repeat 15
 """
 
 from __future__ import annotations
@@ -108,7 +110,45 @@ VARIANT_SETS: dict[str, list[Variant]] = {
             ["-p", "pytest_rerunfailures", "--reruns=2"],
         ),
     ],
+    # Issue 27: the jax.monitoring listeners (perf.compiles) on a suite where most of
+    # the time is compiling; blocked by name, the run is the same but for them.
+    "compile": [
+        Variant("bare pytest", []),
+        Variant(
+            "pytest-accel --perf-record, compile listeners blocked",
+            [*ACCEL, RECORD, "-p", "no:pytest_accel:compiles"],
+        ),
+        Variant("pytest-accel --perf-record (compile listeners on)", [*ACCEL, RECORD]),
+    ],
 }
+
+JAX_MODULE = """
+import jax
+import jax.numpy as jnp
+
+
+def chain(x, k):
+    for i in range(40):  # unrolled: each test compiles a function of its own
+        x = jnp.sin(x * (k + i)) + jnp.cos(x)
+    return x
+"""
+JAX_TEST = """
+
+def test_compiles_{n}():
+    f = jax.jit(lambda x: chain(x, {n}))
+    assert f(jnp.ones(({size},))).shape == ({size},)
+"""
+
+
+def generate_jax(root: Path, tests: int) -> int:
+    """``tests`` JAX tests, ten per module, each compiling a function of its own."""
+    root.mkdir(parents=True)
+    for module in range(0, tests, 10):
+        body = JAX_MODULE + "".join(
+            JAX_TEST.format(n=n, size=8 + n % 5) for n in range(module, min(module + 10, tests))
+        )
+        (root / f"test_jax_{module // 10:03d}.py").write_text(body)
+    return tests
 
 
 def write_quarantine(path: Path, tests: int, entries: int = 1000) -> None:
@@ -240,7 +280,11 @@ def main() -> None:
     common = ["--collect-only"] if collect_only else []
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp) / "suite"
-        count = generate(suite, args.tests)
+        count = (
+            generate_jax(suite, args.tests)
+            if args.set == "compile"
+            else generate(suite, args.tests)
+        )
         if args.set == "flaky":
             write_quarantine(Path(tmp) / "quarantine.txt", count)
             history = ["-p", "pytest_accel", "--flaky-history={tmp}/history.json"]

@@ -139,6 +139,9 @@ def test_warm_ups_and_reordered_tests_are_explained_not_listed_one_by_one() -> N
         " baseline run saw them pay (a, b, c ...)",
         "order: this run was xdist 2, the baseline's runs serial; 1 test(s) that moved while"
         " their class and module held are not findings (t.py::x)",
+        "layout: too few baseline runs laid out as this one (xdist 2; most were serial): tests"
+        " judged if their class or module moved too, classes, modules and the suite total not"
+        " judged",
     ]
 
 

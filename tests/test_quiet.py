@@ -13,7 +13,9 @@ import pytest
 from pytest_accel.perf.baseline import Baseline, EnvHistory, parse_baseline, to_json
 from pytest_accel.perf.changes import change_rule
 from pytest_accel.perf.comparison import compare
+from pytest_accel.perf.compilation import with_compilation
 from pytest_accel.perf.findings import Comparison
+from pytest_accel.perf.layouts import scope_of
 from pytest_accel.perf.quiet import quiet_comparison
 from pytest_accel.perf.rule import Rule
 from pytest_accel.perf.timings import RunTimings
@@ -36,6 +38,7 @@ def both(run: RunTimings, env: EnvHistory, rule: Rule = RULE) -> tuple[Compariso
     read = as_read(env)
     quiet = quiet_comparison(run, read, rule, {}, new_slow=1.0, change_rule=change_rule(rule))
     assert quiet is not None, "the quiet comparison stepped aside"
+    quiet = with_compilation(quiet, scope_of(run, read, rule.time, rule.min_samples))
     full = compare(run, env, rule)  # in memory: no stored summary, so numpy all the way
     return quiet, full
 
@@ -48,7 +51,7 @@ def scaled(calls: Mapping[str, float], factor: float) -> dict[str, float]:
     ("case", "now", "runs"),
     [
         pytest.param("unchanged", FAST, 12, id="unchanged"),
-        pytest.param("a third slower runner", scaled(FAST, 4 / 3), 12, id="slower-runner"),
+        pytest.param("a tenth slower runner", scaled(FAST, 1.1), 12, id="slower-runner"),
         pytest.param("few runs", scaled(FAST, 1.1), 3, id="three-runs"),
     ],
 )
@@ -60,8 +63,21 @@ def test_the_quiet_comparison_is_the_full_comparison(
     assert quiet.to_json() == full.to_json()
     assert len(quiet.suite_history) == runs
     assert quiet.compared == len(now)
-    if case == "a third slower runner":
-        assert quiet.speed == pytest.approx(4 / 3, rel=0.02)
+    if case == "a tenth slower runner":
+        assert quiet.speed == pytest.approx(1.1, rel=0.02)
+        assert quiet.regressions == []  # below --perf-threshold: no suite finding
+
+
+def test_a_third_slower_runner_is_one_suite_finding_the_full_comparison_makes() -> None:
+    env = history([FAST] * 12, warmup=True)
+    run = run_of(scaled(FAST, 4 / 3), 99, warmup=True)
+    assert (
+        quiet_comparison(run, as_read(env), RULE, {}, new_slow=1.0, change_rule=change_rule(RULE))
+        is None
+    )
+    full = compare(run, env, RULE)
+    assert [(f.kind, f.corrected) for f in full.regressions] == [("session", None)]
+    assert full.speed == pytest.approx(4 / 3, rel=0.02)
 
 
 def test_new_and_missing_tests_are_the_same_either_way() -> None:
@@ -72,12 +88,19 @@ def test_new_and_missing_tests_are_the_same_either_way() -> None:
     assert quiet.to_json() == full.to_json()
 
 
-def test_a_suite_total_over_the_floors_is_a_finding_either_way() -> None:
+def test_a_suite_total_over_the_floors_is_left_to_the_full_comparison_which_finds_it() -> None:
+    """Its noise is judged against the same tests' totals in each baseline run, which
+    only the samples (numpy) give: the quiet comparison steps aside."""
     many = {f"t_{i:03d}.py::test": 0.05 for i in range(40)}  # each below min_duration
     env = history([many] * 12)
-    quiet, full = both(run_of(scaled(many, 1.5), 99), env)
-    assert [f.kind for f in quiet.regressions] == ["session"]
-    assert quiet.to_json() == full.to_json()
+    run = run_of(scaled(many, 1.5), 99)
+    read = as_read(env)
+    rule = RULE
+    assert (
+        quiet_comparison(run, read, rule, {}, new_slow=1.0, change_rule=change_rule(rule)) is None
+    )
+    full = compare(run, env, rule)
+    assert [f.kind for f in full.regressions] == ["session"]
 
 
 def test_a_suite_slowed_by_its_own_processes_contention_is_no_finding_a_slower_runner_is() -> None:
@@ -90,9 +113,8 @@ def test_a_suite_slowed_by_its_own_processes_contention_is_no_finding_a_slower_r
     assert quiet.speed == pytest.approx(1.4, rel=0.02)
     assert quiet.regressions == []
     assert quiet.to_json() == full.to_json()
-    quiet, full = both(slower, env)  # the same layout: a slower runner shows, once
-    assert [(f.kind, f.corrected) for f in quiet.regressions] == [("session", None)]
-    assert quiet.to_json() == full.to_json()
+    full = compare(slower, env, RULE)  # the same layout: a slower runner shows, once
+    assert [(f.kind, f.corrected) for f in full.regressions] == [("session", None)]
 
 
 def test_a_run_spread_unlike_the_baseline_names_both_layouts_either_way() -> None:

@@ -25,8 +25,11 @@ RERUN_ATTR = "rerun"
 # On the final reports of a repeated new test (``--flaky-new-runs``): how many times it ran.
 NEW_RUNS_ATTR = "pytest_accel_new_runs"
 # On a test's teardown report where the suite uses JAX (perf.compiles): its XLA
-# compilations, their seconds, and the persistent cache's hits and misses.
+# compilations, their seconds, the persistent cache's hits and misses, and how many of
+# the compilations were of a function it had compiled already;
 COMPILES_ATTR = "pytest_accel_compiles"
+# on its call report: the seconds of the call that were compiling.
+CALL_COMPILE_ATTR = "pytest_accel_call_compile"
 # ... and each run's outcome, in order ("passed" or a failing phase's outcome).
 NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
 
@@ -40,6 +43,12 @@ def interrupted(record: Mapping[str, Any]) -> bool:
     """A checked record of a run that was interrupted (Ctrl-C, SIGTERM): it holds a part
     of the suite, so it adds nothing to a baseline or a history."""
     return int(record["run"].get("exitstatus", 0)) == EXIT_INTERRUPTED
+
+
+def is_subtest(report: object) -> bool:
+    """A subtest's report (``unittest``'s ``subTest`` or pytest's ``subtests``
+    fixture): a part of its test's call, reported while the call runs."""
+    return getattr(report, "context", None) is not None and hasattr(report, "when")
 
 
 PHASES = ("setup", "call", "teardown")

@@ -10,6 +10,7 @@ from typing import Any
 from pytest_accel.perf.options import RULE_FLAGS, rule_from
 from pytest_accel.perf.options import option as perf_option
 from pytest_accel.perf.rule import Rule
+from pytest_accel.perf.timings import TIMES
 from pytest_accel.settings import count_value
 
 EXIT_OK = 0
@@ -85,6 +86,8 @@ def add_rule_options(parser: argparse.ArgumentParser) -> None:
         extra: dict[str, Any] = {}
         if flag == "--perf-normalize":
             extra["choices"] = ("on", "off")
+        elif flag == "--perf-time":
+            extra["choices"] = TIMES
         group.add_argument(
             cli_flag(flag), default=None, metavar=spec.metavar, help=spec.help, **extra
         )

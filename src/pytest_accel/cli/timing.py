@@ -157,7 +157,7 @@ def baseline(args: argparse.Namespace) -> int:
     )
     check_writable(args.into)
     if args.records:
-        folded = fold_records(args.records, args.into, args.window)
+        folded = fold_records(args.records, args.into, args.window, rule_of(args).time)
         for note in folded.notes:
             sys.stderr.write(one_line(f"pytest-accel: note: {note}") + "\n")
         envs = folded.baseline.envs

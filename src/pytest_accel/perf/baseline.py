@@ -46,7 +46,7 @@ from pytest_accel.perf.samples import (
     expected_durations,
     has_sample,
 )
-from pytest_accel.perf.timings import RunIdentity, RunTimings
+from pytest_accel.perf.timings import TIMES, RunIdentity, RunTimings, judged_on
 
 __all__ = [
     "ANY_ENV",
@@ -115,9 +115,18 @@ def _parse_env(path: str, where: str, value: Any, encoding: str) -> EnvHistory:
     if not isinstance(accepted, list) or not all(isinstance(a, dict) for a in accepted):
         raise InputError(path, f"{where}.accepted: expected a list of objects")
     env.accepted = accepted
-    if raw.get("summary") is not None:
-        env._summary = _parse_summary(path, f"{where}.summary", raw["summary"])
+    summary = raw.get("summary")
+    if summary is not None:
+        parsed = _parse_summary(path, f"{where}.summary", summary)
+        # An older release's noise of a short history is not this one's: derived anew.
+        if not isinstance(summary, dict) or summary.get("revision") == SUMMARY_REVISION:
+            env._summary = parsed
     return env
+
+
+# How the summary's numbers are derived: 2, the noise of a history shorter than
+# ``rule.SHORT_HISTORY`` runs is their plain spread, at least ``rule.SHORT_NOISE_FLOOR``.
+SUMMARY_REVISION = 2
 
 
 def _parse_summary(path: str, where: str, value: Any) -> Summary:
@@ -165,6 +174,17 @@ def _parse_run(
         parse_utc_timestamp(path, f"{where}.started", started)
     identity = RunIdentity(entry.get("commit"), entry.get("branch"), started)
     layout = expect_text(path, f"{where}.layout", entry.get("layout"), optional=True)
+    basis = expect_text(path, f"{where}.time", entry.get("time", "wall"))
+    if basis not in TIMES:
+        raise InputError(
+            path, f"{where}.time: expected one of {', '.join(TIMES)}, got {basis!r:.40}"
+        )
+    compiling = entry.get("compile_seconds")
+    if compiling is not None:
+        expect_seconds(path, f"{where}.compile_seconds", compiling)
+    recompiles = expect_object(path, f"{where}.recompiles", entry.get("recompiles", {}))
+    for ident, count in recompiles.items():
+        expect_int(path, f"{where}.recompiles[{ident!r}]", count, minimum=0)
     values: dict[str, Values] = {}
     encoded: dict[str, bytes] = {}
     for kind in KINDS:
@@ -194,7 +214,14 @@ def _parse_run(
             for ident, sample in zip(ids[kind], column, strict=False):
                 if sample is not None:
                     expect_seconds(path, f"{where}.{kind}[{ident!r}]", sample)
-    return Run(identity, columns.Columns(values, encoded), layout)
+    return Run(
+        identity,
+        columns.Columns(values, encoded),
+        layout,
+        basis,
+        None if compiling is None else float(compiling),
+        dict(recompiles),
+    )
 
 
 def _checked_seconds(column: list[Any]) -> bool:
@@ -269,7 +296,16 @@ def add_run(env: EnvHistory, run: RunTimings, window: int) -> None:
         for ident, seconds in timings_of_kind.items():
             column[index[ident]] = round(seconds, 6)
         values[kind] = column
-    env.runs.append(Run(run.identity, columns.Columns(values), run.layout))
+    env.runs.append(
+        Run(
+            run.identity,
+            columns.Columns(values),
+            run.layout,
+            run.basis,
+            run.compile_seconds,
+            {t: n for t, n in (run.recompiles or {}).items() if n},
+        )
+    )
     del env.runs[:-window]
     _compact(env)
     env.changed()
@@ -319,6 +355,9 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
         {
             **run.identity.to_json(),
             "layout": run.layout,
+            **({"time": run.basis} if run.basis != "wall" else {}),
+            **({"compile_seconds": run.compile_seconds} if run.compile_seconds is not None else {}),
+            **({"recompiles": run.recompiles} if run.recompiles else {}),
             **{kind: columns.encode(run.values, kind) for kind in KINDS},
         }
         for run in env.runs
@@ -327,6 +366,7 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
         data["accepted"] = env.accepted
     summary = env.summary()
     data["summary"] = {
+        "revision": SUMMARY_REVISION,
         "runs": summary.runs,
         "speeds": summary.speeds,
         "totals": summary.totals,
@@ -349,6 +389,7 @@ def update_baseline_file(
     runs: Iterable[RunTimings],
     window: int,
     held: list[RunTimings] | None = None,
+    time: str = "execution",
 ) -> Baseline:
     """Add runs to the baseline at ``path`` (created if missing) under a file lock:
     read, add and atomic replace happen while holding it, so parallel jobs lose nothing.
@@ -367,10 +408,11 @@ def update_baseline_file(
 
     def add_runs(baseline: Baseline) -> None:
         baseline.window = window
-        for run in runs:
+        for measured in runs:
+            run = judged_on(measured, time)
             env = baseline.envs.setdefault(run.key, EnvHistory())
             if env.run_holding(run.identity, run.comparable(env.test_metric)) is not None:
-                held.append(run)  # folded in already: a second copy would count it twice
+                held.append(measured)  # folded in already: a second copy would count it twice
                 continue
             add_run(env, run, window)
         for env in baseline.envs.values():  # a smaller window trims every key

@@ -18,11 +18,15 @@ from typing import Any
 import pytest
 
 from pytest_accel.outcomes import (
+    CALL_COMPILE_ATTR,
     COMPILES_ATTR,
+    OUTCOME_RANK,
     PLATFORM_SKIP_PROPERTY,
     QUARANTINED_ATTR,
     RERUN_TEARDOWN_ATTR,
     Parents,
+    is_subtest,
+    phase_outcome,
     test_id,
     test_ids,
 )
@@ -226,6 +230,7 @@ class ResultsCollector:
             start=getattr(report, "start", 0.0),
             stop=getattr(report, "stop", 0.0),
             wasxfail=quarantined is None and hasattr(report, "wasxfail"),
+            compiling=getattr(report, CALL_COMPILE_ATTR, None),
         )
         rerun_teardown = getattr(report, RERUN_TEARDOWN_ATTR, None)
         if rerun_teardown:
@@ -236,20 +241,34 @@ class ResultsCollector:
         if self.complete:
             return self.table
         self.complete = True
-        reports = [
-            report
-            for group in self.stats.values()
-            for report in group
-            if isinstance(report, pytest.TestReport)
-        ]
+        reports: list[pytest.TestReport] = []
+        subtests: list[pytest.TestReport] = []
+        for group in self.stats.values():
+            for report in group:
+                if isinstance(report, pytest.TestReport):
+                    (subtests if is_subtest(report) else reports).append(report)
         starts = _chronological(reports)
         collections = self.config.stash.get(pauses_key, None)
         if not self.relayed and collections is not None and collections.pauses:
             self.pauses[None] = collections.pauses
         rows = self._fold(reports)
+        self._fold_subtests(subtests, rows)
         if self.pauses:
             self._place_pauses(reports, starts, rows)
         return self.table
+
+    def _fold_subtests(self, subtests: list[pytest.TestReport], rows: dict[str, int]) -> None:
+        """A subtest (``self.subTest``, pytest's ``subtests``) is a part of its test's
+        call, which its time is in already: only a failing one counts, as the test's
+        outcome."""
+        table = self.table
+        for report in subtests:
+            row = rows.get(report.nodeid)
+            if row is None or report.outcome == "passed":
+                continue
+            result = phase_outcome("call", report.outcome, hasattr(report, "wasxfail"))
+            if OUTCOME_RANK[result] > OUTCOME_RANK[table.outcomes[row]]:
+                table.outcomes[row] = result
 
     def _place_pauses(
         self, reports: list[pytest.TestReport], starts: list[float], rows: dict[str, int]

@@ -37,7 +37,9 @@ from pytest_accel.perf.causes import (
 )
 from pytest_accel.perf.changes import change_rule, current_level, find_steps
 from pytest_accel.perf.columns import Values
+from pytest_accel.perf.compilation import with_compilation
 from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
+from pytest_accel.perf.layouts import same_layout, scope_of
 from pytest_accel.perf.quiet import (
     Compared,
     module_path_of,
@@ -69,20 +71,28 @@ def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]
     """The changes the baseline's own runs show, its newest run taken as this one: per
     change, the kind of samples it is in (``tests``, ``classes``, ...), its row there
     and the change.  What ``baseline --accept`` accepts and a report of a baseline alone
-    draws."""
+    draws.  Only the runs timed and laid out as the newest one are searched
+    (``perf.layouts``); a change's ``runs`` counts every run from its start."""
     if len(env.runs) < 2:
         return []
     import numpy as np
 
+    newest = env.runs[-1]
+    kept = [
+        i
+        for i, run in enumerate(env.runs)
+        if run.basis == newest.basis and same_layout(run.layout, newest.layout)
+    ]
+    alike = env if len(kept) == len(env.runs) else env.with_runs(kept)
     found: list[tuple[str, int, Change]] = []
     for kind, name in KIND_OF_FINDING.items():
-        ids, matrix = env.matrix(name)
+        ids, matrix = alike.matrix(name)
         if not ids:
             continue
         steps = find_steps(matrix, change_rule(rule))
         for row in np.flatnonzero(steps.found):
-            runs = int(steps.runs[row])
-            since = env.runs[len(env.runs) - runs].identity
+            start = kept[len(kept) - int(steps.runs[row])]
+            since, runs = env.runs[start].identity, len(env.runs) - start
             before, after = float(steps.before[row]), float(steps.after[row])
             found.append((name, int(row), Change(kind, ids[row], before, after, runs, since)))
     return found
@@ -96,19 +106,31 @@ def compare(
     *,
     new_slow: float = 1.0,
 ) -> Comparison:
-    """Compare ``run`` with the baseline's runs ``env`` of the same hardware key."""
+    """Compare ``run`` with the baseline's runs ``env`` of the same hardware key: on
+    execution time where the suite uses JAX (``rule.time``), with the runs timed and
+    laid out as it was (``perf.layouts``)."""
     overrides = overrides or {}
+    scope = scope_of(run, env, rule.time, rule.min_samples)
+    run, env = scope.run, scope.env
+    if not env.runs and scope.left_out_time:  # all of them timed the other way: say so
+        return with_compilation(Comparison(run.key), scope)
     timed = Compared(run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True))
     # A record folded in already is not a second sample of itself (a record given as
     # its own baseline, one run, is compared with itself, as asked).
     held = env.run_holding(run.identity, timed.tests) if len(env.runs) > 1 else None
     if held is not None:
         env = env.without_run(held)
-    quiet = quiet_comparison(
-        run, env, rule, overrides, new_slow=new_slow, change_rule=change_rule(rule), timed=timed
+    quiet = (
+        quiet_comparison(
+            run, env, rule, overrides, new_slow=new_slow, change_rule=change_rule(rule), timed=timed
+        )
+        # Its screen for changes looks at every run: fine where change detection does
+        # too, or where it has no run of this layout to look at.
+        if not scope.change_runs
+        else None
     )
     if quiet is not None:
-        return quiet
+        return with_compilation(quiet, scope)
     import numpy as np
 
     summary = env.summary()
@@ -117,7 +139,7 @@ def compare(
         result, run, env, summary, overrides=overrides, new_slow=new_slow, timed=timed
     )
     result.suite_history = suite_history(env, summary)
-    setting = _Setting(env, run, rule, summary=summary)
+    setting = _Setting(env, run, rule, summary=summary, change_runs=scope.change_runs)
     test_inputs = _inputs(setting, "test", compared, env.matrix("tests"))
     speed = speeds = None
     if rule.normalize:
@@ -128,7 +150,7 @@ def compare(
         speeds = None if all(s == 1.0 for s in every) else np.array(every)
     if speed is not None or speeds is not None:
         result.speed = speed or 1.0
-        setting = _Setting(env, run, rule, speed, speeds, summary)
+        setting = replace(setting, speed=speed, run_speeds=speeds)
     tests = _judge(setting, "test", test_inputs, overrides)
     if speeds is not None:
         result.changes += _suite_change(setting, tests, speeds)
@@ -145,7 +167,7 @@ def compare(
     result.regressions.sort(key=lambda f: (-f.ratio, f.kind, f.id))
     result.improvements.sort(key=lambda f: (f.ratio, f.kind, f.id))
     result.changes.sort(key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id))
-    return result
+    return with_compilation(result, scope)
 
 
 def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[Judged]:
@@ -168,9 +190,13 @@ def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[
         )
     )
     usual = usual_layout(env)
-    if usual is not None and run.layout is not None and run.layout != usual:
+    if not same_layout(run.layout, usual):
         result.layout, result.baseline_layout = run.layout, usual
         result.unconfirmed = confirmed_by_groups(tests, [classes, modules], class_of, module_of)
+        # Too few runs of this layout to compare a group with (``perf.layouts``): its
+        # processes' contention moves every total, compute-bound ones most (2x on two
+        # cores under -n 2), so the groups only confirm their tests' findings.
+        classes.findings, modules.findings = [], []
     _collect(result, tests)
     # A group is reported only where what it holds does not explain it: a class by its
     # tests, a module by its tests and classes, the suite by all of them.
@@ -192,6 +218,8 @@ class _Setting:
     speed: float | None = None
     run_speeds: FloatArray | None = None  # each run's speed, this one last (speed.py)
     summary: Summary | None = None  # medians, centres and noise of tests and warm-ups
+    # The runs change detection looks at (positions in ``env.runs``; None: all of them).
+    change_runs: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -283,8 +311,13 @@ def _judge(
     if speed is not None:  # explains findings away, never makes one
         corrected = verdict(current / speed)
         regressed, improved = regressed & corrected.regressed, improved & corrected.improved
-    series = np.concatenate([samples, current[:, None]], axis=1)
-    steps = unexplained_steps(series, change_rule(rule), setting.run_speeds)
+    columns = setting.change_runs
+    if columns is None:
+        series, run_speeds = np.concatenate([samples, current[:, None]], axis=1), setting.run_speeds
+    else:  # the runs of this run's layout only: a switch of layout is not a change
+        series = np.concatenate([samples[:, list(columns)], current[:, None]], axis=1)
+        run_speeds = None if setting.run_speeds is None else setting.run_speeds[[*columns, -1]]
+    steps = unexplained_steps(series, change_rule(rule), run_speeds)
     judged = Judged(
         present, current, medians, inputs.noise, series, regressed, improved, steps, [], []
     )
@@ -344,8 +377,9 @@ def _summarised(
 def _since(setting: _Setting, runs: int) -> RunIdentity:
     """The run where a change of ``runs`` runs (this one included) began."""
     env = setting.env
-    cut = len(env.runs) + 1 - runs
-    return env.runs[cut].identity if cut < len(env.runs) else setting.run.identity
+    columns = range(len(env.runs)) if setting.change_runs is None else setting.change_runs
+    cut = len(columns) + 1 - runs
+    return env.runs[columns[cut]].identity if cut < len(columns) else setting.run.identity
 
 
 def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[Change]:
@@ -387,6 +421,28 @@ def _collect(result: Comparison, judged: Judged) -> None:
     result.changes += judged.changes
 
 
+def _run_levels(kinds: list[Judged]) -> list[float]:
+    """Each baseline run's level for the suite total: the log of its samples of the
+    tests compared here over those tests' medians (a run that lacks some is measured on
+    the ones it has)."""
+    import numpy as np
+
+    sums = np.zeros(0)
+    expected = np.zeros(0)
+    for judged in kinds:
+        samples = judged.series[:, :-1]  # the baseline's runs, this one left out
+        if not samples.size:
+            continue
+        present = ~np.isnan(samples)
+        took = np.where(present, samples, 0.0).sum(axis=0)
+        would = np.where(present, judged.medians[:, None], 0.0).sum(axis=0)
+        sums = took if not sums.size else sums + took
+        expected = would if not expected.size else expected + would
+    with np.errstate(all="ignore"):
+        levels = np.log(sums / expected)
+    return [float(v) for v in levels.tolist() if np.isfinite(v)]
+
+
 def _judge_suite(result: Comparison, kinds: list[Judged], groups: list[Judged], rule: Rule) -> None:
     """The suite total of ``kinds`` (the tests), on raw timings (a slower runner shows
     here, once), where the findings of the tests and of ``groups`` do not explain it."""
@@ -402,7 +458,7 @@ def _judge_suite(result: Comparison, kinds: list[Judged], groups: list[Judged], 
     accounted += sum(c.after - c.before for k in (*kinds, *groups) for c in k.changes)
     # ... and a change of the suite itself (the runner's speed over runs) says it already.
     accounted += sum(c.after - c.before for c in result.changes if c.kind == "session")
-    verdict = suite_finding(result, count, accounted, rule)
+    verdict = suite_finding(result, count, accounted, rule, _run_levels(kinds))
     if verdict is not None:
         what, finding = verdict
         (result.regressions if what == "regression" else result.improvements).append(finding)

@@ -1,22 +1,31 @@
-"""How many times each test made XLA compile, where the suite uses JAX.
+"""How much of each test's time was JAX compiling, where the suite uses JAX.
 
 Nothing here imports jax: once collection is done (the test modules imported what they
-use), a suite that imported jax gets a ``jax.monitoring`` listener that counts backend
-compilations, and two per-test hooks that say which test they belong to.  A suite
-without jax pays nothing per test.  The count rides on the test's last (teardown)
-report, so pytest-xdist carries it from a worker; the record keeps it
-(``tests.compiles``).  It is the first piece of compile-aware timing: a test that ran on
-an accelerator and compiled nothing is a candidate for the CPU tier (docs/cost.md).
+use), or at the first test after one that imported it, a suite that uses jax gets
+``jax.monitoring`` listeners, and per-test hooks that say which test and which phase
+they belong to.  A suite without jax pays a dict lookup per test.
+
+Per test it keeps the compile steps' spans (tracing, lowering to MLIR, the backend's
+compile) and counts the backend compilations, the functions compiled more than once
+(``recompiles``) and the persistent cache's hits and misses.  Seconds are the *union*
+of the spans: JAX traces a jitted function called inside another one within the outer
+trace, and summing both would count that time twice.  The call's share rides on the
+call report (what ``timings.without_compiles`` takes out of the judged call), the
+test's whole tally on its teardown report; pytest-xdist carries both from a worker.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from pytest_accel.outcomes import COMPILES_ATTR
+from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR
+from pytest_accel.perf.pauses import FullCollections, Pause
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 # Tracing, lowering to MLIR and the backend's compile: a test's compilation seconds.
@@ -32,38 +41,105 @@ CACHE_MISS = "/jax/compilation_cache/cache_misses"
 PER_TEST = "pytest_accel:compiles_per_test"
 
 
-class CompileCounter:
-    """Registered wherever tests run, with the timing feature; listens only if the
-    suite imported jax.  Per test: ``[compilations, seconds, cache hits, cache misses]``
-    (the persistent compilation cache's; 0 and 0 where it is off)."""
+def covered_seconds(spans: list[tuple[float, float]], pauses: Sequence[Pause] = ()) -> float:
+    """The seconds ``spans`` (start, end) cover, each instant once: nested steps (a
+    jitted function traced inside another's trace) are not counted twice.  Full garbage
+    collections within them (``pauses``: start, seconds) are left out: those are
+    ``perf.pauses``'s, taken out of the judged time on their own."""
+    merged: list[list[float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    covered = sum(end - start for start, end in merged)
+    if merged:
+        first = merged[0][0]
+        for when, seconds in reversed(pauses):  # newest first: only this test's matter
+            if when + seconds < first:
+                break
+            covered -= sum(
+                max(0.0, min(end, when + seconds) - max(start, when)) for start, end in merged
+            )
+    return max(covered, 0.0)
+
+
+class CompileTally:
+    """One test's compile activity so far."""
 
     def __init__(self) -> None:
-        self.current: str | None = None
-        self.tally: list[float] = [0, 0.0, 0, 0]
-        self.monitoring: Any = None
+        self.spans: list[tuple[float, float]] = []
+        self.functions: Counter[str] = Counter()  # backend compilations per function name
+        self.hits = 0
+        self.misses = 0
+        self.call_from = 0  # the first span of the call phase
 
-    def heard(self, event: str, duration_secs: float, **_: str | int) -> None:
+    def summary(self, pauses: Sequence[Pause] = ()) -> list[float]:
+        """``[compilations, seconds, cache hits, cache misses, recompiles]``; recompiles:
+        compilations of a function this test had compiled already (new shapes, new
+        static arguments, or a new function object each call)."""
+        count = sum(self.functions.values())
+        seconds = round(covered_seconds(self.spans, pauses), 6)
+        return [count, seconds, self.hits, self.misses, count - len(self.functions)]
+
+
+class CompileCounter:
+    """Registered wherever tests run, with the timing feature; listens only if the
+    suite imported jax."""
+
+    def __init__(self, collections: FullCollections | None = None) -> None:
+        self.current: str | None = None
+        self.tally = CompileTally()
+        self.monitoring: Any = None
+        self.collections = collections  # the full collections, timed (perf.pauses)
+        self.config: pytest.Config | None = None
+        self.broken = False  # jax is there, its monitoring is not
+
+    @property
+    def pauses(self) -> Sequence[Pause]:
+        return () if self.collections is None else self.collections.pauses
+
+    def heard(self, event: str, duration_secs: float, **facts: str | int) -> None:
         if self.current is None or event not in COMPILE_STEPS:
             return
-        self.tally[1] += duration_secs
+        end = time.time()  # JAX times its steps by this clock, and so do the pauses
+        self.tally.spans.append((end - duration_secs, end))
         if event == BACKEND_COMPILE:
-            self.tally[0] += 1
+            self.tally.functions[str(facts.get("fun_name", "?"))] += 1
 
     def heard_event(self, event: str, **_: str | int) -> None:
-        if self.current is not None and event in (CACHE_HIT, CACHE_MISS):
-            self.tally[2 if event == CACHE_HIT else 3] += 1
+        if self.current is None:
+            return
+        if event == CACHE_HIT:
+            self.tally.hits += 1
+        elif event == CACHE_MISS:
+            self.tally.misses += 1
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if "jax" not in sys.modules or self.monitoring is not None:
+        self._listen(session.config)
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        # A suite that imports jax in a test or a fixture, not at collection: counted
+        # from the test after the one that imported it (this one: the per-test hooks
+        # registered now are first called for its reports).
+        if self.monitoring is None and "jax" in sys.modules and self.config is not None:
+            self._listen(self.config)
+            if self.monitoring is not None:
+                self.current, self.tally = nodeid, CompileTally()
+
+    def _listen(self, config: pytest.Config) -> None:
+        self.config = config
+        if "jax" not in sys.modules or self.monitoring is not None or self.broken:
             return
         try:
             from jax import monitoring
         except Exception:  # a jax too old for monitoring, or broken: count nothing
+            self.broken = True
             return
         monitoring.register_event_duration_secs_listener(self.heard)
         monitoring.register_event_listener(self.heard_event)
         self.monitoring = monitoring
-        session.config.pluginmanager.register(_PerTest(self), PER_TEST)
+        config.pluginmanager.register(_PerTest(self), PER_TEST)
 
     def pytest_unconfigure(self) -> None:
         if self.monitoring is not None:  # in-process runs (pytester) leave none behind
@@ -77,10 +153,17 @@ class _PerTest:
         self.counter = counter
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.counter.current, self.counter.tally = nodeid, [0, 0.0, 0, 0]
+        self.counter.current, self.counter.tally = nodeid, CompileTally()
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the report on
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "teardown" and report.nodeid == self.counter.current:
-            count, seconds, hits, misses = self.counter.tally
-            setattr(report, COMPILES_ATTR, [int(count), round(seconds, 6), int(hits), int(misses)])
+        tally = self.counter.tally
+        if report.nodeid != self.counter.current:
+            return
+        if report.when == "setup":  # the setup is over: what follows is the call's
+            tally.call_from = len(tally.spans)
+        elif report.when == "call":
+            seconds = covered_seconds(tally.spans[tally.call_from :], self.counter.pauses)
+            setattr(report, CALL_COMPILE_ATTR, round(seconds, 6))
+        elif report.when == "teardown":
+            setattr(report, COMPILES_ATTR, tally.summary(self.counter.pauses))

@@ -36,6 +36,8 @@ class Finding:
     z: float | None = None
     corrected: float | None = None  # the ratio after the runner-speed correction, if any
     warmup: bool = False  # a test that ran first in its process, judged against such runs
+    # Judged on execution time: the seconds this run spent compiling beside it (JAX).
+    compiling: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -51,7 +53,56 @@ class Finding:
             data["corrected_ratio"] = round(self.corrected, 4)
         if self.warmup:
             data["warmup"] = True
+        if self.compiling is not None:
+            data["compiling"] = round(self.compiling, 6)
         return data
+
+
+@dataclass(frozen=True)
+class Recompiled:
+    """A test that compiles a function it had compiled already more often than in any
+    baseline run: a jitted function retraced on every call (a new closure, a static
+    argument that changes, a Python scalar where an array was)."""
+
+    id: str
+    current: int  # its recompilations in this run
+    baseline: int  # the most any baseline run had
+    samples: int  # the baseline runs that ran it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "test",
+            "id": self.id,
+            "current": self.current,
+            "baseline": self.baseline,
+            "samples": self.samples,
+        }
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """The run's compilation against the baseline runs of its layout (JAX)."""
+
+    seconds: float
+    baseline: float | None  # their median (None: none of them kept it)
+    samples: int
+    grew: bool  # a finding: compile time grew (``compilation.COMPILE_GROWTH``)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline is None:
+            return None
+        return self.seconds / self.baseline if self.baseline > 0 else float("inf")
+
+    def to_json(self) -> dict[str, Any]:
+        ratio = self.ratio
+        return {
+            "seconds": round(self.seconds, 6),
+            "baseline": None if self.baseline is None else round(self.baseline, 6),
+            "ratio": None if ratio is None or ratio == float("inf") else round(ratio, 4),
+            "samples": self.samples,
+            "grew": self.grew,
+        }
 
 
 @dataclass(frozen=True)
@@ -108,6 +159,17 @@ class Comparison:
     suite_history: list[tuple[str, float]] = field(default_factory=list)
     found: bool = True  # whether the baseline has the hardware key
     available_envs: list[str] = field(default_factory=list)  # its keys, when it has not
+    time: str = "wall"  # what the timings were judged on: "execution" or "wall"
+    # The baseline's runs left out: timed on the other basis; of other layouts (where
+    # enough of this run's own were there).  ``change_runs``: where too few were, the
+    # runs of this layout change detection looked at (None: all).
+    left_out_time: int = 0
+    left_out_layout: int = 0
+    change_runs: int | None = None
+    recompiled: list[Recompiled] = field(default_factory=list)
+    # Whether recompilations were judged: JAX in use, and baseline runs of this layout.
+    recompiles_judged: bool = False
+    compilation: Compilation | None = None
 
     @property
     def slowdowns(self) -> list[Change]:
@@ -115,8 +177,9 @@ class Comparison:
 
     @property
     def alarms(self) -> int:
-        """What ``--perf-fail`` fails on: regressions and slowdown changes."""
-        return len(self.regressions) + len(self.slowdowns)
+        """What ``--perf-fail`` fails on: regressions, slowdown changes and tests that
+        recompile."""
+        return len(self.regressions) + len(self.slowdowns) + len(self.recompiled)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,4 +202,10 @@ class Comparison:
                 "history": [{"run": run, "total": round(t, 6)} for run, t in self.suite_history],
             },
             "available_envs": self.available_envs,
+            "time": self.time,
+            "left_out": {"time": self.left_out_time, "layout": self.left_out_layout},
+            "change_runs": self.change_runs,
+            "recompiled": [r.to_json() for r in self.recompiled],
+            "recompiles_judged": self.recompiles_judged,
+            "compilation": None if self.compilation is None else self.compilation.to_json(),
         }

@@ -15,8 +15,7 @@ from typing import Any
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.outcomes import EXIT_INTERRUPTED, interrupted
 from pytest_accel.perf.record import (
-    COMPILE_SECONDS,
-    COMPILES,
+    COMPILE_MAPS,
     GROUP_SECTIONS,
     PAUSES,
     PLATFORM_SKIPS,
@@ -90,7 +89,7 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     quarantined_in = [set(d["tests"].get(QUARANTINED, ())) for _, d in inputs]
     tests[QUARANTINED] = [n for n, (i, _) in rows.items() if n in quarantined_in[i]]
     # The per-test maps, each test's from the record whose run it keeps.
-    for name in ("attempts", PLATFORM_SKIPS, COMPILES, COMPILE_SECONDS):
+    for name in ("attempts", PLATFORM_SKIPS, *COMPILE_MAPS):
         if name != "attempts" and not any(name in d["tests"] for _, d in inputs):
             continue  # no input has it (no JAX): the merge has none either
         tests[name] = {

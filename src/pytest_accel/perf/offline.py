@@ -64,7 +64,7 @@ class Folded:
     notes: list[str]
 
 
-def fold_records(paths: Sequence[str], into: str, window: int) -> Folded:
+def fold_records(paths: Sequence[str], into: str, window: int, time: str = "execution") -> Folded:
     """Add records to the baseline file ``into``, oldest first.  An interrupted run adds
     nothing (as with --perf-update-baseline), nor does one the baseline holds already."""
     notes: list[str] = []
@@ -78,7 +78,7 @@ def fold_records(paths: Sequence[str], into: str, window: int) -> Folded:
     runs.sort(key=lambda pair: pair[1].identity.started or "")
     held: list[RunTimings] = []
     if runs:
-        baseline = update_baseline_file(into, [run for _, run in runs], window, held)
+        baseline = update_baseline_file(into, [run for _, run in runs], window, held, time)
     else:  # nothing to add: the file stays as it is, or is not made
         baseline = load_baseline(into) if os.path.exists(into) else Baseline({}, window)
     notes += [

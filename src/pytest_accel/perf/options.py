@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_accel.file_uses import FileUse
+from pytest_accel.perf.timings import TIMES
 from pytest_accel.settings import (
     ENV_KEY_OPTION,
     OptionGroup,
@@ -92,6 +93,13 @@ OPTIONS = OptionGroup(
             default="on",
         ),
         OptionSpec(
+            "--perf-time",
+            "What a test's time is: execution (default; where the suite uses JAX, its"
+            " compilation is taken out and judged apart) or wall (as measured).",
+            metavar="WHAT",
+            default="execution",
+        ),
+        OptionSpec(
             "--perf-new-slow",
             "Name a new test (no baseline yet) that took SECONDS or more (default 1.0).",
             metavar="SECONDS",
@@ -128,6 +136,7 @@ RULE_FLAGS = (
     "--perf-min-samples",
     "--perf-mad-k",
     "--perf-normalize",
+    "--perf-time",
 )
 
 
@@ -139,7 +148,7 @@ def option(flag: str) -> OptionSpec:
 class PerfOptions:
     record: str | None
     baseline: str | None
-    rule_settings: Mapping[str, float | int | bool]
+    rule_settings: Mapping[str, float | int | bool | str]
     top: int
     fail: bool
     update_baseline: bool
@@ -157,7 +166,7 @@ class PerfOptions:
 
 def rule_settings(
     values: Mapping[str, object], shown: Callable[[str], str] = str
-) -> dict[str, float | int | bool]:
+) -> dict[str, float | int | bool | str]:
     """Validated rule options keyed by ``Rule`` field, from values keyed by flag; only
     those that were given.  ``shown`` names a flag in errors as the user typed it (the
     command line tool's ``--threshold`` for ``--perf-threshold``)."""
@@ -166,11 +175,11 @@ def rule_settings(
         value = values.get(flag)
         return None if value is None else str(value)
 
-    settings: dict[str, float | int | bool] = {}
+    settings: dict[str, float | int | bool | str] = {}
     threshold = text("--perf-threshold")
     if threshold is not None:
-        settings["threshold"] = parse_positive_float(shown("--perf-threshold"), threshold)
-        if settings["threshold"] < 1:
+        ratio = settings["threshold"] = parse_positive_float(shown("--perf-threshold"), threshold)
+        if ratio < 1:
             raise usage_error(
                 f"{shown('--perf-threshold')}: {threshold!r} is below 1; a regression is a"
                 " ratio above 1"
@@ -192,10 +201,16 @@ def rule_settings(
         if mode not in ("on", "off"):
             raise choices_error(shown("--perf-normalize"), mode, ("on", "off"))
         settings["normalize"] = mode == "on"
+    time = text("--perf-time")
+    if time is not None:
+        what = time.strip().lower()
+        if what not in TIMES:
+            raise choices_error(shown("--perf-time"), what, TIMES)
+        settings["time"] = what
     return settings
 
 
-def build_rule(settings: Mapping[str, float | int | bool]) -> Rule:
+def build_rule(settings: Mapping[str, float | int | bool | str]) -> Rule:
     from pytest_accel.perf.rule import Rule
 
     return Rule(**settings)  # type: ignore[arg-type]

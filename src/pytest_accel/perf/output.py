@@ -15,7 +15,7 @@ from pytest_accel.github import (
     fit,
     mermaid_line_chart,
 )
-from pytest_accel.perf.findings import Change, Comparison, Finding
+from pytest_accel.perf.findings import Change, Comparison, Compilation, Finding, Recompiled
 from pytest_accel.text import one_line
 
 
@@ -37,6 +37,8 @@ def describe(finding: Finding) -> str:
         ratio += f" as measured, {finding.corrected:.2f}x for this runner's speed"
     if finding.warmup:
         basis += ", first in its process, as in them"
+    if finding.compiling is not None:
+        basis += f"; execution time, {finding.compiling:.3f}s compiling beside it"
     return one_line(
         f"{finding.kind} {finding.id}: {finding.current:.3f}s vs baseline"
         f" {finding.baseline:.3f}s ({ratio}, {basis})"
@@ -51,11 +53,34 @@ def describe_change(change: Change) -> str:
     )
 
 
+def describe_recompiled(found: Recompiled) -> str:
+    """``test t.py::a: 9 recompilation(s), at most 0 in 5 baseline run(s) ...``."""
+    return one_line(
+        f"test {found.id}: {found.current} recompilation(s) of functions it had compiled"
+        f" already, at most {found.baseline} in {found.samples} baseline run(s)"
+        " (a jitted function traced anew on every call?)"
+    )
+
+
+def describe_compilation(compilation: Compilation) -> str | None:
+    """``suite: 14.2s compiling vs 6.10s (2.33x) in the baseline runs of this layout``,
+    where compile time grew; None where it did not."""
+    if not compilation.grew or compilation.baseline is None:
+        return None
+    return one_line(
+        f"suite: {seconds(compilation.seconds)} compiling vs {seconds(compilation.baseline)}"
+        f" ({compilation.seconds / max(compilation.baseline, 1e-9):.2f}x) in the"
+        f" {compilation.samples} baseline run(s) of this layout"
+    )
+
+
 def alarm_count(comparison: Comparison) -> str:
     """``2 regression(s) and 1 slowdown change(s)``: what ``--perf-fail`` fails on."""
     parts = [f"{len(comparison.regressions)} regression(s)"]
     if comparison.slowdowns:
         parts.append(f"{len(comparison.slowdowns)} slowdown change(s)")
+    if comparison.recompiled:
+        parts.append(f"{len(comparison.recompiled)} recompiling test(s)")
     return " and ".join(parts)
 
 
@@ -73,6 +98,8 @@ def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--pe
         f"{len(comparison.missing)} missing",
         f"{comparison.compared} test(s) compared under {comparison.env}",
     ]
+    if comparison.recompiled:
+        parts.insert(2, f"{len(comparison.recompiled)} recompiling")
     line = "perf: " + ", ".join(parts)
     if comparison.speed != 1.0:
         line += f"; this run was {comparison.speed:.2f}x the baseline overall"
@@ -95,12 +122,16 @@ def terminal_rows(comparison: Comparison, top: int) -> list[str]:
     sections = [
         ("REGRESSION", [describe(f) for f in comparison.regressions]),
         ("CHANGED", [describe_change(c) for c in comparison.changes]),
+        ("RECOMPILED", [describe_recompiled(r) for r in comparison.recompiled]),
         ("improved  ", [describe(f) for f in comparison.improvements]),
         (
             "NEW SLOW",
             [f"test {t}: {seconds(s)} (no baseline yet)" for t, s in comparison.new_slow],
         ),
     ]
+    grew = None if comparison.compilation is None else describe_compilation(comparison.compilation)
+    if grew is not None:
+        sections.append(("COMPILE TIME", [grew]))
     rows: list[str] = []
     for label, lines in sections:
         rows += [one_line(f"{label} {line}") for line in lines[:top]]
@@ -123,7 +154,41 @@ def terminal_rows(comparison: Comparison, top: int) -> list[str]:
                 f" ({_first(comparison.unconfirmed)})"
             )
         )
-    return rows
+    return rows + scope_notes(comparison)
+
+
+def scope_notes(comparison: Comparison) -> list[str]:
+    """What the timings were judged on, and which baseline runs were left out, where
+    that is not simply all of them."""
+    notes = []
+    if comparison.left_out_time:
+        other = "wall" if comparison.time == "execution" else "execution"
+        notes.append(
+            f"time: judged on {comparison.time} time; {comparison.left_out_time} baseline"
+            f" run(s) timed on {other} time left out"
+        )
+    layout = comparison.layout or "unknown"
+    if comparison.left_out_layout:
+        notes.append(
+            f"layout: compared with the baseline's runs laid out as this one ({layout});"
+            f" {comparison.left_out_layout} run(s) of other layouts left out"
+        )
+    if comparison.layout is not None:
+        notes.append(
+            f"layout: too few baseline runs laid out as this one ({layout}; most were"
+            f" {comparison.baseline_layout}): tests judged if their class or module moved"
+            " too, classes, modules and the suite total not judged"
+        )
+    if comparison.change_runs is not None:
+        notes.append(
+            f"layout: changes over runs judged on the {comparison.change_runs} baseline run(s)"
+            f" laid out as this one ({layout}): a switch of layout is not a change"
+        )
+    if comparison.time == "execution" and not comparison.recompiles_judged:
+        notes.append(
+            f"recompilations: not judged; no baseline run was laid out as this one ({layout})"
+        )
+    return [one_line(note) for note in notes]
 
 
 def _first(ids: list[str], count: int = 3) -> str:
@@ -142,6 +207,9 @@ def workflow_commands(
         (f.kind, f.id, describe(f), "perf regression") for f in comparison.regressions
     ]
     alarms += [(c.kind, c.id, describe_change(c), "perf change") for c in comparison.slowdowns]
+    alarms += [
+        ("test", r.id, describe_recompiled(r), "recompilation") for r in comparison.recompiled
+    ]
     return [
         annotation("warning", text, locate(kind, ident), f"{title} ({kind})")
         for kind, ident, text, title in alarms[:limit]
@@ -159,12 +227,25 @@ def summary_section(
         totals = [total for _, total in comparison.suite_history] + [comparison.suite_now]
         title = f"Suite total per run, {comparison.env}"
         head += [*mermaid_line_chart(title, labels, totals, "seconds"), ""]
-    rows = [_row("regression", f, f"{f.samples} samples") for f in comparison.regressions]
+    head += [escape_cell(note) + "  " for note in scope_notes(comparison)]
+    rows = [_row("regression", f, _evidence(f)) for f in comparison.regressions]
     rows += [
         _row("change", c, f"since {escape_cell(c.since.describe())}, {c.runs} runs")
         for c in comparison.changes
     ]
-    rows += [_row("improvement", f, f"{f.samples} samples") for f in comparison.improvements]
+    rows += [
+        f"| recompiled | test | {escape_cell(r.id)} | {r.baseline} | {r.current} | |"
+        f" recompilations, most of {r.samples} baseline runs |"
+        for r in comparison.recompiled
+    ]
+    grew = None if comparison.compilation is None else describe_compilation(comparison.compilation)
+    if grew is not None and comparison.compilation is not None:
+        c = comparison.compilation
+        rows.append(
+            f"| compile time | session | suite | {c.baseline or 0:.3f} | {c.seconds:.3f} |"
+            f" {c.ratio or 0:.2f}x | median of {c.samples} runs of this layout |"
+        )
+    rows += [_row("improvement", f, _evidence(f)) for f in comparison.improvements]
     rows += [
         f"| new, slow | test | {escape_cell(t)} | | {s:.3f} | | no baseline yet |"
         for t, s in comparison.new_slow
@@ -176,6 +257,13 @@ def summary_section(
         "| --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
     return Section(head, rows)
+
+
+def _evidence(finding: Finding) -> str:
+    text = f"{finding.samples} samples"
+    if finding.compiling is not None:
+        text += f"; execution time, {finding.compiling:.3f} s compiling beside it"
+    return text
 
 
 def _row(what: str, finding: Finding | Change, evidence: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
 from pytest_accel.perf.options import PerfOptions
+from pytest_accel.perf.pauses import pauses_key
 from pytest_accel.perf.pauses import register as register_pauses
 from pytest_accel.perf.record import RunInfo, check_record, encode_record, record_head
 from pytest_accel.perf.table import TimingTable
@@ -124,6 +126,13 @@ class PerfPlugin:
             shard=self.config.stash.get(shard_key, None),
             layout=layout_of(len(self.results.workers), [self.config.stash.get(shard_key, None)]),
         )
+        if table.compiles:
+            measured = replace(
+                measured,
+                compiling=table.compile_seconds(),
+                call_compiling=table.call_compile_seconds(),
+                recompiles=table.recompiles(),
+            )
         return without_pauses(measured, table.pauses)
 
     def _compare(self, run: RunTimings) -> Comparison | None:
@@ -169,6 +178,7 @@ class PerfPlugin:
             (f.kind, f.id, output.describe(f)) for f in comparison.regressions
         ]
         alarms += [(c.kind, c.id, output.describe_change(c)) for c in comparison.slowdowns]
+        alarms += [("test", r.id, output.describe_recompiled(r)) for r in comparison.recompiled]
         for kind, ident, text in alarms:
             where = self.location(kind, ident)
             path = where.path if where else str(self.options.baseline)
@@ -248,7 +258,9 @@ class PerfPlugin:
             with isolated(session, f"update the baseline {baseline}"):
                 from pytest_accel.perf.baseline import update_baseline_file
 
-                update_baseline_file(baseline, [run], self.options.window)
+                update_baseline_file(
+                    baseline, [run], self.options.window, time=self.options.rule.time
+                )
 
     def _add_sections(self, session: pytest.Session, head: dict[str, Any]) -> None:
         """The sections other features add to the record (``pytest_accel_record_sections``),
@@ -371,7 +383,8 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
     if not config.pluginmanager.has_plugin("dsession"):  # where tests run, not xdist's controller
         from pytest_accel.perf.compiles import CompileCounter
 
-        config.pluginmanager.register(CompileCounter(), "pytest_accel:compiles")
+        counter = CompileCounter(config.stash.get(pauses_key, None))
+        config.pluginmanager.register(counter, "pytest_accel:compiles")
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")

@@ -28,7 +28,8 @@ from pytest_accel.perf.causes import is_explained, usual_layout
 from pytest_accel.perf.changes import ChangeRule
 from pytest_accel.perf.columns import Values
 from pytest_accel.perf.findings import Comparison, Finding, Override
-from pytest_accel.perf.rule import LOG_FLOOR, Rule
+from pytest_accel.perf.layouts import same_layout
+from pytest_accel.perf.rule import LOG_FLOOR, Rule, plain_spread
 from pytest_accel.perf.samples import EnvHistory, Summary, has_sample
 from pytest_accel.perf.speed import current_speed, median, runner_speed
 from pytest_accel.perf.timings import RunTimings
@@ -159,26 +160,41 @@ def aligned(values: Values, index: Mapping[str, int], ids: list[str]) -> list[fl
 
 
 def suite_finding(
-    result: Comparison, count: int, accounted: float, rule: Rule
+    result: Comparison,
+    count: int,
+    accounted: float,
+    rule: Rule,
+    levels: Sequence[float] | None = None,
 ) -> tuple[str, Finding] | None:
     """The suite total's verdict (``result.suite_now`` against ``suite_then``), where
-    the findings (``accounted`` seconds of shift) do not explain it.  One sample has no
-    spread: the floors and the ratio decide.
+    the findings (``accounted`` seconds of shift) do not explain it.  The floors and the
+    ratio decide, and with ``min_samples`` baseline runs the z-score of its log ratio
+    against the plain spread of those runs' ``levels`` (each run's log total of the
+    tests compared, over the same tests' medians; one number per run: no outlier to
+    clip, and two runs at another level must widen it, not be dropped): judged on
+    execution time, a JAX suite's total is a few seconds of dispatch that moves 10% run
+    to run, and a shard's, half as many tests, more.
 
     The total is judged as measured: a slower runner shows here, once.  But a run spread
     over processes unlike the baseline's runs (``-n 2`` against serial runs) slows every
-    test by the processes' contention, not by anything in the code: there it must also
-    hold with the runner's speed divided out."""
+    test by the processes' contention, not by anything in the code, and by how much
+    depends on the test (compute-bound ones most): there the total is not judged."""
     now, then = result.suite_now, result.suite_then
-    if is_explained(now - then, accounted):
+    if result.layout is not None or is_explained(now - then, accounted):
         return None
     ratio = now / then if then > 0 else float("inf")
-    speed = result.speed if result.layout is not None else 1.0
-    corrected = None if speed == 1.0 else ratio / speed
-    finding = Finding("session", "suite total", then, now, ratio, count, corrected=corrected)
-    if _slower(now, then, rule) and _slower(now / speed, then, rule):
+    if levels is None:  # the baseline runs' whole totals, where the same tests are not known
+        levels = [log(total) for _, total in result.suite_history if total > 0]
+    spread = plain_spread(levels) if len(levels) >= rule.min_samples else 0.0
+    z = log(ratio) / spread if spread > 0 and 0 < ratio < float("inf") else None
+    if z is not None:
+        large = ratio >= rule.large_ratio or ratio * rule.large_ratio <= 1
+        if abs(z) <= rule.mad_k * (rule.large_k_factor if large else 1.0):
+            return None  # within the noise of the baseline runs' totals
+    finding = Finding("session", "suite total", then, now, ratio, count, z=z)
+    if _slower(now, then, rule):
         return "regression", finding
-    if _faster(now, then, rule) and _faster(now / speed, then, rule):
+    if _faster(now, then, rule):
         return "improvement", finding
     return None
 
@@ -299,7 +315,7 @@ def quiet_comparison(
             result.speed = speed or 1.0
     result.suite_history = suite_history(env, summary)
     usual = usual_layout(env)
-    if usual is not None and run.layout is not None and run.layout != usual:
+    if not same_layout(run.layout, usual):
         result.layout, result.baseline_layout = run.layout, usual
     warm = list(compared.warmups)
     warm_medians = aligned(summary.warmup_median, env.positions("warmup"), warm)
@@ -307,8 +323,6 @@ def quiet_comparison(
     if count:
         result.suite_now = fsum(current) + fsum(compared.warmups[i] for i in warm)
         result.suite_then = fsum(medians) + fsum(warm_medians)
-        verdict = suite_finding(result, count, 0.0, rule)
-        if verdict is not None:
-            what, finding = verdict
-            (result.regressions if what == "regression" else result.improvements).append(finding)
+        if suite_finding(result, count, 0.0, rule) is not None:
+            return None  # the full comparison judges it, against the same tests' runs
     return result

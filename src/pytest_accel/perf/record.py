@@ -51,6 +51,10 @@ QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (rea
 PLATFORM_SKIPS = "platform_skips"  # optional: {test: why} for tests our markers skipped
 COMPILES = "compiles"  # optional: {test: XLA compilations} where the suite used JAX
 COMPILE_SECONDS = "compile_seconds"  # optional: {test: seconds tracing, lowering, compiling}
+CALL_COMPILE_SECONDS = "call_compile_seconds"  # optional: {test: ... of them in its call}
+RECOMPILES = "recompiles"  # optional: {test: compilations of a function compiled already}
+# The per-test maps of compilation, where the suite used JAX (all of them or none).
+COMPILE_MAPS = (COMPILES, COMPILE_SECONDS, CALL_COMPILE_SECONDS, RECOMPILES)
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
@@ -127,7 +131,12 @@ def encode_record(
         QUARANTINED: table.quarantined_failures(),
         PLATFORM_SKIPS: table.platform_skip_reasons(),
         **(
-            {COMPILES: counts, COMPILE_SECONDS: table.compile_seconds()}
+            {
+                COMPILES: counts,
+                COMPILE_SECONDS: table.compile_seconds(),
+                CALL_COMPILE_SECONDS: table.call_compile_seconds(),
+                RECOMPILES: table.recompiles(),
+            }
             if (counts := table.compile_counts()) is not None
             else {}
         ),
@@ -178,6 +187,8 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         PLATFORM_SKIPS: expect_text,
         COMPILES: partial(expect_int, minimum=0),
         COMPILE_SECONDS: expect_seconds,
+        CALL_COMPILE_SECONDS: expect_seconds,
+        RECOMPILES: partial(expect_int, minimum=0),
     }
     for name, check in maps.items():
         found = maps[name] = expect_object(path, f"tests.{name}", tests.get(name, {}))
@@ -392,6 +403,10 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
             int(run.get("workers", 0)),
             [m.get("shard") for m in run.get("merged_from", ())] or [run.get("shard")],
         ),
+        compiling=tests.get(COMPILE_SECONDS) if COMPILES in tests else None,
+        # A record from before the call's share was kept: its call is all execution.
+        call_compiling=tests.get(CALL_COMPILE_SECONDS, {}) if COMPILES in tests else None,
+        recompiles=tests.get(RECOMPILES) if COMPILES in tests else None,
     )
     return without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
 

@@ -39,6 +39,10 @@ class Run:
     # kind is decoded when first asked for (``perf.columns``).
     values: Columns
     layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
+    basis: str = "wall"  # what its samples are: "execution" or "wall" (``timings.judged_on``)
+    compile_seconds: float | None = None  # its JAX compilation (None: none known)
+    # Per test, compilations of a function it had compiled already (where not 0).
+    recompiles: dict[str, int] = field(default_factory=dict)
 
     def sample(self, kind: str, row: int) -> float | None:
         """The sample of the id in ``row`` of ``kind`` (None: none in this run)."""
@@ -184,11 +188,12 @@ class EnvHistory:
 
     def without_run(self, index: int) -> EnvHistory:
         """The same key without one of its runs (a copy; this one is left as it is)."""
+        return self.with_runs([i for i in range(len(self.runs)) if i != index])
+
+    def with_runs(self, indices: list[int]) -> EnvHistory:
+        """The same key with only the runs at ``indices`` (a copy, oldest first)."""
         return EnvHistory(
-            self.test_metric,
-            self.ids,
-            self.runs[:index] + self.runs[index + 1 :],
-            self.accepted,
+            self.test_metric, self.ids, [self.runs[i] for i in indices], self.accepted
         )
 
     def samples(self, kind: str) -> dict[str, list[float]]:

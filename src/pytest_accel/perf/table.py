@@ -44,8 +44,11 @@ class TimingTable:
         self.earlier: dict[int, list[AttemptTuple]] = {}
         self.quarantined: set[int] = set()  # rows with a failure a quarantine list covered
         self.platform_skips: dict[int, str] = {}  # rows pytest-accel's markers skipped: why
-        # Where JAX is in use, each row's [compilations, seconds, cache hits, misses].
+        # Where JAX is in use, each row's [compilations, seconds, cache hits, misses,
+        # recompiles] (perf.compiles), and the seconds of its last attempt's call that
+        # were compiling.
         self.compiles: dict[int, list[float]] = {}
+        self.call_compiles: dict[int, float] = {}
 
     def __len__(self) -> int:
         return len(self.nodeids)
@@ -62,8 +65,8 @@ class TimingTable:
         return {self.nodeids[row]: why for row, why in self.platform_skips.items()}
 
     def add_compilation(self, row: int, tally: list[float]) -> None:
-        kept = self.compiles.setdefault(row, [0, 0.0, 0, 0])
-        for index, value in enumerate(tally[:4]):
+        kept = self.compiles.setdefault(row, [0, 0.0, 0, 0, 0])
+        for index, value in enumerate(tally[:5]):
             kept[index] += value
 
     def compile_counts(self) -> dict[str, int] | None:
@@ -76,18 +79,35 @@ class TimingTable:
         """Each test's seconds of tracing, lowering and compiling (where JAX is in use)."""
         return {self.nodeids[row]: round(tally[1], 6) for row, tally in self.compiles.items()}
 
+    def call_compile_seconds(self) -> dict[str, float]:
+        """The seconds of each test's call that were compiling (where JAX is in use)."""
+        return {
+            self.nodeids[row]: round(self.call_compiles.get(row, 0.0), 6) for row in self.compiles
+        }
+
+    def recompiles(self) -> dict[str, int]:
+        """Each test's compilations of a function it had compiled already (JAX in use)."""
+        return {
+            self.nodeids[row]: int(tally[4])
+            for row, tally in self.compiles.items()
+            if len(tally) > 4
+        }
+
     def compilation(self) -> dict[str, float | int] | None:
         """The run's compilation: how many, how long, the persistent cache's hits and
         misses, and the share of the tests' time it took (None without JAX)."""
         if not self.compiles:
             return None
-        count, seconds, hits, misses = (sum(t[i] for t in self.compiles.values()) for i in range(4))
+        count, seconds, hits, misses, repeated = (
+            sum(t[i] for t in self.compiles.values()) for i in range(5)
+        )
         total = sum(self.totals())
         return {
             "count": int(count),
             "seconds": round(seconds, 6),
             "cache_hits": int(hits),
             "cache_misses": int(misses),
+            "recompiles": int(repeated),
             "share": round(seconds / total, 4) if total > 0 else 0.0,
         }
 
@@ -149,6 +169,7 @@ class TimingTable:
         stop: float = 0.0,
         wasxfail: bool = False,
         pause: float = 0.0,
+        compiling: float | None = None,
     ) -> None:
         """Fold one report in; a report after a finished attempt starts the next one.
 
@@ -162,9 +183,12 @@ class TimingTable:
             self.outcomes[row] = "passed"
             self.setups[row] = self.calls[row] = self.teardowns[row] = 0.0
             self.pauses[row] = 0.0
+            self.call_compiles.pop(row, None)
         if when == "call":
             self.calls[row] += duration
             self.pauses[row] += pause
+            if compiling:
+                self.call_compiles[row] = self.call_compiles.get(row, 0.0) + compiling
         elif when == "setup":
             self.setups[row] += duration
         elif when == "teardown":

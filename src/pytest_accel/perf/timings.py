@@ -76,6 +76,19 @@ class RunTimings:
     partial_modules: frozenset[str] = frozenset()
     shard: str | None = None
     layout: str | None = None  # how the tests were spread over processes (``layout_of``)
+    # "execution": JAX compilation is taken out of every timing (``judged_on``);
+    # "wall": as measured.
+    basis: str = "wall"
+    # Where JAX is in use (``perf.compiles``), per test: the seconds it spent compiling,
+    # those of its call, and its compilations of a function it had compiled already.
+    compiling: Mapping[str, float] | None = None
+    call_compiling: Mapping[str, float] | None = None
+    recompiles: Mapping[str, int] | None = None
+
+    @property
+    def compile_seconds(self) -> float | None:
+        """The run's compilation, in seconds (None: the suite does not use JAX)."""
+        return None if self.compiling is None else round(sum(self.compiling.values()), 6)
 
     def metric(self, name: str) -> list[float]:
         return self.call if name == "call" else self.total
@@ -134,6 +147,44 @@ def without_pauses(run: RunTimings, pauses: Sequence[float]) -> RunTimings:
         ]
         groups.append(Groups(found.ids, totals, found.whole))
     return replace(run, call=call, total=total, classes=groups[0], modules=groups[1])
+
+
+TIMES = ("execution", "wall")  # what a timing is judged on (``Rule.time``)
+
+
+def judged_on(run: RunTimings, time: str) -> RunTimings:
+    """``run`` as it is judged and folded into a baseline: on ``execution`` (the default),
+    each test's JAX compilation (``perf.compiles``) taken out of its call and total, and
+    out of its class's and module's totals; on ``wall``, as measured.  Which test pays
+    for a shared function's compilation depends on what ran before it in its process,
+    so what is left moves with the code, not with the order or the xdist workers."""
+    compiling = run.compiling
+    if time != "execution" or compiling is None or run.basis == "execution":
+        return run
+    calls = run.call_compiling or {}
+    call, total = list(run.call), list(run.total)
+    by_group: list[dict[str, float]] = [{}, {}]
+    for row, ident in enumerate(run.ids):
+        seconds = compiling.get(ident, 0.0)
+        if not seconds:
+            continue
+        call[row] = max(call[row] - calls.get(ident, 0.0), 0.0)
+        total[row] = max(total[row] - seconds, 0.0)
+        for kept, column in zip(by_group, (run.cls, run.module), strict=True):
+            group = column[row]
+            if group is not None:
+                kept[group] = kept.get(group, 0.0) + seconds
+    groups = [
+        Groups(
+            found.ids,
+            [max(t - kept.get(g, 0.0), 0.0) for g, t in zip(found.ids, found.total, strict=True)],
+            found.whole,
+        )
+        for kept, found in zip(by_group, (run.classes, run.modules), strict=True)
+    ]
+    return replace(
+        run, call=call, total=total, classes=groups[0], modules=groups[1], basis="execution"
+    )
 
 
 def whole_groups(

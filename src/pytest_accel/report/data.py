@@ -96,6 +96,8 @@ class ReportData:
     runs: list[RunSummary] = field(default_factory=list)
     trends: list[Trend] = field(default_factory=list)
     more_findings: list[str] = field(default_factory=list)  # beyond TRENDS, one line each
+    # Recompiling tests, and which baseline runs the comparisons left out and why.
+    notes: list[str] = field(default_factory=list)
     tests: list[Row] = field(default_factory=list)
     classes: list[Row] = field(default_factory=list)
     modules: list[Row] = field(default_factory=list)
@@ -137,7 +139,7 @@ def build(
             comparison = None  # as a key the baseline lacks reads: no comparison
         data.runs.append(_summary(path, record, run, columns, comparison))
         if env is not None and comparison is not None:
-            _add_trends(data, run, env, comparison)
+            _add_trends(data, run, env, comparison, rule)
             data.suite_trend = data.suite_trend or _suite_trend(comparison)
         _add_slowest(data, run, record, columns)
         data.shards += _shards(path, record, run)
@@ -222,8 +224,17 @@ def _series(env: EnvHistory, kind: str, ident: str, now: float | None) -> list[f
     return [*(run.sample(kind, at) for run in env.runs), now]
 
 
-def _add_trends(data: ReportData, run: RunTimings, env: EnvHistory, comparison: Comparison) -> None:
+def _add_trends(
+    data: ReportData, run: RunTimings, env: EnvHistory, comparison: Comparison, rule: Rule
+) -> None:
     from pytest_accel.perf import output
+    from pytest_accel.perf.layouts import scope_of
+
+    # The runs and timings the comparison judged: execution time, this run's layout.
+    scope = scope_of(run, env, rule.time, rule.min_samples)
+    run, env = scope.run, scope.env
+    data.notes += ["RECOMPILED " + output.describe_recompiled(r) for r in comparison.recompiled]
+    data.notes += output.scope_notes(comparison)
 
     labels = [_label(r) for r in env.runs] + ["this run"]
     now = {

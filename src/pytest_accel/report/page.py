@@ -77,6 +77,10 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
                 f" change(s), {len(comparison.improvements)} improvement(s),"
                 f" {len(comparison.new)} new, {len(comparison.missing)} missing"
             )
+            if comparison.recompiled:
+                findings += f", {len(comparison.recompiled)} recompiling"
+            if comparison.time == "execution":
+                findings += "; judged on execution time"
         yield (
             f'<tr><td class="id">{escape(run.key)}</td><td class="id">'
             f"{escape((run.commit or '')[:12])}</td><td>{escape(run.started or '')}</td>"
@@ -96,6 +100,9 @@ def _findings(data: ReportData) -> Iterator[str]:
             '<p class="muted">No record given: the changes the baseline\'s own runs show,'
             " its newest run taken as the latest.</p>"
         )
+    for note in dict.fromkeys(data.notes):
+        cls = "slower" if note.startswith("RECOMPILED") else "muted"
+        yield f'<p class="{cls} id">{escape(note)}</p>'
     if not data.trends:
         compared = data.baseline_only or any(run.comparison is not None for run in data.runs)
         yield (

@@ -1,0 +1,104 @@
+"""Compilation judged apart from execution (where the suite uses JAX).
+
+A test's timing is judged on execution (``timings.judged_on``); what it compiled is
+judged here, on what does not move with the order of the tests:
+
+- a **recompilation regression**: a test compiles a function it had compiled already
+  (``perf.compiles``) at least ``RECOMPILE_RATIO`` times as often as in any baseline
+  run that ran it, and ``RECOMPILE_MARGIN`` more times.  That is a jitted function
+  traced anew on every call, the classic JAX bug: a count, not a time, so one run
+  tells.  Only baseline runs laid out as this one count (``layouts.same_layout``):
+  which shapes a test finds compiled depends on what ran before it in its process, so
+  under ``-n 2`` a test compiles, and recompiles, shapes a serial run's earlier tests
+  compiled for it (on optax's suite, 25 against at most 7);
+- **compile time growth**: the run's compilation seconds against the median of the
+  baseline runs of its layout, reported (not an alarm) at ``COMPILE_GROWTH`` and
+  ``COMPILE_DELTA`` seconds more: a new jitted path, a bigger graph, a lost cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from statistics import median
+
+from pytest_accel.perf.findings import Comparison, Compilation, Finding, Recompiled
+from pytest_accel.perf.layouts import Scope, same_layout
+
+RECOMPILE_RATIO = 2.0
+RECOMPILE_MARGIN = 3
+COMPILE_GROWTH = 1.5
+COMPILE_DELTA = 1.0  # seconds
+
+
+def recompiled(scope: Scope) -> list[Recompiled]:
+    """The tests of ``scope.run`` that recompile more than any baseline run saw."""
+    run, env = scope.run, scope.env
+    now = run.recompiles
+    if not now:
+        return []
+    tests, warmup = env.positions("tests"), env.positions("warmup")
+    found = []
+    for ident, count in now.items():
+        if count < RECOMPILE_MARGIN:
+            continue
+        seen = [
+            other.recompiles.get(ident, 0)
+            for other in env.runs
+            if other.basis == "execution"
+            and same_layout(other.layout, run.layout)
+            and (
+                (ident in tests and other.sample("tests", tests[ident]) is not None)
+                or (ident in warmup and other.sample("warmup", warmup[ident]) is not None)
+            )
+        ]
+        if not seen:
+            continue  # a new test: nothing to compare with
+        most = max(seen)
+        if count >= most * RECOMPILE_RATIO and count - most >= RECOMPILE_MARGIN:
+            found.append(Recompiled(ident, count, most, len(seen)))
+    return sorted(found, key=lambda r: (-(r.current - r.baseline), r.id))
+
+
+def compilation(scope: Scope) -> Compilation | None:
+    """The run's compile seconds against the baseline runs of its layout."""
+    seconds = scope.run.compile_seconds
+    if seconds is None:
+        return None
+    kept = [
+        other.compile_seconds
+        for other in scope.env.runs
+        if other.compile_seconds is not None and same_layout(other.layout, scope.run.layout)
+    ]
+    if not kept:
+        return Compilation(seconds, None, 0, grew=False)
+    middle = median(kept)
+    grew = seconds >= middle * COMPILE_GROWTH and seconds - middle >= COMPILE_DELTA
+    return Compilation(seconds, middle, len(kept), grew)
+
+
+def with_compilation(result: Comparison, scope: Scope) -> Comparison:
+    """``result`` with what ``scope`` says of compilation: what the timings were judged
+    on, the runs left out, recompilations, compile time, and beside each finding of a
+    test judged on execution, the seconds it spent compiling."""
+    run = scope.run
+    result.time = run.basis
+    result.left_out_time, result.left_out_layout = scope.left_out_time, scope.left_out_layout
+    result.change_runs = None if scope.change_runs is None else len(scope.change_runs)
+    result.recompiled = recompiled(scope)
+    result.recompiles_judged = run.recompiles is not None and any(
+        other.basis == "execution" and same_layout(other.layout, run.layout)
+        for other in scope.env.runs
+    )
+    result.compilation = compilation(scope)
+    if run.basis == "execution" and run.compiling is not None:
+        compiling, calls = run.compiling, run.call_compiling or {}
+
+        def beside(finding: Finding) -> Finding:
+            if finding.kind != "test":
+                return finding
+            seconds = (compiling if scope.env.test_metric == "total" else calls).get(finding.id)
+            return replace(finding, compiling=seconds or 0.0)
+
+        result.regressions = list(map(beside, result.regressions))
+        result.improvements = list(map(beside, result.improvements))
+    return result

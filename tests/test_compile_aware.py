@@ -1,0 +1,414 @@
+"""Compile-aware timing: where the suite uses JAX, a test is judged on its execution
+(its time minus its compilation, real ``jax.monitoring`` listeners on CPU), a test
+that recompiles on every call is a finding of its own, and a baseline's runs of
+another layout or another kind of time never make a change."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run, parse_baseline, to_json
+from pytest_accel.perf.comparison import changes_in_runs, compare
+from pytest_accel.perf.layouts import same_layout, scope_of
+from pytest_accel.perf.rule import Rule
+from pytest_accel.perf.timings import RunTimings
+from tests.test_comparison import WOBBLE, run_of
+
+HEAVY = """
+import jax
+import jax.numpy as jnp
+
+
+@jax.jit
+def heavy(x):
+    for _ in range(300):  # unrolled: a compilation of a good fraction of a second
+        x = jnp.sin(x) * 1.001 + 0.5
+    return x
+"""
+
+ORDERED = """
+import time
+
+import jax.numpy as jnp
+
+from shared import heavy
+
+
+def test_{name}():
+    heavy(jnp.ones(64)).block_until_ready()  # whichever test runs first compiles it
+    time.sleep(0.15)
+"""
+
+FIRST = """
+import jax.numpy as jnp
+
+
+def test_first():  # pays the process's warm-up, judged apart
+    jnp.ones(3).block_until_ready()
+"""
+
+RETRACING = """
+import os
+
+import jax
+import jax.numpy as jnp
+
+
+def step(x):
+    return x * 2 + 1
+
+
+STEP = jax.jit(step)
+
+
+def test_steps():
+    x = jnp.ones(8)
+    for _ in range(8):
+        if os.environ.get("RETRACE"):
+            x = jax.jit(lambda y: step(y))(x)  # a new function each call: traced anew
+        else:
+            x = STEP(x)
+    assert x.shape == (8,)
+"""
+
+PHASES = """
+import jax
+import jax.numpy as jnp
+import pytest
+
+
+@pytest.fixture
+def compiled_in_setup():
+    return jax.jit(lambda x: x * 3)(jnp.ones(3))
+
+
+def test_compiles_in_its_fixture(compiled_in_setup):
+    assert compiled_in_setup.shape == (3,)
+
+
+def test_compiles_in_its_call():
+    jax.jit(lambda x: jnp.tanh(x).sum())(jnp.ones(4)).block_until_ready()
+
+
+def test_retraces_on_every_call():
+    for _ in range(5):
+        jax.jit(lambda x: x + 1)(jnp.ones(2)).block_until_ready()
+"""
+
+
+def record(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+@pytest.mark.requires("jax")
+def test_the_record_keeps_each_tests_compilation_in_its_call_and_its_recompilations(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_phases=PHASES)
+    pytester.runpytest_subprocess("--perf-record=r.json").assert_outcomes(passed=3)
+    tests = record(pytester.path / "r.json")["tests"]
+    call = dict(zip(tests["id"], tests["call"], strict=True))
+    fixture, in_call, retracing = (
+        "test_phases.py::test_compiles_in_its_fixture",
+        "test_phases.py::test_compiles_in_its_call",
+        "test_phases.py::test_retraces_on_every_call",
+    )
+    assert tests["compile_seconds"][fixture] > 0
+    assert tests["call_compile_seconds"][fixture] == 0  # its setup compiled, not its call
+    assert 0 < tests["call_compile_seconds"][in_call] <= call[in_call]
+    assert tests["call_compile_seconds"][in_call] <= tests["compile_seconds"][in_call]
+    assert tests["recompiles"][retracing] >= 4  # five lambdas of one name
+    assert tests["recompiles"][in_call] == 0
+    assert record(pytester.path / "r.json")["compilation"]["recompiles"] >= 4
+
+
+def _ordered_suite(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        shared=HEAVY,
+        test_0=FIRST,
+        test_a=ORDERED.format(name="a"),
+        test_b=ORDERED.format(name="b"),
+    )
+
+
+@pytest.mark.requires("jax")
+def test_a_compilation_that_moves_to_another_test_is_no_regression_of_its_execution(
+    pytester: pytest.Pytester,
+) -> None:
+    _ordered_suite(pytester)
+    for index in range(3):  # test_a compiles the shared function, test_b finds it compiled
+        pytester.runpytest_subprocess(
+            "test_0.py", "test_a.py", "test_b.py", f"--perf-record=r{index}.json"
+        ).assert_outcomes(passed=3)
+    records = ["r0.json", "r1.json", "r2.json"]
+    for into, time in (("b.json", "execution"), ("w.json", "wall")):
+        folded = pytester.run(
+            sys.executable,
+            "-m",
+            "pytest_accel",
+            "baseline",
+            *records,
+            "--into",
+            into,
+            "--time",
+            time,
+        )
+        assert folded.ret == 0, folded.stderr.str()
+    baseline = record(pytester.path / "b.json")
+    assert [run["time"] for run in baseline["envs"]["cpu/x1"]["runs"]] == ["execution"] * 3
+    swapped = ["test_0.py", "test_b.py", "test_a.py"]
+    wall = pytester.runpytest_subprocess(*swapped, "--perf-baseline=w.json", "--perf-time=wall")
+    wall.stdout.fnmatch_lines(["REGRESSION test test_b.py::test_b: *"])
+    mixed = pytester.runpytest_subprocess(*swapped, "--perf-baseline=b.json", "--perf-time=wall")
+    mixed.stdout.fnmatch_lines(
+        ["time: judged on wall time; 3 baseline run(s) timed on execution time left out"]
+    )
+    assert "REGRESSION" not in mixed.stdout.str()
+    swapped.append("--perf-baseline=b.json")
+    judged = pytester.runpytest_subprocess(*swapped, "--perf-record=r.json")
+    judged.assert_outcomes(passed=3)
+    assert "REGRESSION" not in judged.stdout.str()
+    judged.stdout.fnmatch_lines(["perf: 0 regression(s), 0 change(s), 0 improvement(s), *"])
+    comparison = record(pytester.path / "r.json")["comparison"]
+    assert comparison["time"] == "execution"
+    tests = record(pytester.path / "r.json")["tests"]
+    call = dict(zip(tests["id"], tests["call"], strict=True))
+    # What moved: test_b now pays the compilation, and it is in its call.
+    assert (
+        tests["call_compile_seconds"]["test_b.py::test_b"] > 0.5 * call["test_b.py::test_b"] - 0.15
+    )
+
+
+@pytest.mark.requires("jax")
+def test_a_test_that_retraces_on_every_call_is_a_recompilation_regression_on_its_first_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_r=RETRACING)
+    monkeypatch.delenv("RETRACE", raising=False)
+    for _ in range(2):
+        pytester.runpytest_subprocess(
+            "--perf-baseline=b.json", "--perf-update-baseline"
+        ).assert_outcomes(passed=1)
+    monkeypatch.setenv("RETRACE", "1")
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = pytester.runpytest_subprocess(
+        "--perf-baseline=b.json", "--perf-fail", "--perf-record=r.json", "--accel-report=p.html"
+    )
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*PerfRegressionWarning: test test_r.py::test_steps: * recompilation(s)*",
+            "RECOMPILED test test_r.py::test_steps: * recompilation(s) of functions it had"
+            " compiled already, at most 0 in 2 baseline run(s) *",
+            "perf: * regression(s), 0 change(s), 1 recompiling, *",  # its time may show too
+            "::warning file=test_r.py,*title=recompilation (test)::*",
+        ]
+    )
+    found = record(pytester.path / "r.json")["comparison"]["recompiled"]
+    assert [(r["id"], r["baseline"], r["samples"]) for r in found] == [
+        ("test_r.py::test_steps", 0, 2)
+    ]
+    assert found[0]["current"] >= 7
+    assert r"| recompiled | test | test\_r.py::test\_steps | 0 |" in summary.read_text()
+    page = (pytester.path / "p.html").read_text()
+    assert "RECOMPILED test test_r.py::test_steps: " in page
+    assert "1 recompiling; judged on execution time" in page
+
+
+# --- without JAX: the rules on constructed histories --------------------------------
+
+SLOW, FAST = "t.py::test_slow", "t.py::test_fast"
+
+
+def _laid_out(calls: dict[str, float], index: int, layout: str) -> RunTimings:
+    """Run ``index`` laid out as ``layout``, each value wobbling by up to 3%."""
+    wobble = WOBBLE[index % len(WOBBLE)]
+    return replace(run_of({t: s * wobble for t, s in calls.items()}, index), layout=layout)
+
+
+def test_a_switch_of_layout_is_no_change_and_a_step_within_one_layout_is_one() -> None:
+    """CI's --perf-update-baseline folds serial, -n 2 and sharded runs into one history:
+    under -n 2 the workers share the cores and every test is 1.5x its serial time."""
+    env = EnvHistory()
+    index = 0
+    for round_ in range(8):
+        slow = 0.4 if round_ < 5 else 0.8  # round 5: a real slowdown, commit c10
+        for layout, factor in (("serial", 1.0), ("xdist 2", 1.5)):
+            add_run(env, _laid_out({SLOW: slow * factor, FAST: 0.3 * factor}, index, layout), 50)
+            index += 1
+    switched = compare(_laid_out({SLOW: 1.2, FAST: 0.45}, index, "xdist 2"), env, Rule())
+    assert [(c.id, c.since.commit) for c in switched.changes] == [(SLOW, "c11")]
+    assert switched.regressions == []
+    assert switched.left_out_layout == 8  # 8 xdist runs: enough to compare with alone
+    serial = compare(_laid_out({SLOW: 0.8, FAST: 0.3}, index, "serial"), env, Rule())
+    assert [(c.id, c.since.commit) for c in serial.changes] == [(SLOW, "c10")]
+    # The baseline alone, as `baseline --accept` reads it: its newest run is xdist.
+    found = [(c.id, c.since.commit) for _, _, c in changes_in_runs(env, Rule())]
+    assert found == [(SLOW, "c11"), ("t.py", "c11")]
+
+
+def test_a_run_with_too_few_runs_of_its_layout_sees_no_change_from_the_others() -> None:
+    env = EnvHistory()
+    for index in range(10):
+        add_run(env, _laid_out({SLOW: 0.4, FAST: 0.3}, index, "serial"), 50)
+    for index in range(10, 12):
+        add_run(env, _laid_out({SLOW: 0.6, FAST: 0.45}, index, "xdist 2"), 50)
+    result = compare(_laid_out({SLOW: 0.6, FAST: 0.45}, 12, "xdist 2"), env, Rule())
+    assert result.changes == []
+    assert result.change_runs == 2
+
+
+def test_a_shard_is_laid_out_as_itself_within_merged_shards() -> None:
+    assert same_layout("serial, shard 1/2", "serial, shards 1/2+2/2")
+    assert same_layout("xdist 2", "xdist 2")
+    assert not same_layout("serial", "serial, shard 1/2")
+    assert not same_layout("serial, shard 1/2", "xdist 2, shards 1/2+2/2")
+    assert same_layout(None, "xdist 2")  # a baseline from before layouts were kept
+
+
+@pytest.mark.parametrize(("now", "regressed"), [(1.3, False), (2.1, True)])
+def test_three_samples_with_two_alike_give_no_z_score_from_a_collapsed_spread(
+    now: float, regressed: bool
+) -> None:
+    env = EnvHistory()
+    for index, seconds in enumerate((1.0, 1.001, 1.2)):
+        add_run(env, run_of({SLOW: seconds}, index), 50)
+    result = compare(run_of({SLOW: now}, 3), env, Rule(normalize=False))
+    assert [f.id for f in result.regressions] == ([SLOW] if regressed else [])
+    if regressed:
+        z = result.regressions[0].z
+        assert z is not None
+        assert 2.7 < z < 10  # a spread of at least 10%, not 0.15%
+
+
+def _compiling(run: RunTimings, seconds: float) -> RunTimings:
+    return replace(
+        run, compiling={SLOW: seconds}, call_compiling={SLOW: seconds}, recompiles={SLOW: 0}
+    )
+
+
+def test_a_baseline_of_wall_times_judges_a_jax_run_on_wall_time_until_it_has_enough_runs() -> None:
+    env = EnvHistory()
+    for index in range(5):  # folded by 0.2: wall time, compilation included
+        add_run(env, run_of({SLOW: 1.0}, index), 50)
+    run = _compiling(run_of({SLOW: 1.0}, 5), 0.6)
+    scope = scope_of(run, env, "execution", 3)
+    assert (scope.run.basis, scope.left_out_time, len(scope.env.runs)) == ("wall", 0, 5)
+    for index in range(5, 8):  # this release folds execution time
+        add_run(env, replace(_compiling(run_of({SLOW: 1.0}, index), 0.6), basis="wall"), 50)
+        env.runs[-1].basis = "execution"
+    scope = scope_of(run, env, "execution", 3)
+    assert (scope.run.basis, scope.left_out_time, len(scope.env.runs)) == ("execution", 5, 3)
+    assert scope.run.call[0] == pytest.approx(0.4)
+    result = compare(run, env, Rule())
+    assert (result.time, result.left_out_time) == ("execution", 5)
+
+
+def test_a_baseline_keeps_each_runs_time_compilation_and_recompilations(tmp_path: Path) -> None:
+    env = EnvHistory()
+    add_run(env, replace(_compiling(run_of({SLOW: 1.0}, 0), 0.6), recompiles={SLOW: 4}), 50)
+    (tmp_path / "b.json").write_text(json.dumps(to_json(Baseline({"cpu/x1": env}))))
+    data = json.loads((tmp_path / "b.json").read_text())
+    run = data["envs"]["cpu/x1"]["runs"][0]
+    assert run["recompiles"] == {SLOW: 4}
+    assert data["envs"]["cpu/x1"]["summary"]["revision"] == 2
+    read = parse_baseline("b.json", data).envs["cpu/x1"].runs[0]
+    assert read.recompiles == {SLOW: 4}
+    run["time"] = "cpu"
+    with pytest.raises(Exception, match=r"b\.json: envs\['cpu/x1'\]\.runs\[0\]\.time: .*'cpu'"):
+        parse_baseline("b.json", data)
+
+
+def test_unittest_subtests_are_part_of_their_tests_call(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_sub="""
+        import time
+        import unittest
+
+        class T(unittest.TestCase):
+            def test_cases(self):
+                for n in range(3):
+                    with self.subTest(n=n):
+                        time.sleep(0.01)
+        """
+    )
+    pytester.runpytest("--perf-record=r.json").assert_outcomes(passed=1)
+    tests = record(pytester.path / "r.json")["tests"]
+    assert tests["call"][0] >= 0.03
+    assert tests["attempts"] == {}
+
+
+def test_compile_seconds_count_nested_steps_once_and_leave_full_collections_out() -> None:
+    from pytest_accel.perf.compiles import covered_seconds
+
+    # A trace of 1.0-3.0 s holding an inner trace of 1.5-2.0 s, then a compile of 4-5 s.
+    spans = [(1.5, 2.0), (1.0, 3.0), (4.0, 5.0)]
+    assert covered_seconds(spans) == pytest.approx(3.0)
+    # A full collection of 0.25 s inside the compile, one of 1 s after it (not ours).
+    assert covered_seconds(spans, [(4.5, 0.25), (6.0, 1.0)]) == pytest.approx(2.75)
+    assert covered_seconds([]) == 0
+
+
+def test_a_bad_perf_time_is_a_usage_error_naming_the_choices(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_a="def test_a(): pass")
+    result = pytester.runpytest("--perf-record=r.json", "--perf-time=cpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--perf-time: invalid choice 'cpu' (choose from execution, wall)*"]
+    )
+
+
+def test_a_run_laid_out_unlike_the_baseline_judges_no_group_and_says_so() -> None:
+    """-n 2 on two cores against serial runs: compute-bound groups 2x, the others not."""
+    groups = {SLOW: ("t.py::TestHeavy", "t.py"), FAST: (None, "t.py")}
+    env = EnvHistory()
+    for index in range(8):
+        wobble = WOBBLE[index % len(WOBBLE)]
+        calls = {SLOW: 0.4 * wobble, FAST: 0.3 * wobble}
+        add_run(env, run_of(calls, index, groups=groups), 50)
+    run = replace(run_of({SLOW: 0.8, FAST: 0.3}, 8, groups=groups), layout="xdist 2")
+    result = compare(run, env, Rule())
+    assert (result.layout, result.baseline_layout) == ("xdist 2", "serial")
+    assert [f.kind for f in result.regressions] == ["test"]  # its class moved too
+    from pytest_accel.perf.output import terminal_rows
+
+    assert any(
+        row.startswith("layout: too few baseline runs laid out as this one (xdist 2; most")
+        for row in terminal_rows(result, 20)
+    )
+
+
+@pytest.mark.requires("jax")
+def test_a_suite_that_imports_jax_in_a_test_is_counted_from_the_next_test(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_lazy="""
+        def test_imports_jax():
+            import jax
+
+            assert jax.__version__
+
+        def test_compiles():
+            import jax
+            import jax.numpy as jnp
+
+            jax.jit(lambda x: x * 2)(jnp.ones(3)).block_until_ready()
+        """
+    )
+    pytester.runpytest_subprocess("--perf-record=r.json", "-p", "no:randomly").assert_outcomes(
+        passed=2
+    )
+    tests = record(pytester.path / "r.json")["tests"]
+    assert tests["compiles"]["test_lazy.py::test_compiles"] >= 1
+    assert tests["call_compile_seconds"]["test_lazy.py::test_compiles"] > 0
+    assert "test_lazy.py::test_imports_jax" not in tests["compiles"]
