@@ -412,3 +412,25 @@ def test_a_suite_that_imports_jax_in_a_test_is_counted_from_the_next_test(
     assert tests["compiles"]["test_lazy.py::test_compiles"] >= 1
     assert tests["call_compile_seconds"]["test_lazy.py::test_compiles"] > 0
     assert "test_lazy.py::test_imports_jax" not in tests["compiles"]
+
+
+def test_compile_time_that_grew_is_reported_apart_and_is_no_alarm() -> None:
+    from pytest_accel.perf.output import terminal_rows
+    from pytest_accel.perf.timings import judged_on
+
+    env = EnvHistory()
+    for index in range(4):  # 1.0 s a run, 0.3 s of it compiling
+        run = _compiling(run_of({SLOW: 1.0 * WOBBLE[index]}, index), 0.3)
+        add_run(env, judged_on(run, "execution"), 50)
+    grown = compare(_compiling(run_of({SLOW: 2.2}, 4), 1.5), env, Rule())
+    assert grown.compilation is not None
+    assert (grown.compilation.grew, grown.compilation.samples) == (True, 4)
+    assert grown.compilation.baseline == pytest.approx(0.3)
+    assert grown.alarms == 0  # execution 0.7 s as before; compiling is not an alarm
+    assert (
+        "COMPILE TIME suite: 1.5s compiling vs 0.3s (5.00x) in the 4 baseline run(s) of this layout"
+        in terminal_rows(grown, 20)
+    )
+    same = compare(_compiling(run_of({SLOW: 1.0}, 4), 0.35), env, Rule())
+    assert same.compilation is not None
+    assert not same.compilation.grew

@@ -23,6 +23,7 @@ from statistics import median
 
 from pytest_accel.perf.findings import Comparison, Compilation, Finding, Recompiled
 from pytest_accel.perf.layouts import Scope, same_layout
+from pytest_accel.perf.samples import Run
 
 RECOMPILE_RATIO = 2.0
 RECOMPILE_MARGIN = 3
@@ -30,11 +31,21 @@ COMPILE_GROWTH = 1.5
 COMPILE_DELTA = 1.0  # seconds
 
 
-def recompiled(scope: Scope) -> list[Recompiled]:
-    """The tests of ``scope.run`` that recompile more than any baseline run saw."""
-    run, env = scope.run, scope.env
-    now = run.recompiles
-    if not now:
+def _judging_runs(scope: Scope) -> list[Run]:
+    """The baseline runs recompilations are judged against: those that counted them
+    (execution time), laid out as this one."""
+    layout = scope.run.layout
+    return [
+        other
+        for other in scope.env.runs
+        if other.basis == "execution" and same_layout(other.layout, layout)
+    ]
+
+
+def recompiled(scope: Scope, runs: list[Run]) -> list[Recompiled]:
+    """The tests of ``scope.run`` that recompile more than any of ``runs`` saw."""
+    now, env = scope.run.recompiles, scope.env
+    if not now or not runs:
         return []
     tests, warmup = env.positions("tests"), env.positions("warmup")
     found = []
@@ -43,13 +54,9 @@ def recompiled(scope: Scope) -> list[Recompiled]:
             continue
         seen = [
             other.recompiles.get(ident, 0)
-            for other in env.runs
-            if other.basis == "execution"
-            and same_layout(other.layout, run.layout)
-            and (
-                (ident in tests and other.sample("tests", tests[ident]) is not None)
-                or (ident in warmup and other.sample("warmup", warmup[ident]) is not None)
-            )
+            for other in runs
+            if (ident in tests and other.sample("tests", tests[ident]) is not None)
+            or (ident in warmup and other.sample("warmup", warmup[ident]) is not None)
         ]
         if not seen:
             continue  # a new test: nothing to compare with
@@ -84,11 +91,9 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
     result.time = run.basis
     result.left_out_time, result.left_out_layout = scope.left_out_time, scope.left_out_layout
     result.change_runs = None if scope.change_runs is None else len(scope.change_runs)
-    result.recompiled = recompiled(scope)
-    result.recompiles_judged = run.recompiles is not None and any(
-        other.basis == "execution" and same_layout(other.layout, run.layout)
-        for other in scope.env.runs
-    )
+    judging = _judging_runs(scope)
+    result.recompiled = recompiled(scope, judging)
+    result.recompiles_judged = run.recompiles is not None and bool(judging)
     result.compilation = compilation(scope)
     if run.basis == "execution" and run.compiling is not None:
         compiling, calls = run.compiling, run.call_compiling or {}

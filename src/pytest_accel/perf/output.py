@@ -65,11 +65,12 @@ def describe_recompiled(found: Recompiled) -> str:
 def describe_compilation(compilation: Compilation) -> str | None:
     """``suite: 14.2s compiling vs 6.10s (2.33x) in the baseline runs of this layout``,
     where compile time grew; None where it did not."""
-    if not compilation.grew or compilation.baseline is None:
+    ratio = compilation.ratio
+    if not compilation.grew or compilation.baseline is None or ratio is None:
         return None
     return one_line(
         f"suite: {seconds(compilation.seconds)} compiling vs {seconds(compilation.baseline)}"
-        f" ({compilation.seconds / max(compilation.baseline, 1e-9):.2f}x) in the"
+        f" ({ratio:.2f}x) in the"
         f" {compilation.samples} baseline run(s) of this layout"
     )
 
