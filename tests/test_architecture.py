@@ -116,3 +116,24 @@ def test_the_plugin_only_wires() -> None:
     plugin = sources()["plugin.py"]
     assert len(plugin.splitlines()) <= 150
     assert not re.search(r"^class ", plugin, re.M)
+
+
+def test_each_class_name_means_one_thing_across_the_package() -> None:
+    """One vocabulary: a public class name is defined once (a baseline's key history and
+    a flaky history's key outcomes were both ``EnvHistory``), and each feature keeps one
+    default per setting (``DEFAULT_WINDOW`` was defined twice in perf and in flaky)."""
+    import ast
+
+    where: dict[str, list[str]] = {}
+    constants: dict[tuple[str, str], list[str]] = {}
+    for name, text in sources().items():
+        feature = name.split("/")[0] if "/" in name else ""
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(name)
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id.startswith("DEFAULT_"):
+                        constants.setdefault((feature, target.id), []).append(name)
+    assert {n: m for n, m in where.items() if len(m) > 1} == {}
+    assert {k: m for k, m in constants.items() if len(m) > 1} == {}

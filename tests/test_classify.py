@@ -17,8 +17,8 @@ from pytest_accel.flaky.classify import (
     platform_of_key,
 )
 from pytest_accel.flaky.history import (
-    EnvHistory,
     History,
+    KeyOutcomes,
     add_run,
     outcome_letter,
     to_json,
@@ -110,9 +110,9 @@ def test_flaky_tests_come_first_most_unstable_first_then_broken() -> None:
 
 
 def test_the_platform_of_a_key_is_the_recorded_one_or_the_keys_first_part() -> None:
-    assert platform_of_key("tpu/v5e/x8", EnvHistory(platform="tpu")) == "tpu"
-    assert platform_of_key("gpu/H100/x2", EnvHistory()) == "gpu"
-    assert platform_of_key("cpu", EnvHistory()) == "cpu"
+    assert platform_of_key("tpu/v5e/x8", KeyOutcomes(platform="tpu")) == "tpu"
+    assert platform_of_key("gpu/H100/x2", KeyOutcomes()) == "gpu"
+    assert platform_of_key("cpu", KeyOutcomes()) == "cpu"
 
 
 def test_a_share_of_no_tests_is_zero_percent() -> None:
@@ -120,22 +120,22 @@ def test_a_share_of_no_tests_is_zero_percent() -> None:
     assert Share("cpu", 40, 2).pct == 5.0
 
 
-def history_of(envs: dict[str, EnvHistory]) -> History:
+def history_of(envs: dict[str, KeyOutcomes]) -> History:
     return History(window=50, envs=envs)
 
 
 def test_the_share_is_per_platform_over_every_key_of_that_platform() -> None:
     history = history_of(
         {
-            "gpu/A100/x1": EnvHistory(
+            "gpu/A100/x1": KeyOutcomes(
                 platform="gpu",
                 runs=[{}] * 10,
                 tests={"t.py::a": "PFPPPPPPFP", "t.py::b": "P" * 10},
             ),
-            "gpu/H100/x1": EnvHistory(
+            "gpu/H100/x1": KeyOutcomes(
                 platform="gpu", runs=[{}] * 10, tests={"t.py::a": "P" * 10, "t.py::c": "P" * 10}
             ),
-            "cpu/x1": EnvHistory(platform="cpu", runs=[{}] * 2, tests={"t.py::a": "PP"}),
+            "cpu/x1": KeyOutcomes(platform="cpu", runs=[{}] * 2, tests={"t.py::a": "PP"}),
         }
     )
     result = analysis(history)
@@ -148,7 +148,7 @@ def test_the_share_is_per_platform_over_every_key_of_that_platform() -> None:
 
 def test_a_test_flaky_only_in_the_last_run_counts_toward_the_share() -> None:
     history = history_of(
-        {"cpu/x1": EnvHistory(platform="cpu", runs=[{}] * 3, tests={"a": "PPK", "b": "PPP"})}
+        {"cpu/x1": KeyOutcomes(platform="cpu", runs=[{}] * 3, tests={"a": "PPK", "b": "PPP"})}
     )
     result = analysis(history)
     assert result["envs"]["cpu/x1"]["flaky_in_last_run"] == ["a"]
@@ -158,13 +158,13 @@ def test_a_test_flaky_only_in_the_last_run_counts_toward_the_share() -> None:
 
 def test_mass_failure_runs_are_counted_per_key() -> None:
     runs = [{"mass_failure": True}, {}, {"mass_failure": False}, {"mass_failure": True}]
-    history = history_of({"cpu/x1": EnvHistory(platform="cpu", runs=runs, tests={"a": "PP"})})
+    history = history_of({"cpu/x1": KeyOutcomes(platform="cpu", runs=runs, tests={"a": "PP"})})
     assert analysis(history)["envs"]["cpu/x1"]["mass_failure_runs"] == 2
 
 
 def test_tests_with_no_letters_are_not_in_the_share() -> None:
     history = history_of(
-        {"cpu/x1": EnvHistory(platform="cpu", runs=[{}], tests={"a": "K", "gone": ""})}
+        {"cpu/x1": KeyOutcomes(platform="cpu", runs=[{}], tests={"a": "K", "gone": ""})}
     )
     assert analysis(history)["flaky_pct"] == {"cpu": 100.0}
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_accel.flaky.findings import Findings, build_findings, outcomes_from_stats
-from pytest_accel.flaky.history import EnvHistory, History
+from pytest_accel.flaky.history import History, KeyOutcomes
 from pytest_accel.flaky.options import RerunPolicy
 from pytest_accel.flaky.quarantine import Entry
 from pytest_accel.outcomes import NEW_RUNS_ATTR
@@ -136,7 +136,7 @@ def test_each_test_gets_one_status() -> None:
 
 
 def history_with(letters: dict[str, str]) -> History:
-    return History(envs={"cpu/x1": EnvHistory(platform="cpu", runs=[{}] * 20, tests=letters)})
+    return History(envs={"cpu/x1": KeyOutcomes(platform="cpu", runs=[{}] * 20, tests=letters)})
 
 
 def test_a_quarantined_test_that_passed_is_a_candidate_unless_the_history_says_keep() -> None:

@@ -9,7 +9,7 @@ from datetime import date
 
 from pytest_accel.flaky.classify import Classification
 from pytest_accel.flaky.findings import Findings, Quarantined
-from pytest_accel.flaky.history import EnvHistory, History
+from pytest_accel.flaky.history import History, KeyOutcomes
 from pytest_accel.flaky.output import summary_line, summary_section, terminal_lines
 from pytest_accel.flaky.quarantine import Entry
 
@@ -128,7 +128,7 @@ def test_the_rerun_budget_says_when_it_ran_out() -> None:
 
 
 def test_the_summary_line_counts_the_history_and_the_limit() -> None:
-    history = History(envs={"cpu/x1": EnvHistory(platform="cpu", runs=[{}] * 12)})
+    history = History(envs={"cpu/x1": KeyOutcomes(platform="cpu", runs=[{}] * 12)})
     found = findings(
         flaky=[("t.py::test_1", ["failed", "passed"])],
         across_runs=[verdict("t.py::test_2"), verdict("t.py::test_3", status="broken")],

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from bench import synthetic
-from pytest_accel.flaky.history import EnvHistory as FlakyEnv
-from pytest_accel.flaky.history import History
+from pytest_accel.flaky.history import History, KeyOutcomes
 from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run
 from pytest_accel.perf.record import check_record, timings
 from pytest_accel.report.data import TRENDS, build
@@ -175,7 +174,7 @@ def test_one_hardware_key_has_no_side_by_side_table() -> None:
 def test_the_flaky_grid_lists_tests_that_ever_failed_most_unstable_first() -> None:
     history = History(
         envs={
-            "cpu/x1": FlakyEnv(
+            "cpu/x1": KeyOutcomes(
                 platform="cpu",
                 runs=[{}] * 10,
                 tests={
@@ -198,7 +197,7 @@ def test_the_page_renders_every_part_and_escapes_ids() -> None:
     runs = history_runs(8)
     now = record({**usual(), "t.py::test_<script>": 0.3}, started=3600.0 * 9)
     history = History(
-        envs={"cpu/x1": FlakyEnv(platform="cpu", runs=[{}] * 4, tests={"t.py::x": "PFPF"})}
+        envs={"cpu/x1": KeyOutcomes(platform="cpu", runs=[{}] * 4, tests={"t.py::x": "PFPF"})}
     )
     page = render(build([("now.json", now)], baseline_of(*runs), history))
     assert page.startswith("<!DOCTYPE html>")

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_accel.flaky.history import FAILED, FLAKY, PASSED, EnvHistory, History
+from pytest_accel.flaky.history import FAILED, FLAKY, PASSED, History, KeyOutcomes
 
 # SPEC 6: flaky across runs when 0.05 < failure rate < 0.95 with at least 2 failures
 # in at least 10 runs; broken at 0.95 or more (see classify for reruns).
@@ -84,7 +84,7 @@ def classify_all(tests: Mapping[str, str]) -> list[Classification]:
     return found
 
 
-def platform_of_key(key: str, env: EnvHistory) -> str:
+def platform_of_key(key: str, env: KeyOutcomes) -> str:
     return env.platform or key.split("/", 1)[0]
 
 

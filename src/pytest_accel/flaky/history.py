@@ -16,12 +16,12 @@ from typing import Any
 
 from pytest_accel.fields import check_header
 from pytest_accel.files import InputError, read_json
+from pytest_accel.flaky.options import DEFAULT_WINDOW
 from pytest_accel.locking import FileIdentity, file_identity, update_locked
 from pytest_accel.outcomes import FAILING
 
 HISTORY_SCHEMA = "pytest-accel/flaky-history"
 HISTORY_VERSION = 1
-DEFAULT_WINDOW = 50
 PASSED, FAILED, FLAKY = "P", "F", "K"
 _LETTERS = PASSED + FAILED + FLAKY
 
@@ -36,7 +36,9 @@ def outcome_letter(outcome: str, earlier: Iterable[str] = ()) -> str | None:
 
 
 @dataclass
-class EnvHistory:
+class KeyOutcomes:
+    """One hardware key's runs and each test's letters over them, oldest first."""
+
     platform: str | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)  # the last `window` runs
     tests: dict[str, str] = field(default_factory=dict)  # node id -> letters, oldest first
@@ -45,7 +47,7 @@ class EnvHistory:
 @dataclass
 class History:
     window: int = DEFAULT_WINDOW
-    envs: dict[str, EnvHistory] = field(default_factory=dict)
+    envs: dict[str, KeyOutcomes] = field(default_factory=dict)
 
 
 def add_run(
@@ -59,7 +61,7 @@ def add_run(
 ) -> None:
     """Append one run's letters under ``key``, keeping the last ``window`` of each test."""
     history.window = window
-    env = history.envs.setdefault(key, EnvHistory())
+    env = history.envs.setdefault(key, KeyOutcomes())
     env.platform = platform or env.platform
     env.runs = [*env.runs, dict(run)][-window:]
     tests = env.tests
@@ -103,7 +105,7 @@ def parse_history(path: str, data: Any) -> History:
     return history
 
 
-def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
+def _parse_env(path: str, key: str, raw: Any) -> KeyOutcomes:
     where = f"envs[{key!r}]"
     if not isinstance(raw, dict):
         raise InputError(path, f"{where} must be an object, got {type(raw).__name__}")
@@ -120,7 +122,7 @@ def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
         raise InputError(path, f"{where}.tests must be an object, got {type(tests).__name__}")
     if _all_letters(tests.values()):
         # Interned: the baseline and the quarantine list name the same tests.
-        return EnvHistory(
+        return KeyOutcomes(
             platform, runs, dict(zip(map(sys.intern, tests), tests.values(), strict=True))
         )
     for test, letters in tests.items():  # find the culprit
@@ -130,7 +132,7 @@ def _parse_env(path: str, key: str, raw: Any) -> EnvHistory:
                 f"{where}.tests[{test!r}] must be a string of P, F and K (oldest first),"
                 f" got {letters!r}",
             )
-    return EnvHistory(platform, runs, tests)
+    return KeyOutcomes(platform, runs, tests)
 
 
 _DROP_LETTERS = str.maketrans("", "", _LETTERS)
@@ -233,7 +235,7 @@ def combine(
     for history in histories:
         combined.window = window or max(combined.window, history.window)
         for key, env in history.envs.items():
-            target = combined.envs.setdefault(key, EnvHistory(env.platform))
+            target = combined.envs.setdefault(key, KeyOutcomes(env.platform))
             target.platform = target.platform or env.platform
             target.runs = [*target.runs, *env.runs][-combined.window :]
             for test, letters in env.tests.items():

@@ -23,7 +23,7 @@ from pytest_accel.settings import (
 if TYPE_CHECKING:
     import pytest
 
-DEFAULT_WINDOW = 50
+DEFAULT_WINDOW = 50  # runs kept per hardware key in the history (--flaky-window)
 
 OPTIONS = OptionGroup(
     "flaky",

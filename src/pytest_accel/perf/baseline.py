@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -33,13 +34,12 @@ from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
 from pytest_accel.perf import columns
 from pytest_accel.perf.columns import Values
+from pytest_accel.perf.options import DEFAULT_WINDOW
 from pytest_accel.perf.record import RECORD_SCHEMA, check_record, timings
 from pytest_accel.perf.samples import (
     ANY_ENV,
-    DEFAULT_WINDOW,
     KINDS,
     METRICS,
-    Baseline,
     EnvHistory,
     Run,
     Summary,
@@ -57,6 +57,19 @@ __all__ = [
     "Run",
     "expected_durations",
 ]
+
+
+@dataclass
+class Baseline:
+    """A baseline file's hardware keys (or a record or pytest-split map read as one)."""
+
+    envs: dict[str, EnvHistory]
+    window: int = DEFAULT_WINDOW
+    source: str = "baseline"  # "baseline", "record" or "durations"
+
+    def for_key(self, key: str) -> EnvHistory | None:
+        return self.envs.get(key) or self.envs.get(ANY_ENV)
+
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
 BASELINE_VERSION = 4

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pytest_accel.perf.rule import Rule
 
 DEFAULT_TOP = 20
-DEFAULT_WINDOW = 20
+DEFAULT_WINDOW = 20  # runs kept per hardware key in a baseline (--perf-window)
 
 OPTIONS = OptionGroup(
     "perf",

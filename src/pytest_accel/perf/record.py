@@ -3,7 +3,7 @@
 Tests are in columns (docs/format.md): a list per field, one entry per test, written
 straight from the session's ``TimingTable``; version 3 writes the text columns
 (outcome, class, module, worker) as runs of equal values where that is shorter
-(``perf.repeats``).  Version 1 (one object per test) and version 2 (every column a
+(``perf.runlength``).  Version 1 (one object per test) and version 2 (every column a
 list) are still read: ``check_record`` validates any of them and returns the lists'
 layout, and ``timings`` turns that into the comparison's ``RunTimings``.
 """
@@ -29,7 +29,7 @@ from pytest_accel.fields import (
 )
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.outcomes import OUTCOMES, RunColumns
-from pytest_accel.perf import repeats
+from pytest_accel.perf import runlength
 from pytest_accel.perf.table import TimingTable, rounded
 from pytest_accel.perf.timings import (
     Groups,
@@ -45,7 +45,7 @@ RECORD_VERSION = 3
 SECONDS = ("setup", "call", "teardown", "total")
 PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
 TEXTS = ("class", "module", "worker")
-RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.repeats)
+RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.runlength)
 GROUP_SECTIONS = ("classes", "modules")
 QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (real outcome kept)
 PLATFORM_SKIPS = "platform_skips"  # optional: {test: why} for tests our markers skipped
@@ -118,15 +118,15 @@ def encode_record(
     warmup, totals = table.warmup(), table.totals()
     tests = {
         "id": table.nodeids,
-        "outcome": repeats.as_runs(table.outcomes),
+        "outcome": runlength.as_runs(table.outcomes),
         "setup": lambda: rounded(table.setups),
         "call": lambda: rounded(table.calls),
         "teardown": lambda: rounded(table.teardowns),
         "total": lambda: rounded(totals),
         "gc": lambda: rounded(table.pauses),
-        "class": repeats.as_runs(table.class_ids),
-        "module": repeats.as_runs(table.module_ids),
-        "worker": repeats.as_runs(table.workers),
+        "class": runlength.as_runs(table.class_ids),
+        "module": runlength.as_runs(table.module_ids),
+        "worker": runlength.as_runs(table.workers),
         "warmup": [nodeid for nodeid, warm in zip(table.nodeids, warmup, strict=True) if warm],
         QUARANTINED: table.quarantined_failures(),
         PLATFORM_SKIPS: table.platform_skip_reasons(),
@@ -248,7 +248,7 @@ def _check_columns(
     path: str, where: str, value: Any, seconds: tuple[str, ...], texts: tuple[str, ...]
 ) -> dict[str, list[Any]]:
     """Equal-length columns of the right types; the bad entry named when one is wrong.
-    The columns written as runs (``perf.repeats``), as lists."""
+    The columns written as runs (``perf.runlength``), as lists."""
     columns = expect_object(path, where, value)
     ids = _check_names(path, f"{where}.id", columns.get("id"))
     lists: dict[str, list[Any]] = {}
@@ -261,8 +261,8 @@ def _check_columns(
             raise InputError(path, f"{where}.{name}: missing (expected a list)")
         column = columns[name]
         if isinstance(column, dict) and name in RUN_COLUMNS:
-            values, counts = repeats.runs_of(path, f"{where}.{name}", column, len(ids))
-            column = lists[name] = repeats.expanded(values, counts)
+            values, counts = runlength.runs_of(path, f"{where}.{name}", column, len(ids))
+            column = lists[name] = runlength.expanded(values, counts)
             if _column_looks_right(name, values, seconds):
                 continue  # a few values checked, not one per test
         if not isinstance(column, list):
@@ -448,7 +448,7 @@ def record_json(data: Mapping[str, Any]) -> dict[str, Any]:
     """A checked record (``check_record``) as the current version's document: its text
     columns as runs of equal values where that is shorter."""
     tests = data["tests"]
-    runs = {name: repeats.as_runs(tests[name]) for name in RUN_COLUMNS if name in tests}
+    runs = {name: runlength.as_runs(tests[name]) for name in RUN_COLUMNS if name in tests}
     return {**data, "version": RECORD_VERSION, "tests": {**tests, **runs}}
 
 

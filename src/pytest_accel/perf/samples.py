@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-DEFAULT_WINDOW = 20
 DISTINCT_SECONDS = 1e-3  # a sample this long is never the same in two runs to 1 µs
 ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware runs
 # Per run: tests; the tests that ran first in their process (``warmup``: judged apart);
@@ -205,16 +204,6 @@ class EnvHistory:
                 if value is not None:
                     result[ident].append(value)
         return {ident: values for ident, values in result.items() if values}
-
-
-@dataclass
-class Baseline:
-    envs: dict[str, EnvHistory]
-    window: int = DEFAULT_WINDOW
-    source: str = "baseline"  # "baseline", "record" or "durations"
-
-    def for_key(self, key: str) -> EnvHistory | None:
-        return self.envs.get(key) or self.envs.get(ANY_ENV)
 
 
 def expected_durations(env: EnvHistory) -> dict[str, float]:

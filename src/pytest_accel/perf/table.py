@@ -9,7 +9,7 @@ from operator import add, itemgetter, mul, truediv
 from typing import Any
 
 from pytest_accel.outcomes import FAILING, OUTCOME_RANK, Parents, phase_outcome, test_ids
-from pytest_accel.perf.repeats import runs
+from pytest_accel.perf.runlength import runs
 from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown

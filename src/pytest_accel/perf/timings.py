@@ -23,7 +23,7 @@ from operator import add, and_, eq
 from typing import Any
 
 from pytest_accel.outcomes import FAILING
-from pytest_accel.perf.repeats import runs
+from pytest_accel.perf.runlength import runs
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def whole_groups(
 ) -> Groups:
     """Per group (a class or a module column): its total, and whether it ran whole.
 
-    A group's tests run one after another: a step per run of them (``repeats.runs``,
+    A group's tests run one after another: a step per run of them (``runlength.runs``,
     or ``column_runs`` when the caller has them), its seconds added in C, in the order
     a step per test would add them."""
     if not len(column) == len(outcomes) == len(warmup) == len(totals):
