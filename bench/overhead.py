@@ -179,8 +179,8 @@ def stretch_baseline(path: Path, runs: int) -> None:
     """A baseline made ``runs`` runs long from its newest run, each sample within 5% of
     it (a seeded wobble): the window full, as a suite's baseline is after ``runs``
     nightly runs.  Written by the plugin's own code, summary and all."""
-    from pytest_accel.perf.baseline import KINDS, Run, load_baseline, to_json
-    from pytest_accel.perf.columns import Columns
+    from pytest_accel.perf.formats.baseline import KINDS, Run, load_baseline, to_json
+    from pytest_accel.perf.model.columns import Columns
 
     baseline = load_baseline(path)
     wobble = random.Random(7)

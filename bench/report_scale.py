@@ -21,8 +21,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import synthetic
-from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run, to_json
-from pytest_accel.perf.record import check_record, timings
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run, to_json
+from pytest_accel.perf.formats.record import check_record, timings
 
 KEY = "tpu/TPU v6 lite/x8"
 

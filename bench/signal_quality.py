@@ -28,12 +28,12 @@ import numpy.typing as npt
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import signal_runs
-from pytest_accel.perf.baseline import KINDS, EnvHistory, Run
-from pytest_accel.perf.changes import ChangeRule
-from pytest_accel.perf.columns import Columns
-from pytest_accel.perf.comparison import compare
-from pytest_accel.perf.rule import MAD_SCALE, Rule, judge
-from pytest_accel.perf.timings import Groups, RunIdentity, RunTimings
+from pytest_accel.perf.analysis.changes import ChangeRule
+from pytest_accel.perf.analysis.comparison import compare
+from pytest_accel.perf.analysis.rule import MAD_SCALE, Rule, judge
+from pytest_accel.perf.formats.baseline import KINDS, EnvHistory, Run
+from pytest_accel.perf.model.columns import Columns
+from pytest_accel.perf.model.timings import Groups, RunIdentity, RunTimings
 
 Array = npt.NDArray[np.float64]
 UNCHANGED, PER_GROUP, WINDOW, OUTLIER_RATE = 10_000, 300, 20, 0.03

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from pytest_accel.perf.changes import ChangeRule, find_steps
-from pytest_accel.perf.rule import Rule, judge
+from pytest_accel.perf.analysis.changes import ChangeRule, find_steps
+from pytest_accel.perf.analysis.rule import Rule, judge
 
 Array = npt.NDArray[np.float64]
 WINDOW, JUDGED, OUTLIER_RATE, OUTLIER = 20, 10, 0.04, 3.0

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 
 from pytest_accel.hardware.detection import Detection
-from pytest_accel.perf.record import RunInfo, encode_record, record_head
-from pytest_accel.perf.samples import KINDS
-from pytest_accel.perf.table import TimingTable
+from pytest_accel.perf.formats.record import RunInfo, encode_record, record_head
+from pytest_accel.perf.model.samples import KINDS
+from pytest_accel.perf.model.table import TimingTable
 
 STARTED = datetime(2026, 11, 22, tzinfo=timezone.utc).timestamp()
 

@@ -23,7 +23,7 @@ BEGIN, END = "<!-- import graph: begin -->", "<!-- import graph: end -->"
 
 
 def unit_of(module: str) -> str | None:
-    """``pytest_accel.perf.record`` -> ``perf``; ``pytest_accel.files`` -> ``files``."""
+    """``pytest_accel.perf.formats.record`` -> ``perf``; ``pytest_accel.files`` -> ``files``."""
     parts = module.split(".")
     if parts[0] != "pytest_accel" or len(parts) < 2:
         return None

@@ -181,7 +181,7 @@ def run_concurrently(
 def per_test(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A record's test columns, as the plugin reads them (every column a list), seen
     as one object per test (node id)."""
-    from pytest_accel.perf.record import check_record
+    from pytest_accel.perf.formats.record import check_record
 
     columns = check_record("record.json", record)["tests"]
     lists = ("id", "warmup", "quarantined")  # of ids, not columns

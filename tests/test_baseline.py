@@ -15,8 +15,7 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.files import InputError
-from pytest_accel.perf import columns
-from pytest_accel.perf.baseline import (
+from pytest_accel.perf.formats.baseline import (
     BASELINE_SCHEMA,
     Baseline,
     EnvHistory,
@@ -26,7 +25,8 @@ from pytest_accel.perf.baseline import (
     parse_baseline,
     to_json,
 )
-from pytest_accel.perf.record import check_record, timings
+from pytest_accel.perf.formats.record import check_record, timings
+from pytest_accel.perf.model import columns
 from tests.fakesys import run_concurrently
 
 SLEEPY_SUITE = """
@@ -197,7 +197,7 @@ def test_six_updates_at_once_lose_no_run(pytester: pytest.Pytester) -> None:
 
 
 def test_a_run_the_baseline_holds_already_is_not_added_twice(tmp_path: Path) -> None:
-    from pytest_accel.perf.baseline import update_baseline_file
+    from pytest_accel.perf.formats.baseline import update_baseline_file
 
     path = tmp_path / "b.json"
     run = run_of({"t::a": 0.1, "t::b": 0.2})
@@ -213,7 +213,7 @@ def test_a_run_the_baseline_holds_already_is_not_added_twice(tmp_path: Path) -> 
 
 
 def test_a_smaller_window_trims_every_key(tmp_path: Path) -> None:
-    from pytest_accel.perf.baseline import update_baseline_file
+    from pytest_accel.perf.formats.baseline import update_baseline_file
 
     path = tmp_path / "b.json"
     runs = [run_of({"t::a": 0.1}, key=k, started=1e9 + i) for i in range(4) for k in ("k1", "k2")]

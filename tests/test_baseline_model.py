@@ -15,8 +15,7 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.files import InputError
-from pytest_accel.perf import columns
-from pytest_accel.perf.baseline import (
+from pytest_accel.perf.formats.baseline import (
     Baseline,
     EnvHistory,
     accept,
@@ -25,8 +24,9 @@ from pytest_accel.perf.baseline import (
     parse_baseline,
     to_json,
 )
-from pytest_accel.perf.record import check_record, timings
-from pytest_accel.perf.timings import RunTimings
+from pytest_accel.perf.formats.record import check_record, timings
+from pytest_accel.perf.model import columns
+from pytest_accel.perf.model.timings import RunTimings
 
 
 def run_of(calls: dict[str, float], started: float = 0.0, commit: str = "abc") -> RunTimings:

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pytest_accel.perf.baseline import KINDS, EnvHistory, Run
-from pytest_accel.perf.causes import (
+from pytest_accel.perf.analysis.causes import (
     Judged,
     confirmed_by_groups,
     is_explained,
@@ -16,10 +15,11 @@ from pytest_accel.perf.causes import (
     unexplained,
     usual_layout,
 )
-from pytest_accel.perf.changes import Steps
-from pytest_accel.perf.columns import Columns
-from pytest_accel.perf.findings import Change, Finding
-from pytest_accel.perf.timings import RunIdentity
+from pytest_accel.perf.analysis.changes import Steps
+from pytest_accel.perf.formats.baseline import KINDS, EnvHistory, Run
+from pytest_accel.perf.model.columns import Columns
+from pytest_accel.perf.model.findings import Change, Finding
+from pytest_accel.perf.model.timings import RunIdentity
 
 
 def finding(ident: str, baseline: float, current: float, kind: str = "test") -> Finding:

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from pytest_accel.perf.changes import ChangeRule, Steps, find_steps
-from pytest_accel.perf.rule import LOG_FLOOR
+from pytest_accel.perf.analysis.changes import ChangeRule, Steps, find_steps
+from pytest_accel.perf.analysis.rule import LOG_FLOOR
 
 # A fixed +-3% wobble, so every series is the same on every machine.
 WOBBLE = (1.00, 1.03, 0.98, 1.01, 0.97, 1.02, 0.99, 1.03, 0.97, 1.00)

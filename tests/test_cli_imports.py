@@ -15,7 +15,7 @@ import pytest
 # Modules that only some commands need, each a few milliseconds to import.
 WATCHED = (
     "pytest_accel.hardware.detection",
-    "pytest_accel.perf.merge",
+    "pytest_accel.perf.formats.merge",
     "pytest_accel.flaky.history",
     "subprocess",
     "tempfile",
@@ -128,4 +128,4 @@ def test_compare_imports_neither_detection_nor_the_other_commands_modules(files:
     assert (outcome["code"], outcome["stderr"]) == (0, "")
     assert outcome["loaded"] == []
     merged = probe(["merge", "record.json", "-o", "merged.json"], files)
-    assert "pytest_accel.perf.merge" in merged["loaded"]  # the probe sees what is loaded
+    assert "pytest_accel.perf.formats.merge" in merged["loaded"]  # the probe sees what is loaded

@@ -17,13 +17,13 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.cli import main
-from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run, to_json
-from pytest_accel.perf.comparison import compare
-from pytest_accel.perf.findings import Comparison
+from pytest_accel.perf.analysis.comparison import compare
+from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run, to_json
+from pytest_accel.perf.formats.record import check_record, timings
+from pytest_accel.perf.model.findings import Comparison
+from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.output import terminal_rows
-from pytest_accel.perf.record import check_record, timings
-from pytest_accel.perf.rule import Rule
-from pytest_accel.perf.timings import RunTimings
 
 WOBBLE = (1.00, 1.03, 0.98, 1.01, 0.97, 1.02, 0.99, 1.03, 0.97, 1.00)
 HOUR = 3600.0

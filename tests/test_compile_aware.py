@@ -13,11 +13,17 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run, parse_baseline, to_json
-from pytest_accel.perf.comparison import changes_in_runs, compare
-from pytest_accel.perf.layouts import same_layout, scope_of
-from pytest_accel.perf.rule import Rule
-from pytest_accel.perf.timings import RunTimings
+from pytest_accel.perf.analysis.comparison import changes_in_runs, compare
+from pytest_accel.perf.analysis.layouts import same_layout, scope_of
+from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.formats.baseline import (
+    Baseline,
+    EnvHistory,
+    add_run,
+    parse_baseline,
+    to_json,
+)
+from pytest_accel.perf.model.timings import RunTimings
 from tests.test_comparison import WOBBLE, run_of
 
 HEAVY = """
@@ -415,8 +421,8 @@ def test_a_suite_that_imports_jax_in_a_test_is_counted_from_the_next_test(
 
 
 def test_compile_time_that_grew_is_reported_apart_and_is_no_alarm() -> None:
+    from pytest_accel.perf.model.timings import judged_on
     from pytest_accel.perf.output import terminal_rows
-    from pytest_accel.perf.timings import judged_on
 
     env = EnvHistory()
     for index in range(4):  # 1.0 s a run, 0.3 s of it compiling

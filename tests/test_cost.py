@@ -26,7 +26,7 @@ def test_quick():
     pass
 
 def test_slow():
-    time.sleep(0.05)
+    time.sleep(0.3)  # well above the flaky test's two attempts, even on a busy machine
 
 def test_shaky():
     path = os.path.join(os.path.dirname(__file__), "shaky.count")

@@ -16,7 +16,7 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.cli import main
-from pytest_accel.perf.runlength import expanded
+from pytest_accel.perf.model.runlength import expanded
 
 BROKEN_CONTENTS: dict[str, bytes] = {
     "truncated": b'{"schema": "pytest-accel/rec',

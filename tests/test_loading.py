@@ -97,7 +97,7 @@ def test_comparing_fast_tests_with_a_baseline_needs_no_numpy_until_one_could_be_
 ) -> None:
     """Importing numpy costs 0.1 s and 16 MB, most of what the plugin costs on a suite of
     fast tests (docs/benchmarks.md): a comparison that can find nothing runs without it
-    (``perf.quiet``).  Updating the baseline, and a test slow enough to be a finding,
+    (``perf.analysis.quiet``).  Updating the baseline, and a test slow enough to be a finding,
     still use it."""
     pytester.makepyfile(
         """

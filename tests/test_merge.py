@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from bench import synthetic
-from pytest_accel.perf.merge import MergeError, merge_records
-from pytest_accel.perf.record import check_record
+from pytest_accel.perf.formats.merge import MergeError, merge_records
+from pytest_accel.perf.formats.record import check_record
 
 
 def shard(

@@ -17,8 +17,9 @@ import pytest
 from bench import synthetic
 from pytest_accel.cli import main
 from pytest_accel.files import InputError
-from pytest_accel.perf import columns
-from pytest_accel.perf.baseline import load_baseline
+from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.formats.baseline import load_baseline
+from pytest_accel.perf.model import columns
 from pytest_accel.perf.offline import (
     accept_changes,
     compare_files,
@@ -26,7 +27,6 @@ from pytest_accel.perf.offline import (
     fold_records,
     upgrade_file,
 )
-from pytest_accel.perf.rule import Rule
 
 
 def write_record(

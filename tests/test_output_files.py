@@ -19,8 +19,8 @@ import pytest
 
 from pytest_accel.files import STALE_TEMP_SECONDS, TEMP_SUFFIX, write_atomic
 from pytest_accel.locking import lock_path
-from pytest_accel.perf.columns import decode
-from pytest_accel.perf.record import check_record
+from pytest_accel.perf.formats.record import check_record
+from pytest_accel.perf.model.columns import decode
 
 PASSING = "def test_a(): pass\ndef test_b(): pass\n"
 

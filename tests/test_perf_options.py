@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.options import DEFAULT_TOP, DEFAULT_WINDOW, resolve, rule_from
-from pytest_accel.perf.rule import Rule
 from tests.configs import parsed, usage_error
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from pytest_accel.github import Location
 from pytest_accel.perf import output
-from pytest_accel.perf.findings import Change, Comparison, Finding
-from pytest_accel.perf.timings import RunIdentity
+from pytest_accel.perf.model.findings import Change, Comparison, Finding
+from pytest_accel.perf.model.timings import RunIdentity
 
 SLOWER = Finding("test", "t.py::test_a", 0.21, 0.43, 0.43 / 0.21, 20, z=9.5)
 FASTER = Finding("test", "t.py::test_b", 1.0, 0.5, 0.5, 12, z=-6.0)

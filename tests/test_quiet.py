@@ -1,4 +1,4 @@
-"""The comparison without numpy (``perf.quiet``) gives what the full comparison gives,
+"""The comparison without numpy (``perf.analysis.quiet``) gives what the full comparison gives,
 whenever it answers; and it steps aside whenever something could be a finding."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.perf.baseline import Baseline, EnvHistory, parse_baseline, to_json
-from pytest_accel.perf.changes import change_rule
-from pytest_accel.perf.comparison import compare
-from pytest_accel.perf.compilation import with_compilation
-from pytest_accel.perf.findings import Comparison
-from pytest_accel.perf.layouts import scope_of
-from pytest_accel.perf.quiet import quiet_comparison
-from pytest_accel.perf.rule import Rule
-from pytest_accel.perf.timings import RunTimings
+from pytest_accel.perf.analysis.changes import change_rule
+from pytest_accel.perf.analysis.comparison import compare
+from pytest_accel.perf.analysis.compilation import with_compilation
+from pytest_accel.perf.analysis.layouts import scope_of
+from pytest_accel.perf.analysis.quiet import quiet_comparison
+from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, parse_baseline, to_json
+from pytest_accel.perf.model.findings import Comparison
+from pytest_accel.perf.model.timings import RunTimings
 from tests.test_comparison import history, run_of
 
 RULE = Rule()

@@ -197,7 +197,7 @@ def test_the_option_refuses_a_path_it_cannot_write_before_any_test(
 def test_the_job_summary_draws_the_suite_total_over_runs_as_a_mermaid_chart(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_accel.perf.baseline import Baseline, to_json
+    from pytest_accel.perf.formats.baseline import Baseline, to_json
 
     pytester.makepyfile(test_mod=SUITE)
     hostile_key = 'cpu/x1 "]```<b>,'
@@ -283,7 +283,7 @@ def test_a_real_browser_renders_the_regression_its_trend_and_the_flaky_grid(
 def test_the_same_tests_across_hardware_keys_side_by_side(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pytest_accel.perf.baseline import Baseline, to_json
+    from pytest_accel.perf.formats.baseline import Baseline, to_json
 
     cpu = history([{"t.py::test_a": 0.4, "t.py::test_b": 0.1}] * 3)
     tpu = history([{"t.py::test_a": 0.05, "t.py::test_c": 0.2}] * 3, key="tpu/TPU v5 lite/x8")

@@ -12,8 +12,8 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.flaky.history import History, KeyOutcomes
-from pytest_accel.perf.baseline import Baseline, EnvHistory, add_run
-from pytest_accel.perf.record import check_record, timings
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run
+from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.report.data import TRENDS, build
 from pytest_accel.report.page import render
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_accel.perf.rule import Rule, judge, pad, row_median
+from pytest_accel.perf.analysis.rule import Rule, judge, pad, row_median
 
 QUIET = [0.50, 0.51, 0.49, 0.50, 0.52, 0.48, 0.50, 0.51, 0.49, 0.50]  # about 2% noise
 

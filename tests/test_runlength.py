@@ -1,4 +1,4 @@
-"""A record's text columns as runs of equal values (``perf.runlength``): written where
+"""A record's text columns as runs of equal values (``perf.model.runlength``): written where
 that is shorter, read back as the list they stand for."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_accel.files import InputError
-from pytest_accel.perf.runlength import as_runs, expanded, runs_of
+from pytest_accel.perf.model.runlength import as_runs, expanded, runs_of
 
 
 def test_a_class_of_tests_run_together_is_one_run() -> None:

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from pytest_accel.perf.changes import ChangeRule, find_steps
-from pytest_accel.perf.speed import (
+from pytest_accel.perf.analysis.changes import ChangeRule, find_steps
+from pytest_accel.perf.analysis.speed import (
     MIN_FOR_SPEED,
     column_speeds,
     current_speed,

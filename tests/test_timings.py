@@ -13,8 +13,8 @@ import pytest
 from pytest_accel import outcomes
 from pytest_accel.outcomes import OUTCOME_RANK, phase_outcome
 from pytest_accel.perf.collector import ResultsCollector
-from pytest_accel.perf.table import TimingTable
-from pytest_accel.perf.timings import (
+from pytest_accel.perf.model.table import TimingTable
+from pytest_accel.perf.model.timings import (
     RunIdentity,
     RunTimings,
     first_per_process,

@@ -18,12 +18,12 @@ pytest_plugins = ["pytest_accel.plugin"]
 if TYPE_CHECKING:
     from pytest_accel.flaky.plugin import FlakyQuarantineWarning
     from pytest_accel.hardware.detection import Detection, DetectionContext
-    from pytest_accel.perf.findings import PerfRegressionWarning
+    from pytest_accel.perf.model.findings import PerfRegressionWarning
 
 _PUBLIC = {
     "Detection": "pytest_accel.hardware.detection",
     "DetectionContext": "pytest_accel.hardware.detection",
-    "PerfRegressionWarning": "pytest_accel.perf.findings",
+    "PerfRegressionWarning": "pytest_accel.perf.model.findings",
     "FlakyQuarantineWarning": "pytest_accel.flaky.plugin",
 }
 __all__ = ["Detection", "DetectionContext", "FlakyQuarantineWarning", "PerfRegressionWarning"]

@@ -3,7 +3,7 @@
 Writes are atomic (temp file in the same directory, fsync, ``os.replace``): a reader
 sees the old file or the new one, never half of one, and a crash leaves no partial
 file behind.  Shared files are updated under a file lock (``locking``).  Every
-format module (``perf.record``, ``perf.baseline``, ``flaky.history``,
+format module (``perf.formats.record``, ``perf.formats.baseline``, ``flaky.history``,
 ``flaky.quarantine``) reads through ``read_json`` and checks its header with
 ``check_header``; problems are ``InputError``\\ s that name the file and the field.
 orjson is used only where it is already imported (the command line tool), numpy only

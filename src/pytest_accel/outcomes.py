@@ -113,7 +113,7 @@ PLATFORM_SKIP_PROPERTY = "accel_platform_skip"
 class RunColumns:
     """One run's tests as the features that account for a run read them (cost,
     coverage): what ``pytest_accel_record_sections`` is given, and what a record read
-    back gives (``perf.record.run_columns``).  Seconds are each test's final attempt;
+    back gives (``perf.formats.record.run_columns``).  Seconds are each test's final attempt;
     ``earlier`` holds the seconds of attempts that were rerun."""
 
     key: str

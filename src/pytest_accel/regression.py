@@ -4,6 +4,6 @@ keep working.  New filters name ``pytest_accel.PerfRegressionWarning``."""
 
 from __future__ import annotations
 
-from pytest_accel.perf.findings import PerfRegressionWarning
+from pytest_accel.perf.model.findings import PerfRegressionWarning
 
 __all__ = ["PerfRegressionWarning"]

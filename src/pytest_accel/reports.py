@@ -23,9 +23,9 @@ from pytest_accel.text import line_start, one_line, problem
 
 if TYPE_CHECKING:
     from pytest_accel.flaky.history import History
-    from pytest_accel.perf.baseline import Baseline
-    from pytest_accel.perf.findings import Comparison
-    from pytest_accel.perf.rule import Rule
+    from pytest_accel.perf.analysis.rule import Rule
+    from pytest_accel.perf.formats.baseline import Baseline
+    from pytest_accel.perf.model.findings import Comparison
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:

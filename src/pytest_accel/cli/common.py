@@ -7,10 +7,10 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.model.timings import TIMES
 from pytest_accel.perf.options import RULE_FLAGS, rule_from
 from pytest_accel.perf.options import option as perf_option
-from pytest_accel.perf.rule import Rule
-from pytest_accel.perf.timings import TIMES
 from pytest_accel.settings import count_value
 
 EXIT_OK = 0

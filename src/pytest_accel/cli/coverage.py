@@ -57,7 +57,7 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_accel.coverage.model import by_key, coverage_of, gaps
-    from pytest_accel.perf.record import check_record, run_columns
+    from pytest_accel.perf.formats.record import check_record, run_columns
 
     keyed = by_key(
         coverage_of(run_columns(check_record(path, read_json(path)))) for path in args.records

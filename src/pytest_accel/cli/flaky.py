@@ -85,7 +85,7 @@ def history_inputs(paths: Sequence[str], window: int | None) -> History:
         run_letters,
     )
     from pytest_accel.outcomes import interrupted
-    from pytest_accel.perf.record import RECORD_SCHEMA, attempts_of, check_record
+    from pytest_accel.perf.formats.record import RECORD_SCHEMA, attempts_of, check_record
 
     histories, runs = [], []
     for path in paths:

@@ -45,8 +45,8 @@ def add(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_accel.flaky.history import load_history
-    from pytest_accel.perf.baseline import load_baseline
-    from pytest_accel.perf.record import check_record
+    from pytest_accel.perf.formats.baseline import load_baseline
+    from pytest_accel.perf.formats.record import check_record
     from pytest_accel.report.data import build
     from pytest_accel.report.page import render
 

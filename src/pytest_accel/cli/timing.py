@@ -24,10 +24,10 @@ from pytest_accel.files import (
     write_json_atomic,
 )
 from pytest_accel.perf import output
-from pytest_accel.perf.baseline import BASELINE_VERSION
+from pytest_accel.perf.formats.baseline import BASELINE_VERSION
+from pytest_accel.perf.formats.record import RECORD_VERSION, check_record, record_json
 from pytest_accel.perf.offline import accept_changes, compare_files, fold_records, upgrade_file
 from pytest_accel.perf.options import DEFAULT_WINDOW
-from pytest_accel.perf.record import RECORD_VERSION, check_record, record_json
 from pytest_accel.text import line_start, one_line
 
 
@@ -239,7 +239,7 @@ def _add_merge(commands: Any) -> None:
 
 
 def merge_files(args: argparse.Namespace) -> int:
-    from pytest_accel.perf.merge import MergeError, merge_records
+    from pytest_accel.perf.formats.merge import MergeError, merge_records
 
     reading = [FileUse("RECORD", path, reads=True) for path in args.records]
     refuse_shared_files([*reading, FileUse("-o", args.output, writes=True)])

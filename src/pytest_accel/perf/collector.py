@@ -30,8 +30,8 @@ from pytest_accel.outcomes import (
     test_id,
     test_ids,
 )
+from pytest_accel.perf.model.table import TimingTable
 from pytest_accel.perf.pauses import WORKEROUTPUT_PAUSES, Pause, attribute, pauses_key
-from pytest_accel.perf.table import TimingTable
 from pytest_accel.reports import node_parents, report_stats, reports_are_relayed, xdist_worker_id
 
 # The report attribute that carries collection-tree facts from a worker to the controller.

@@ -13,7 +13,9 @@ from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
 from pytest_accel.outcomes import interrupted
-from pytest_accel.perf.baseline import (
+from pytest_accel.perf.analysis.comparison import changes_in_runs, compare
+from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.formats.baseline import (
     BASELINE_VERSION,
     Baseline,
     accept,
@@ -23,11 +25,9 @@ from pytest_accel.perf.baseline import (
     to_json,
     update_baseline_file,
 )
-from pytest_accel.perf.comparison import changes_in_runs, compare
-from pytest_accel.perf.findings import Change, Comparison
-from pytest_accel.perf.record import RECORD_SCHEMA, check_record, load_record, timings
-from pytest_accel.perf.rule import Rule
-from pytest_accel.perf.timings import RunTimings
+from pytest_accel.perf.formats.record import RECORD_SCHEMA, check_record, load_record, timings
+from pytest_accel.perf.model.findings import Change, Comparison
+from pytest_accel.perf.model.timings import RunTimings
 
 LARGE_BASELINE = 1 << 20  # bytes: thousands of tests' samples, compared with numpy anyway
 
@@ -161,7 +161,7 @@ def upgrade_file(path: str) -> tuple[str, int, int]:
     """Rewrite an older baseline or record in the current version, atomically: what it
     was, its version before and now."""
     from pytest_accel.files import write_json_atomic
-    from pytest_accel.perf.record import RECORD_VERSION, record_json
+    from pytest_accel.perf.formats.record import RECORD_VERSION, record_json
 
     data = read_json(path)
     version = data.get("version") if isinstance(data, dict) else None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_accel.file_uses import FileUse
-from pytest_accel.perf.timings import TIMES
+from pytest_accel.perf.model.timings import TIMES
 from pytest_accel.settings import (
     ENV_KEY_OPTION,
     OptionGroup,
@@ -30,7 +30,7 @@ from pytest_accel.settings import (
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_accel.perf.rule import Rule
+    from pytest_accel.perf.analysis.rule import Rule
 
 DEFAULT_TOP = 20
 DEFAULT_WINDOW = 20  # runs kept per hardware key in a baseline (--perf-window)
@@ -211,7 +211,7 @@ def rule_settings(
 
 
 def build_rule(settings: Mapping[str, float | int | bool | str]) -> Rule:
-    from pytest_accel.perf.rule import Rule
+    from pytest_accel.perf.analysis.rule import Rule
 
     return Rule(**settings)  # type: ignore[arg-type]
 

@@ -15,7 +15,7 @@ from pytest_accel.github import (
     fit,
     mermaid_line_chart,
 )
-from pytest_accel.perf.findings import Change, Comparison, Compilation, Finding, Recompiled
+from pytest_accel.perf.model.findings import Change, Comparison, Compilation, Finding, Recompiled
 from pytest_accel.text import one_line
 
 

@@ -29,18 +29,18 @@ from pytest_accel.files import (
 from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.options import PerfOptions
-from pytest_accel.perf.pauses import pauses_key
-from pytest_accel.perf.pauses import register as register_pauses
-from pytest_accel.perf.record import RunInfo, check_record, encode_record, record_head
-from pytest_accel.perf.table import TimingTable
-from pytest_accel.perf.timings import (
+from pytest_accel.perf.formats.record import RunInfo, check_record, encode_record, record_head
+from pytest_accel.perf.model.table import TimingTable
+from pytest_accel.perf.model.timings import (
     RunIdentity,
     RunTimings,
     layout_of,
     vcs_info,
     without_pauses,
 )
+from pytest_accel.perf.options import PerfOptions
+from pytest_accel.perf.pauses import pauses_key
+from pytest_accel.perf.pauses import register as register_pauses
 from pytest_accel.reports import (
     fail_session,
     is_xdist_worker,
@@ -59,8 +59,8 @@ from pytest_accel.session import (
 from pytest_accel.text import one_line
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
-    from pytest_accel.perf.baseline import Baseline
-    from pytest_accel.perf.findings import Comparison
+    from pytest_accel.perf.formats.baseline import Baseline
+    from pytest_accel.perf.model.findings import Comparison
 
 
 class PerfPlugin:
@@ -138,8 +138,8 @@ class PerfPlugin:
     def _compare(self, run: RunTimings) -> Comparison | None:
         if self.baseline is None:
             return None
-        from pytest_accel.perf.comparison import compare
-        from pytest_accel.perf.findings import Comparison, Override
+        from pytest_accel.perf.analysis.comparison import compare
+        from pytest_accel.perf.model.findings import Comparison, Override
 
         env = self.baseline.for_key(self.key)
         if env is None:
@@ -171,7 +171,7 @@ class PerfPlugin:
     def _emit_warnings(self, session: pytest.Session, comparison: Comparison) -> None:
         """One PerfRegressionWarning per regression and slowdown change, at the test file."""
         from pytest_accel.perf import output
-        from pytest_accel.perf.findings import PerfRegressionWarning
+        from pytest_accel.perf.model.findings import PerfRegressionWarning
 
         escalated = 0
         alarms: list[tuple[str, str, str]] = [
@@ -256,7 +256,7 @@ class PerfPlugin:
         baseline = self.options.baseline
         if run is not None and baseline and self.options.update_baseline and not interrupted:
             with isolated(session, f"update the baseline {baseline}"):
-                from pytest_accel.perf.baseline import update_baseline_file
+                from pytest_accel.perf.formats.baseline import update_baseline_file
 
                 update_baseline_file(
                     baseline, [run], self.options.window, time=self.options.rule.time
@@ -360,7 +360,7 @@ def load_for_session(options: PerfOptions) -> Baseline | None:
     A missing one is an empty baseline: a cold CI cache is normal."""
     if options.baseline is None:
         return None
-    from pytest_accel.perf.baseline import Baseline, load_baseline
+    from pytest_accel.perf.formats.baseline import Baseline, load_baseline
 
     try:
         if not resolved(options.baseline).exists():
@@ -414,7 +414,7 @@ def _publish_durations(config: pytest.Config, options: PerfOptions, key: str) ->
     assert path is not None
 
     def durations() -> dict[str, float]:
-        from pytest_accel.perf.baseline import expected_durations, load_baseline
+        from pytest_accel.perf.formats.baseline import expected_durations, load_baseline
 
         if baseline_key in config.stash:
             baseline = config.stash[baseline_key]

@@ -16,12 +16,12 @@ from pytest_accel.coverage.model import Coverage, Gap, by_key, coverage_of, gaps
 from pytest_accel.flaky.classify import classify
 from pytest_accel.flaky.history import History
 from pytest_accel.outcomes import FAILING, RunColumns
-from pytest_accel.perf.baseline import Baseline, EnvHistory
-from pytest_accel.perf.comparison import compare
-from pytest_accel.perf.findings import KIND_OF_FINDING, Comparison
-from pytest_accel.perf.record import run_columns, timings
-from pytest_accel.perf.rule import Rule
-from pytest_accel.perf.timings import RunTimings
+from pytest_accel.perf.analysis.comparison import compare
+from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory
+from pytest_accel.perf.formats.record import run_columns, timings
+from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison
+from pytest_accel.perf.model.timings import RunTimings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -228,7 +228,7 @@ def _add_trends(
     data: ReportData, run: RunTimings, env: EnvHistory, comparison: Comparison, rule: Rule
 ) -> None:
     from pytest_accel.perf import output
-    from pytest_accel.perf.layouts import scope_of
+    from pytest_accel.perf.analysis.layouts import scope_of
 
     # The runs and timings the comparison judged: execution time, this run's layout.
     scope = scope_of(run, env, rule.time, rule.min_samples)
@@ -280,7 +280,7 @@ def _add_baseline_trends(data: ReportData, key: str, env: EnvHistory, rule: Rule
     """A baseline alone: its changes over its own runs (the newest taken as the latest,
     as ``baseline --accept`` takes it) and its suite total, per hardware key."""
     from pytest_accel.perf import output
-    from pytest_accel.perf.comparison import changes_in_runs
+    from pytest_accel.perf.analysis.comparison import changes_in_runs
 
     labels = [_label(r) for r in env.runs]
     data.baseline_only = True
@@ -380,7 +380,7 @@ def _add_across(data: ReportData, baseline: Baseline) -> None:
     """The slowest tests' median per hardware key, where more than one key has them."""
     import numpy as np
 
-    from pytest_accel.perf.rule import row_median
+    from pytest_accel.perf.analysis.rule import row_median
 
     keys = sorted(baseline.envs)
     if len(keys) < 2:

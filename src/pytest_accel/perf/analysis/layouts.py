@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_accel.perf.samples import EnvHistory
-from pytest_accel.perf.timings import RunTimings, judged_on
+from pytest_accel.perf.model.samples import EnvHistory
+from pytest_accel.perf.model.timings import RunTimings, judged_on
 
 
 def _parts(layout: str) -> tuple[str, frozenset[str]]:

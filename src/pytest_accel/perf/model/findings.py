@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_accel.perf.timings import RunIdentity
+from pytest_accel.perf.model.timings import RunIdentity
 
 # A finding's kind -> the baseline's ids it is among (a warm-up test's are ``warmup``).
 KIND_OF_FINDING = {"test": "tests", "class": "classes", "module": "modules"}

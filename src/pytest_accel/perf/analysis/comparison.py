@@ -3,12 +3,12 @@
 Two kinds of finding (docs/regressions.md):
 
 - a *regression* (or improvement): this run against the baseline's samples, by the
-  single-run rule (``perf.rule``);
+  single-run rule (``perf.analysis.rule``);
 - a *change*: a persistent shift over the baseline's recent runs plus this one
-  (``perf.changes``), with the run where it began.  A test that changed is not also
+  (``perf.analysis.changes``), with the run where it began.  A test that changed is not also
   listed as a regression.
 
-Runner speed (``perf.speed``): this run's, where the tests agree on it, and each
+Runner speed (``perf.analysis.speed``): this run's, where the tests agree on it, and each
 baseline run's.  A finding needs both its raw and its corrected ratio to pass the rule,
 and a change must hold with each run's speed divided out too: the correction explains
 findings away, never makes one.  A step in the speed itself is one change of the suite.
@@ -28,19 +28,17 @@ from math import fsum, isnan, log
 from operator import is_not
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.causes import (
+from pytest_accel.perf.analysis.causes import (
     Judged,
     confirmed_by_groups,
     shifts_of,
     unexplained,
     usual_layout,
 )
-from pytest_accel.perf.changes import change_rule, current_level, find_steps
-from pytest_accel.perf.columns import Values
-from pytest_accel.perf.compilation import with_compilation
-from pytest_accel.perf.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
-from pytest_accel.perf.layouts import same_layout, scope_of
-from pytest_accel.perf.quiet import (
+from pytest_accel.perf.analysis.changes import change_rule, current_level, find_steps
+from pytest_accel.perf.analysis.compilation import with_compilation
+from pytest_accel.perf.analysis.layouts import same_layout, scope_of
+from pytest_accel.perf.analysis.quiet import (
     Compared,
     module_path_of,
     quiet_comparison,
@@ -49,14 +47,16 @@ from pytest_accel.perf.quiet import (
     suite_history,
     take_inventory,
 )
-from pytest_accel.perf.rule import Rule, judge, row_median, sample_spread
-from pytest_accel.perf.samples import EnvHistory, Summary
-from pytest_accel.perf.speed import (
+from pytest_accel.perf.analysis.rule import Rule, judge, row_median, sample_spread
+from pytest_accel.perf.analysis.speed import (
     current_speed_of_arrays,
     runner_speed_of_arrays,
     unexplained_steps,
 )
-from pytest_accel.perf.timings import RunIdentity, RunTimings
+from pytest_accel.perf.model.columns import Values
+from pytest_accel.perf.model.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
+from pytest_accel.perf.model.samples import EnvHistory, Summary
+from pytest_accel.perf.model.timings import RunIdentity, RunTimings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,7 +72,7 @@ def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]
     change, the kind of samples it is in (``tests``, ``classes``, ...), its row there
     and the change.  What ``baseline --accept`` accepts and a report of a baseline alone
     draws.  Only the runs timed and laid out as the newest one are searched
-    (``perf.layouts``); a change's ``runs`` counts every run from its start."""
+    (``perf.analysis.layouts``); a change's ``runs`` counts every run from its start."""
     if len(env.runs) < 2:
         return []
     import numpy as np
@@ -108,7 +108,7 @@ def compare(
 ) -> Comparison:
     """Compare ``run`` with the baseline's runs ``env`` of the same hardware key: on
     execution time where the suite uses JAX (``rule.time``), with the runs timed and
-    laid out as it was (``perf.layouts``)."""
+    laid out as it was (``perf.analysis.layouts``)."""
     overrides = overrides or {}
     scope = scope_of(run, env, rule.time, rule.min_samples)
     run, env = scope.run, scope.env
@@ -193,7 +193,7 @@ def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[
     if not same_layout(run.layout, usual):
         result.layout, result.baseline_layout = run.layout, usual
         result.unconfirmed = confirmed_by_groups(tests, [classes, modules], class_of, module_of)
-        # Too few runs of this layout to compare a group with (``perf.layouts``): its
+        # Too few runs of this layout to compare a group with (``perf.analysis.layouts``): its
         # processes' contention moves every total, compute-bound ones most (2x on two
         # cores under -n 2), so the groups only confirm their tests' findings.
         classes.findings, modules.findings = [], []
@@ -263,7 +263,7 @@ def _inputs(
         samples = matrix[rows] if len(rows) else np.zeros((0, len(env.runs)))
         current = np.array(list(compress(now.values(), kept)), dtype=np.float64)
     known = _summarised(setting, kind, ids)
-    if known is not None:  # the numbers the quiet comparison (perf.quiet) uses too
+    if known is not None:  # the numbers the quiet comparison (perf.analysis.quiet) uses too
         medians = _at_rows(known[0], rows)
     else:
         medians = row_median(samples) if len(rows) else np.zeros(0)
@@ -386,7 +386,7 @@ def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[
     """A step in the runner's speed over runs (a slower runner type under the same key,
     a framework upgrade that slows everything): one change of the suite total, where
     the tests' own changes were explained away by it."""
-    total = fsum(tests.medians.tolist())  # as perf.quiet sums it
+    total = fsum(tests.medians.tolist())  # as perf.analysis.quiet sums it
     steps = find_steps(speeds[None, :] * total, change_rule(setting.rule))
     if not steps.found[0]:
         return []

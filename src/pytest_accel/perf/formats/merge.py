@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.outcomes import EXIT_INTERRUPTED, interrupted
-from pytest_accel.perf.record import (
+from pytest_accel.perf.formats.record import (
     COMPILE_MAPS,
     GROUP_SECTIONS,
     PAUSES,
@@ -26,7 +26,7 @@ from pytest_accel.perf.record import (
     TEXTS,
     started,
 )
-from pytest_accel.perf.timings import whole_groups
+from pytest_accel.perf.model.timings import whole_groups
 
 TEST_COLUMNS = ("outcome", *SECONDS, *TEXTS)
 

@@ -9,8 +9,8 @@ from operator import add, itemgetter, mul, truediv
 from typing import Any
 
 from pytest_accel.outcomes import FAILING, OUTCOME_RANK, Parents, phase_outcome, test_ids
-from pytest_accel.perf.runlength import runs
-from pytest_accel.perf.timings import Groups, first_per_process, whole_groups
+from pytest_accel.perf.model.runlength import runs
+from pytest_accel.perf.model.timings import Groups, first_per_process, whole_groups
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown
 _NO_PARENTS: Parents = (None, None)

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.changes import Steps
-from pytest_accel.perf.findings import Change, Finding
-from pytest_accel.perf.samples import EnvHistory
+from pytest_accel.perf.analysis.changes import Steps
+from pytest_accel.perf.model.findings import Change, Finding
+from pytest_accel.perf.model.samples import EnvHistory
 
 if TYPE_CHECKING:
     import numpy as np

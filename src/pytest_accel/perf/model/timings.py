@@ -23,7 +23,7 @@ from operator import add, and_, eq
 from typing import Any
 
 from pytest_accel.outcomes import FAILING
-from pytest_accel.perf.runlength import runs
+from pytest_accel.perf.model.runlength import runs
 
 
 @dataclass(frozen=True)

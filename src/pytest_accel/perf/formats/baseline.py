@@ -4,7 +4,7 @@ written only here.
 Version 4 (docs/format.md, "The baseline") keeps, per hardware key, the runs its
 samples came from, oldest first (commit, branch, start time), and per run one column of
 seconds for each kind (tests, warm-ups, classes, modules), aligned with that kind's ids:
-the hexadecimal of doubles, NaN for no sample (``perf.columns`` says why).  Version 3
+the hexadecimal of doubles, NaN for no sample (``perf.model.columns`` says why).  Version 3
 wrote the same columns in base64, version 2 as lists of numbers (``null``: no sample);
 both are read as they are.
 ``--perf-baseline`` also accepts a version 1 baseline, a record (one run) and a
@@ -32,11 +32,10 @@ from pytest_accel.fields import (
 )
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
-from pytest_accel.perf import columns
-from pytest_accel.perf.columns import Values
-from pytest_accel.perf.options import DEFAULT_WINDOW
-from pytest_accel.perf.record import RECORD_SCHEMA, check_record, timings
-from pytest_accel.perf.samples import (
+from pytest_accel.perf.formats.record import RECORD_SCHEMA, check_record, timings
+from pytest_accel.perf.model import columns
+from pytest_accel.perf.model.columns import Values
+from pytest_accel.perf.model.samples import (
     ANY_ENV,
     KINDS,
     METRICS,
@@ -46,7 +45,8 @@ from pytest_accel.perf.samples import (
     expected_durations,
     has_sample,
 )
-from pytest_accel.perf.timings import TIMES, RunIdentity, RunTimings, judged_on
+from pytest_accel.perf.model.timings import TIMES, RunIdentity, RunTimings, judged_on
+from pytest_accel.perf.options import DEFAULT_WINDOW
 
 __all__ = [
     "ANY_ENV",

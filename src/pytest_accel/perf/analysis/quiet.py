@@ -24,15 +24,15 @@ from math import fsum, log
 from operator import ge
 from typing import NamedTuple
 
-from pytest_accel.perf.causes import is_explained, usual_layout
-from pytest_accel.perf.changes import ChangeRule
-from pytest_accel.perf.columns import Values
-from pytest_accel.perf.findings import Comparison, Finding, Override
-from pytest_accel.perf.layouts import same_layout
-from pytest_accel.perf.rule import LOG_FLOOR, Rule, plain_spread
-from pytest_accel.perf.samples import EnvHistory, Summary, has_sample
-from pytest_accel.perf.speed import current_speed, median, runner_speed
-from pytest_accel.perf.timings import RunTimings
+from pytest_accel.perf.analysis.causes import is_explained, usual_layout
+from pytest_accel.perf.analysis.changes import ChangeRule
+from pytest_accel.perf.analysis.layouts import same_layout
+from pytest_accel.perf.analysis.rule import LOG_FLOOR, Rule, plain_spread
+from pytest_accel.perf.analysis.speed import current_speed, median, runner_speed
+from pytest_accel.perf.model.columns import Values
+from pytest_accel.perf.model.findings import Comparison, Finding, Override
+from pytest_accel.perf.model.samples import EnvHistory, Summary, has_sample
+from pytest_accel.perf.model.timings import RunTimings
 
 
 class Compared(NamedTuple):

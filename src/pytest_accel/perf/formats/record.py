@@ -3,7 +3,7 @@
 Tests are in columns (docs/format.md): a list per field, one entry per test, written
 straight from the session's ``TimingTable``; version 3 writes the text columns
 (outcome, class, module, worker) as runs of equal values where that is shorter
-(``perf.runlength``).  Version 1 (one object per test) and version 2 (every column a
+(``perf.model.runlength``).  Version 1 (one object per test) and version 2 (every column a
 list) are still read: ``check_record`` validates any of them and returns the lists'
 layout, and ``timings`` turns that into the comparison's ``RunTimings``.
 """
@@ -29,9 +29,9 @@ from pytest_accel.fields import (
 )
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.outcomes import OUTCOMES, RunColumns
-from pytest_accel.perf import runlength
-from pytest_accel.perf.table import TimingTable, rounded
-from pytest_accel.perf.timings import (
+from pytest_accel.perf.model import runlength
+from pytest_accel.perf.model.table import TimingTable, rounded
+from pytest_accel.perf.model.timings import (
     Groups,
     RunIdentity,
     RunTimings,
@@ -45,7 +45,7 @@ RECORD_VERSION = 3
 SECONDS = ("setup", "call", "teardown", "total")
 PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
 TEXTS = ("class", "module", "worker")
-RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.runlength)
+RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.model.runlength)
 GROUP_SECTIONS = ("classes", "modules")
 QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (real outcome kept)
 PLATFORM_SKIPS = "platform_skips"  # optional: {test: why} for tests our markers skipped
@@ -248,7 +248,7 @@ def _check_columns(
     path: str, where: str, value: Any, seconds: tuple[str, ...], texts: tuple[str, ...]
 ) -> dict[str, list[Any]]:
     """Equal-length columns of the right types; the bad entry named when one is wrong.
-    The columns written as runs (``perf.runlength``), as lists."""
+    The columns written as runs (``perf.model.runlength``), as lists."""
     columns = expect_object(path, where, value)
     ids = _check_names(path, f"{where}.id", columns.get("id"))
     lists: dict[str, list[Any]] = {}

@@ -1,7 +1,7 @@
 """A baseline's samples per hardware key, as the comparison reads them: the runs, the
 ids of each kind, a matrix per kind, and the summary derived from them.  The file
-format is ``perf.baseline``'s; what the numbers mean, ``perf.rule``'s and
-``perf.speed``'s.
+format is ``perf.formats.baseline``'s; what the numbers mean, ``perf.analysis.rule``'s and
+``perf.analysis.speed``'s.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from math import isnan
 from operator import is_not
 from typing import TYPE_CHECKING, Any
 
-from pytest_accel.perf.columns import Columns, Values, as_array
-from pytest_accel.perf.timings import RunIdentity
+from pytest_accel.perf.model.columns import Columns, Values, as_array
+from pytest_accel.perf.model.timings import RunIdentity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,7 +35,7 @@ has_sample = partial(is_not, None)
 class Run:
     identity: RunIdentity
     # Per kind, aligned with the ids (a shorter list: no more); read from a file, each
-    # kind is decoded when first asked for (``perf.columns``).
+    # kind is decoded when first asked for (``perf.model.columns``).
     values: Columns
     layout: str | None = None  # how the run spread its tests (``timings.layout_of``)
     basis: str = "wall"  # what its samples are: "execution" or "wall" (``timings.judged_on``)
@@ -52,7 +52,7 @@ class Run:
 class Summary:
     """What comparing a run needs of an env's samples beyond the samples themselves,
     derived from them and written with them (docs/format.md, "summary"), so that a
-    comparison that can find nothing needs no numpy (``perf.quiet``).  Rounded as
+    comparison that can find nothing needs no numpy (``perf.analysis.quiet``).  Rounded as
     written whether read or computed: both comparisons see the same numbers.
 
     Per test (aligned with ``ids["tests"]``, None: no sample): its median, its centre
@@ -61,7 +61,7 @@ class Summary:
     positive samples, what run speeds are measured against); per warm-up its median;
     per id of every kind its largest sample (``peaks``: an id whose samples all stay
     below the rule's ``min_duration`` cannot be a finding unless it reaches it now);
-    per run its speed (``perf.speed``) and its total.
+    per run its speed (``perf.analysis.speed``) and its total.
     """
 
     runs: int
@@ -217,8 +217,8 @@ def expected_durations(env: EnvHistory) -> dict[str, float]:
 
 def summarise(env: EnvHistory) -> Summary:
     """Derive ``env``'s summary from its samples (numpy), rounded as it is written."""
-    from pytest_accel.perf.rule import Rule, row_median, sample_spread
-    from pytest_accel.perf.speed import column_speeds, log_centres
+    from pytest_accel.perf.analysis.rule import Rule, row_median, sample_spread
+    from pytest_accel.perf.analysis.speed import column_speeds, log_centres
 
     _, tests = env.matrix("tests")
     _, warmup = env.matrix("warmup")

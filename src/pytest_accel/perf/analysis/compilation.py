@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import replace
 from statistics import median
 
-from pytest_accel.perf.findings import Comparison, Compilation, Finding, Recompiled
-from pytest_accel.perf.layouts import Scope, same_layout
-from pytest_accel.perf.samples import Run
+from pytest_accel.perf.analysis.layouts import Scope, same_layout
+from pytest_accel.perf.model.findings import Comparison, Compilation, Finding, Recompiled
+from pytest_accel.perf.model.samples import Run
 
 RECOMPILE_RATIO = 2.0
 RECOMPILE_MARGIN = 3

@@ -35,7 +35,14 @@ from dataclasses import dataclass
 from math import log
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.rule import CLIP_MADS, LOG_FLOOR, MAD_SCALE, Rule, row_median, sample_spread
+from pytest_accel.perf.analysis.rule import (
+    CLIP_MADS,
+    LOG_FLOOR,
+    MAD_SCALE,
+    Rule,
+    row_median,
+    sample_spread,
+)
 
 if TYPE_CHECKING:
     import numpy as np

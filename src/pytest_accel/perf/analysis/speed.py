@@ -18,8 +18,8 @@ from math import exp, log
 from operator import and_, eq, gt, le, mul, sub, truediv
 from typing import TYPE_CHECKING
 
-from pytest_accel.perf.changes import ChangeRule, Steps, find_steps
-from pytest_accel.perf.rule import row_median
+from pytest_accel.perf.analysis.changes import ChangeRule, Steps, find_steps
+from pytest_accel.perf.analysis.rule import row_median
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,7 +43,7 @@ def runner_speed(
     cache) split the ratios in two, and then there is no one runner speed to apply.
 
     Plain Python over the compared tests, so that a comparison that finds nothing needs
-    no numpy (``perf.quiet``); C-level maps keep 100,000 tests to a few milliseconds.
+    no numpy (``perf.analysis.quiet``); C-level maps keep 100,000 tests to a few milliseconds.
     """
     current, medians, noise = _listed(current), _listed(medians), _listed(noise)
     if not len(current) == len(medians) == len(noise):
