@@ -24,6 +24,7 @@ SHARED = {
     "hookspecs",
     "outcomes",
     "file_uses",
+    "process_state",
 }
 FEATURES = {"hardware", "scaleout", "perf", "flaky", "cost", "coverage"}
 

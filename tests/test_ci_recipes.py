@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import cli, session
+from pytest_accel import cli
 from pytest_accel.flaky import options as flaky_options
+from pytest_accel.hardware import options as accel_options
 from pytest_accel.perf import options as perf_options
 from pytest_accel.scaleout import options as scaleout_options
 
@@ -95,7 +96,7 @@ def plugin_commands(scripts: list[str]) -> tuple[list[list[str]], list[list[str]
 
 def check_pytest_args(pytester: pytest.Pytester, args: list[str]) -> None:
     config = pytester.parseconfig(*args)  # unknown options are usage errors
-    opts = session.resolve_options(config, session.known_platforms(config))
+    opts = accel_options.resolve_options(config, accel_options.known_platforms(config))
     scaleout_options.resolve(config)
     perf_options.resolve(config)
     flaky_options.resolve(config)

@@ -8,14 +8,10 @@ import pytest
 
 from pytest_accel.hardware import PROBE_TIMEOUT
 from pytest_accel.hardware.detection import Detection
+from pytest_accel.hardware.options import resolve_options, valid_accel_choices
 from pytest_accel.scaleout.options import ScaleoutOptions
 from pytest_accel.scaleout.options import resolve as resolve_scaleout
-from pytest_accel.session import (
-    Session,
-    hardware_key,
-    resolve_options,
-    valid_accel_choices,
-)
+from pytest_accel.session import Session, hardware_key
 from tests.configs import parsed, usage_error
 
 

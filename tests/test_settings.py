@@ -10,8 +10,8 @@ import pytest
 
 from pytest_accel.cli.common import cli_flag, non_negative_float, percentage, positive_int
 from pytest_accel.flaky.options import OPTIONS as FLAKY_OPTIONS
-from pytest_accel.session import ENV_ACCEL
-from pytest_accel.session import OPTIONS as SESSION_OPTIONS
+from pytest_accel.hardware.options import ENV_ACCEL
+from pytest_accel.hardware.options import OPTIONS as SESSION_OPTIONS
 from pytest_accel.settings import (
     OptionSpec,
     list_setting,

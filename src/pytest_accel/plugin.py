@@ -20,6 +20,7 @@ from pytest_accel import (
     flaky,
     hookspecs,
     perf,
+    process_state,
     report,
     reports,
     scaleout,
@@ -27,11 +28,12 @@ from pytest_accel import (
 )
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import InputError
+from pytest_accel.hardware import options as hardware_options
 from pytest_accel.hardware import plugin as hardware
 from pytest_accel.settings import OptionGroup, add_group, usage_error
 
 OPTION_GROUPS: tuple[OptionGroup, ...] = (
-    session.OPTIONS,
+    hardware_options.OPTIONS,
     scaleout.OPTIONS,
     perf.OPTIONS,
     flaky.OPTIONS,
@@ -113,7 +115,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for name, registered in config.pluginmanager.list_name_plugin():
         if name.startswith(FEATURE_PLUGIN_PREFIX) and registered is not None:
             config.pluginmanager.unregister(registered)
-    session.restore(config)
+    process_state.restore(config)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -40,6 +40,7 @@ from pytest_accel.flaky.runner import (
     register_status_letters,
 )
 from pytest_accel.hardware.detection import Detection
+from pytest_accel.process_state import interrupt_on_sigterm
 from pytest_accel.reports import (
     fail_session,
     is_xdist_worker,
@@ -49,7 +50,7 @@ from pytest_accel.reports import (
     session_outputs,
     warn,
 )
-from pytest_accel.session import interrupt_on_sigterm, session_key
+from pytest_accel.session import session_key
 from pytest_accel.text import one_line
 
 if TYPE_CHECKING:

@@ -31,7 +31,9 @@ from pytest_accel.hardware.markers import (
     closest,
     evaluate_marks,
 )
+from pytest_accel.hardware.options import option
 from pytest_accel.outcomes import PLATFORM_SKIP_PROPERTY
+from pytest_accel.process_state import set_env
 from pytest_accel.settings import early_setting, parse_positive_int
 from pytest_accel.text import one_line
 
@@ -63,13 +65,13 @@ def register_detectors(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def set_cpu_devices(early_config: pytest.Config) -> None:
     """``--accel-cpu-devices``: before conftests (which may import jax) are loaded."""
-    value = early_setting(early_config, session.option("--accel-cpu-devices"))
+    value = early_setting(early_config, option("--accel-cpu-devices"))
     if not value:
         return
     count = parse_positive_int("--accel-cpu-devices", value)
     flags = _XLA_HOST_COUNT.sub("", os.environ.get("XLA_FLAGS", "")).strip()
     flag = f"--xla_force_host_platform_device_count={count}"
-    session.set_env(
+    set_env(
         early_config, {"JAX_NUM_CPU_DEVICES": str(count), "XLA_FLAGS": f"{flags} {flag}".strip()}
     )
 

@@ -41,6 +41,7 @@ from pytest_accel.perf.model.timings import (
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.pauses import pauses_key
 from pytest_accel.perf.pauses import register as register_pauses
+from pytest_accel.process_state import interrupt_on_sigterm
 from pytest_accel.reports import (
     fail_session,
     is_xdist_worker,
@@ -51,7 +52,6 @@ from pytest_accel.reports import (
 )
 from pytest_accel.session import (
     durations_key,
-    interrupt_on_sigterm,
     session_key,
     shard_key,
     timings_wanted_key,

@@ -21,7 +21,9 @@ from pytest_accel.hardware.detection import (
     count_of,
     sysroot_from_env,
 )
+from pytest_accel.hardware.options import option as accel_option
 from pytest_accel.outcomes import test_id
+from pytest_accel.process_state import set_env
 from pytest_accel.reports import node_parents
 from pytest_accel.scaleout.options import ScaleoutOptions, option, resolve
 from pytest_accel.scaleout.pinning import PINNED_PLATFORMS, Pin, PinError, plan_pin, shareable
@@ -42,8 +44,8 @@ def pin_worker(early_config: pytest.Config) -> None:
         return
     if (early_setting(early_config, option("--accel-pin")) or "auto").lower() != "auto":
         return
-    accel = (early_setting(early_config, session.option("--accel")) or "auto").lower()
-    if accel == "cpu" or early_setting(early_config, session.option("--accel-emulate")):
+    accel = (early_setting(early_config, accel_option("--accel")) or "auto").lower()
+    if accel == "cpu" or early_setting(early_config, accel_option("--accel-emulate")):
         return
     try:
         root = sysroot_from_env(os.environ)
@@ -58,7 +60,7 @@ def pin_worker(early_config: pytest.Config) -> None:
         pin = plan_pin(found, os.environ, worker, workers)
     except PinError as exc:
         raise pytest.UsageError(f"--accel-pin: {exc}") from None
-    session.set_env(early_config, pin.env)
+    set_env(early_config, pin.env)
     early_config.stash[session.worker_view_key] = lambda detection: pinned_detection(detection, pin)
 
 
