@@ -98,7 +98,7 @@ def test_a_baseline_without_this_hardware_says_which_keys_it_has() -> None:
     found = comparison(found=False, available_envs=["tpu/v5e/x8", "cuda/H100/x2"])
     assert output.missing_env_line(found, "ci/baseline.json") == (
         "perf: ci/baseline.json has no timings for 'cpu/x1'; nothing compared"
-        " (it has: tpu/v5e/x8, cuda/H100/x2). Use --perf-env-key to pick one."
+        " (it has: tpu/v5e/x8, cuda/H100/x2). Use --accel-key to pick one."
     )
     assert "(it has: none)" in output.missing_env_line(comparison(found=False), "b.json")
 

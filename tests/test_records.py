@@ -389,3 +389,23 @@ def test_the_record_is_complete_without_the_terminal_reporter(pytester: pytest.P
     assert len(record["tests"]["id"]) == 6
     assert per_group(record, "classes")["test_model.py::TestModel"]["span"] >= 0.6
     validate(record)
+
+
+@pytest.mark.parametrize(
+    ("ini", "flag"),
+    [
+        pytest.param("accel_key = from-ini", "--accel-key=lab-2", id="accel-key"),
+        pytest.param("perf_env_key = from-ini", "--perf-env-key=lab-2", id="its-0.2-name"),
+    ],
+)
+def test_the_hardware_key_option_and_its_older_name_both_name_the_key(
+    pytester: pytest.Pytester, ini: str, flag: str
+) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile("def test_ok(): pass")
+    pytester.runpytest("--perf-record=ini.json").assert_outcomes(passed=1)
+    assert load(pytester.path / "ini.json")["env"]["key"] == "from-ini"
+    pytester.runpytest("--perf-record=cli.json", flag).assert_outcomes(passed=1)
+    assert load(pytester.path / "cli.json")["env"]["key"] == "lab-2"
+    empty = pytester.runpytest("--perf-record=cli.json", "--accel-key= ")
+    empty.stderr.fnmatch_lines(["ERROR: --accel-key: the key must not be empty"])

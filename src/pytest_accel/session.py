@@ -19,7 +19,7 @@ import pytest
 from pytest_accel.hardware.detection import Detection, DetectionError
 from pytest_accel.hardware.options import AccelOptions, known_platforms, resolve_options
 from pytest_accel.hardware.policy import WORKERINPUT_DETECTION, resolve_detection
-from pytest_accel.settings import ENV_KEY_OPTION, raw_setting
+from pytest_accel.settings import HARDWARE_KEY_OPTION, raw_setting
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,9 @@ def hardware_key(detection: Detection, override: str | None = None) -> str:
 
 
 def _key_override(config: pytest.Config) -> str | None:
-    key = raw_setting(config, ENV_KEY_OPTION)
+    key = raw_setting(config, HARDWARE_KEY_OPTION)
     if key is not None and not str(key).strip():
-        raise pytest.UsageError("--perf-env-key: the key must not be empty")
+        raise pytest.UsageError("--accel-key: the key must not be empty")
     return str(key).strip() if key else None
 
 

@@ -35,6 +35,8 @@ class OptionSpec:
     env: str | None = None
     default: str = "unset"  # as the README's option table shows it
     repeatable: bool = False  # given several times (ini: one value a line)
+    # Older names of the option (and of its ini setting), still read: a rename keeps them.
+    aliases: tuple[str, ...] = ()
 
     @property
     def dest(self) -> str:
@@ -61,18 +63,33 @@ def add_group(parser: pytest.Parser, group: OptionGroup) -> None:
             )
             parser.addini(spec.dest, spec.help, type="linelist", default=[])
         else:
-            section.addoption(spec.flag, default=None, metavar=spec.metavar, help=spec.help)
+            section.addoption(
+                spec.flag,
+                *spec.aliases,
+                dest=spec.dest,
+                default=None,
+                metavar=spec.metavar,
+                help=spec.help,
+            )
             parser.addini(spec.dest, spec.help, default=None)
+            for alias in spec.aliases:
+                parser.addini(_dest_of(alias), f"the older name of {spec.dest}", default=None)
 
 
-# The hardware key is a fact of the session (session.py), which the timing feature shows
-# with its options: declared here, where both read it.
-ENV_KEY_OPTION = OptionSpec(
-    "--perf-env-key",
-    "Name the hardware the timings belong to (default: platform/device_kind/xN), e.g. a"
-    " runner label.",
+def _dest_of(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+# The hardware key is a fact of the session (session.py), an option of the hardware
+# feature (hardware.options): declared here, where both read it.
+HARDWARE_KEY_OPTION = OptionSpec(
+    "--accel-key",
+    "Name the hardware key the run's timings, costs and flaky history are kept under"
+    " (default: platform/device_kind/xN), e.g. a runner label. Its 0.2 name,"
+    " --perf-env-key (ini perf_env_key), still works.",
     metavar="KEY",
     default="platform/kind/xN",
+    aliases=("--perf-env-key",),
 )
 
 
@@ -91,6 +108,9 @@ def raw_setting(
     if spec.env and environ.get(spec.env):
         return environ[spec.env]
     ini = config.getini(spec.dest)
+    for alias in spec.aliases:
+        if ini in (None, ""):
+            ini = config.getini(_dest_of(alias))
     if spec.is_flag:
         return bool(ini)
     return str(ini) if ini not in (None, "") else None

@@ -46,7 +46,7 @@ def add(commands: Any) -> None:
         "--env-key",
         metavar="KEY",
         help="the hardware key to read from a baseline (default: the key a run here has, as"
-        " --perf-env-key; with --without-collecting, the baseline's first)",
+        " --accel-key; with --without-collecting, the baseline's first)",
     )
     shard.add_argument(
         "--without-collecting",

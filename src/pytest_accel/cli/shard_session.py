@@ -43,7 +43,7 @@ def plan_as_pytest(
         f"--perf-baseline={durations}",
         f"--accel-shard=1/{splits}",
         f"--accel-shard-by={by}",
-        *([f"--perf-env-key={env_key}"] if env_key else []),
+        *([f"--accel-key={env_key}"] if env_key else []),
         *pytest_args,
     ]
     code = pytest.main(args, plugins=[capture])

@@ -285,7 +285,7 @@ def _output_paths(output_path: str, keys: list[str]) -> list[tuple[str, str]]:
             raise CliError(
                 f"{out}: hardware keys {clash!r:.60} and {key!r:.60} both come to this file"
                 " name with --by-env; merge them apart (one -o each) or rename a key"
-                " (--perf-env-key)"
+                " (--accel-key)"
             )
         paths[key] = out
     return list(paths.items())

@@ -18,6 +18,7 @@ from pytest_accel.hardware.detection import (
     parse_emulation,
 )
 from pytest_accel.settings import (
+    HARDWARE_KEY_OPTION,
     OptionGroup,
     OptionSpec,
     parse_choice,
@@ -87,6 +88,7 @@ OPTIONS = OptionGroup(
             " (for --collect-only previews of what a runner would run).",
             metavar="SPEC",
         ),
+        HARDWARE_KEY_OPTION,
     ),
 )
 

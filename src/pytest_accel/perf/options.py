@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from pytest_accel.file_uses import FileUse
 from pytest_accel.perf.model.timings import TIMES
 from pytest_accel.settings import (
-    ENV_KEY_OPTION,
     OptionGroup,
     OptionSpec,
     choices_error,
@@ -46,7 +45,6 @@ OPTIONS = OptionGroup(
             " failures and Ctrl-C.",
             metavar="PATH",
         ),
-        ENV_KEY_OPTION,
         OptionSpec(
             "--perf-baseline",
             "Compare this run's timings with PATH: a baseline file, a record, or a"

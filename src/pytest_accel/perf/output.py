@@ -113,7 +113,7 @@ def missing_env_line(comparison: Comparison, source: str) -> str:
     keys = ", ".join(comparison.available_envs) or "none"
     return one_line(
         f"perf: {source} has no timings for {comparison.env!r}; nothing compared"
-        f" (it has: {keys}). Use --perf-env-key to pick one."
+        f" (it has: {keys}). Use --accel-key to pick one."
     )
 
 
