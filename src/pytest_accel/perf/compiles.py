@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR
+from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, is_subtest
 from pytest_accel.perf.pauses import FullCollections, Pause
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
@@ -158,8 +158,8 @@ class _PerTest:
     @pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the report on
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tally = self.counter.tally
-        if report.nodeid != self.counter.current:
-            return
+        if report.nodeid != self.counter.current or is_subtest(report):
+            return  # a subtest's report is part of its test's call, tallied with it
         if report.when == "setup":  # the setup is over: what follows is the call's
             tally.call_from = len(tally.spans)
         elif report.when == "call":

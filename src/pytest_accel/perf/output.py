@@ -239,9 +239,8 @@ def summary_section(
         f" recompilations, most of {r.samples} baseline runs |"
         for r in comparison.recompiled
     ]
-    grew = None if comparison.compilation is None else describe_compilation(comparison.compilation)
-    if grew is not None and comparison.compilation is not None:
-        c = comparison.compilation
+    c = comparison.compilation
+    if c is not None and c.grew:
         rows.append(
             f"| compile time | session | suite | {c.baseline or 0:.3f} | {c.seconds:.3f} |"
             f" {c.ratio or 0:.2f}x | median of {c.samples} runs of this layout |"
