@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.fakesys import FakeSys, skip_reasons
@@ -81,3 +83,59 @@ def test_an_unregistered_platform_name_is_still_rejected(pytester: pytest.Pytest
             " (choose from auto, cpu, cuda, rocm, tpu, gpu, spyre)"
         ]
     )
+
+
+def test_a_conftest_that_knows_each_tests_duration_balances_the_shards(
+    pytester: pytest.Pytester,
+) -> None:
+    """``pytest_accel_expected_durations``: what sharding plans by, whoever answers it
+    (here no baseline: the conftest knows)."""
+    pytester.makeconftest(
+        """
+        def pytest_accel_expected_durations(config):
+            quick = {f"test_a.py::test_{name}": 1.0 for name in "bcd"}
+            return {"test_a.py::test_long": 3.0, **quick}
+        """
+    )
+    pytester.makepyfile(
+        test_a="""
+        def test_long(): pass
+        def test_b(): pass
+        def test_c(): pass
+        def test_d(): pass
+        """
+    )
+    first = pytester.runpytest("--accel-shard=1/2", "-v")
+    first.stdout.fnmatch_lines(
+        ["accel-shard 1/2 by class: 1 test(s), estimated 3.0s; all shards: 3.0s, 3.0s*"]
+    )
+    first.stdout.fnmatch_lines(["*test_long PASSED*"])
+    first.assert_outcomes(passed=1)
+    pytester.runpytest("--accel-shard=2/2").assert_outcomes(passed=3)
+
+
+def test_a_feature_that_wants_the_runs_timings_gets_its_tests_without_timing_options(
+    pytester: pytest.Pytester,
+) -> None:
+    """``pytest_accel_wants_timings`` switches the timing feature on for another reader,
+    which gets the run's tests through ``pytest_accel_record_sections``."""
+    pytester.makeconftest(
+        """
+        import json
+
+        def pytest_accel_wants_timings(config):
+            return True
+
+        def pytest_accel_record_sections(session, run):
+            with open("seen.json", "w") as out:
+                json.dump({"ids": list(run.ids), "outcomes": list(run.outcomes)}, out)
+            return None
+        """
+    )
+    pytester.makepyfile(test_a="def test_ok(): pass\ndef test_bad(): assert False\n")
+    pytester.runpytest().assert_outcomes(passed=1, failed=1)
+    seen = json.loads((pytester.path / "seen.json").read_text())
+    assert sorted(zip(seen["ids"], seen["outcomes"], strict=True)) == [
+        ("test_a.py::test_bad", "failed"),
+        ("test_a.py::test_ok", "passed"),
+    ]

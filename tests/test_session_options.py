@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_accel.hardware import PROBE_TIMEOUT
 from pytest_accel.hardware.detection import Detection
-from pytest_accel.hardware.options import resolve_options, valid_accel_choices
+from pytest_accel.hardware.facts import hardware_key
+from pytest_accel.hardware.options import PROBE_TIMEOUT, resolve_options, valid_accel_choices
 from pytest_accel.scaleout.options import ScaleoutOptions
 from pytest_accel.scaleout.options import resolve as resolve_scaleout
-from pytest_accel.session import Session, hardware_key
+from pytest_accel.session import Session
 from tests.configs import parsed, usage_error
 
 

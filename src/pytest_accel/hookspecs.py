@@ -1,5 +1,9 @@
 """Hooks a plugin or ``conftest.py`` implements to add an accelerator.
 
+The last four are how the features hand each other what one needs of another (as
+pytest-xdist's ``newhooks.py`` does): each is answered by the feature that knows, and
+asked by the one that needs it, and neither imports the other.
+
 Example (a made-up ``spyre`` card)::
 
     def pytest_accel_platforms():
@@ -55,4 +59,44 @@ def pytest_accel_detect(context: DetectionContext) -> Detection | None:
     third-party detectors, then the CPU fallback (``trylast``).  ``context.requested``
     names the platform asked for with ``--accel`` (None for ``auto``); record what you
     checked with ``context.note(...)`` so a missing-device error can list it.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_worker_detection(config: pytest.Config, detection: Detection) -> Detection | None:
+    """In a pytest-xdist worker: this worker's own share of the controller's
+    ``detection`` (``--accel-pin``), or None when it sees every device.
+
+    Asked once, when the worker's session facts are resolved; the scale-out feature
+    answers it in a worker it pinned.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_shard(config: pytest.Config) -> str | None:
+    """``"K/N"`` when this session runs one CI shard, else None.
+
+    The scale-out feature answers it under ``--accel-shard``; the timing feature asks at
+    session end (the record's ``run.shard``, the run's layout).
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_expected_durations(config: pytest.Config) -> Mapping[str, float] | None:
+    """Each test's expected seconds under this session's hardware key, or None when
+    nothing is known.
+
+    The timing feature answers it with a ``--perf-baseline`` (read only when asked);
+    sharding asks while it plans, after every other deselection.
+    """
+
+
+@pytest.hookspec
+def pytest_accel_wants_timings(config: pytest.Config) -> bool:  # type: ignore[empty-body]
+    """Return True when this session's timings are needed although the timing
+    feature's own options are off.
+
+    The features that read the run's tests (the HTML report, cost, coverage) answer it
+    from their options; the timing feature asks while it configures, and collects the
+    timings if any says True.
     """

@@ -3,7 +3,7 @@
 Each feature declares its options (``OPTIONS``) and registers its own hook classes in
 ``pytest_configure`` when its options switch it on (``register``), as pytest's
 ``stepwise`` does.  The facts every feature shares (the ``--accel`` options, detection,
-the hardware key) are resolved once, by ``session.setup``.  Importing this module must
+the hardware key) are resolved once, by ``hardware.setup``.  Importing this module must
 stay cheap: no jax, numpy, filelock or orjson, and no feature's hook module.
 """
 
@@ -18,22 +18,20 @@ from pytest_accel import (
     cost,
     coverage,
     flaky,
+    hardware,
     hookspecs,
     perf,
     process_state,
     report,
     reports,
     scaleout,
-    session,
 )
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import InputError
-from pytest_accel.hardware import options as hardware_options
-from pytest_accel.hardware import plugin as hardware
 from pytest_accel.settings import OptionGroup, add_group, usage_error
 
 OPTION_GROUPS: tuple[OptionGroup, ...] = (
-    hardware_options.OPTIONS,
+    hardware.OPTIONS,
     scaleout.OPTIONS,
     perf.OPTIONS,
     flaky.OPTIONS,
@@ -46,9 +44,16 @@ OPTION_GROUPS: tuple[OptionGroup, ...] = (
 FEATURE_PLUGIN_PREFIX = "pytest_accel:"
 
 
+# Features that answer another's question (``hookspecs``) whatever their options: the
+# asker may ask before they register their own hooks.
+ANSWERING_FEATURES = (report, cost, coverage)
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
     hardware.register_detectors(pluginmanager)
+    for feature in ANSWERING_FEATURES:
+        pluginmanager.register(feature, feature.__name__)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,18 +64,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """Device variables are set before conftests (which may import jax or torch) load."""
-    hardware.set_cpu_devices(early_config)
+    hardware.set_devices(early_config)
     scaleout.take_devices(early_config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     refuse_one_file_for_two_uses(config)
-    session.setup(config)
+    hardware.setup(config)
     hardware.register(config)
     scaleout.register(config)
-    # Before the timing feature decides whether it is on: they read its timings.
-    for reader in (report, cost, coverage):
-        reader.ask_for_timings(config)
     perf.register(config)
     flaky.register(config)
     cost.register(config)
@@ -127,4 +129,4 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    session.configure_node(node)
+    hardware.configure_node(node)

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, CliError, add_command
-from pytest_accel.hardware import PROBE_TIMEOUT
+from pytest_accel.hardware.options import PROBE_TIMEOUT
 from pytest_accel.text import one_line
 
 

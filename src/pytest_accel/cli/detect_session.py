@@ -19,10 +19,10 @@ class _Capture:
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config: pytest.Config) -> None:
-        from pytest_accel import session
+        from pytest_accel.hardware.facts import setup
         from pytest_accel.hardware.plugin import header_line
 
-        facts = session.setup(config)
+        facts = setup(config)
         self.detection, self.header = facts.detection, header_line(facts)
         self.where = f"rootdir: {config.rootpath}"
         if config.inipath is not None:

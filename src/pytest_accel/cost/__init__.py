@@ -11,15 +11,12 @@ from pytest_accel.cost.options import OPTIONS, file_uses, resolve
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "ask_for_timings", "file_uses", "register"]
+__all__ = ["OPTIONS", "file_uses", "pytest_accel_wants_timings", "register"]
 
 
-def ask_for_timings(config: pytest.Config) -> None:
-    """With a price or a budget, the timing feature collects this run's timings."""
-    if resolve(config).enabled:
-        from pytest_accel import session  # pytest's side; the command line tool imports cost
-
-        config.stash[session.timings_wanted_key] = True
+def pytest_accel_wants_timings(config: pytest.Config) -> bool:
+    """With a price or a budget, cost accounts for this run's tests."""
+    return resolve(config).enabled
 
 
 def register(config: pytest.Config) -> None:

@@ -11,15 +11,12 @@ from pytest_accel.coverage.options import OPTIONS, resolve
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "ask_for_timings", "register"]
+__all__ = ["OPTIONS", "pytest_accel_wants_timings", "register"]
 
 
-def ask_for_timings(config: pytest.Config) -> None:
-    """With the gate, the timing feature collects this run's outcomes."""
-    if resolve(config) is not None:
-        from pytest_accel import session  # pytest's side; the command line tool imports this
-
-        config.stash[session.timings_wanted_key] = True
+def pytest_accel_wants_timings(config: pytest.Config) -> bool:
+    """With the gate, coverage counts this run's outcomes."""
+    return resolve(config) is not None
 
 
 def register(config: pytest.Config) -> None:

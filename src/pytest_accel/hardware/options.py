@@ -9,14 +9,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_accel.hardware import PROBE_TIMEOUT
-from pytest_accel.hardware.detection import (
-    BUILTIN_PLATFORMS,
-    PLATFORM_FAMILIES,
-    Detection,
-    EmulationSpecError,
-    parse_emulation,
-)
 from pytest_accel.settings import (
     HARDWARE_KEY_OPTION,
     OptionGroup,
@@ -30,10 +22,13 @@ from pytest_accel.settings import (
     usage_error,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # detection loads when the options are read (not for the commands' help)
     import pytest
 
+    from pytest_accel.hardware.detection import Detection
+
 PROBE_MODES = ("auto", "none", "jax")
+PROBE_TIMEOUT = 120.0  # seconds the JAX probe may take by default
 ENV_ACCEL = "PYTEST_ACCEL"
 
 OPTIONS = OptionGroup(
@@ -110,6 +105,8 @@ class AccelOptions:
 
 
 def valid_accel_choices(extra_platforms: Collection[str]) -> list[str]:
+    from pytest_accel.hardware.detection import BUILTIN_PLATFORMS, PLATFORM_FAMILIES
+
     builtin = ["auto", *BUILTIN_PLATFORMS, *PLATFORM_FAMILIES]
     return builtin + sorted(set(extra_platforms) - set(builtin))
 
@@ -123,6 +120,12 @@ def known_platforms(config: pytest.Config) -> list[str]:
 
 def resolve_options(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOptions:
     """Validate every ``--accel`` option up front."""
+    from pytest_accel.hardware.detection import (
+        PLATFORM_FAMILIES,
+        EmulationSpecError,
+        parse_emulation,
+    )
+
     choices = valid_accel_choices(extra_platforms)
     accel = parse_choice("--accel", text_setting(config, option("--accel")), choices, "auto")
     probe = parse_choice(

@@ -2,7 +2,7 @@
 processes, the header line, and marker-based skipping and deselection.
 
 Always on: every run detects and selects.  The logic is in ``detection`` and
-``markers``; the policy (what an explicit request demands) in ``pytest_accel.session``.
+``markers``; the policy (what an explicit request demands) in ``policy``.
 """
 
 from __future__ import annotations

@@ -15,12 +15,11 @@ __all__ = ["OPTIONS", "file_uses", "register"]
 
 def register(config: pytest.Config) -> None:
     """With --perf-record or --perf-baseline, or when another feature wants the timings
-    (the HTML report): workers annotate reports, the process that owns the session
-    compares and writes."""
-    from pytest_accel import session  # pytest's side; the command line tool imports perf too
-
+    (``pytest_accel_wants_timings``: the HTML report, cost, coverage): workers annotate
+    reports, the process that owns the session compares and writes."""
     options = resolve(config)
-    if options.enabled or config.stash.get(session.timings_wanted_key, False):
+    wanted = any(config.hook.pytest_accel_wants_timings(config=config))
+    if options.enabled or wanted:
         from pytest_accel.perf.plugin import register_feature
 
-        register_feature(config, options)
+        register_feature(config, options, wanted=wanted)

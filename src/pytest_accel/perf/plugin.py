@@ -50,12 +50,7 @@ from pytest_accel.reports import (
     session_outputs,
     warn,
 )
-from pytest_accel.session import (
-    durations_key,
-    session_key,
-    shard_key,
-    timings_wanted_key,
-)
+from pytest_accel.session import session_key
 from pytest_accel.text import one_line
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
@@ -77,6 +72,7 @@ class PerfPlugin:
         *,
         key: str,
         results: ResultsCollector,
+        wanted: bool = False,
     ) -> None:
         self.config = config
         self.options = options
@@ -84,6 +80,8 @@ class PerfPlugin:
         self.baseline = baseline
         self.results = results
         self.key = key
+        self.wanted = wanted  # another feature reads this run's timings (the HTML report)
+        self.shard: str | None = None  # "K/N" when this session runs one CI shard
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
         self.identity = RunIdentity()
@@ -123,8 +121,8 @@ class PerfPlugin:
             classes=classes,
             modules=modules,
             partial_modules=frozenset(g for g, n in deselected.get("modules", {}).items() if n),
-            shard=self.config.stash.get(shard_key, None),
-            layout=layout_of(len(self.results.workers), [self.config.stash.get(shard_key, None)]),
+            shard=self.shard,
+            layout=layout_of(len(self.results.workers), [self.shard]),
         )
         if table.compiles:
             measured = replace(
@@ -195,7 +193,7 @@ class PerfPlugin:
             duration=time.perf_counter() - self.started_monotonic,
             commit=self.identity.commit,
             branch=self.identity.branch,
-            shard=self.config.stash.get(shard_key, None),
+            shard=self.shard,
             workers=len(self.results.workers),
             exitstatus=int(exitstatus),
         )
@@ -220,6 +218,7 @@ class PerfPlugin:
         """Compare, write the record, update the baseline: each isolated from the others."""
         commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
         self.identity = RunIdentity(commit, branch, utc_timestamp(self.started))
+        self.shard = self.config.hook.pytest_accel_shard(config=self.config)
         env = self.baseline.for_key(self.key) if self.baseline is not None else None
         runs = env.runs if env is not None else []
         self.earlier_starts = [r.identity.started for r in runs if r.identity.started]
@@ -231,7 +230,7 @@ class PerfPlugin:
                 self.comparison = self._compare(run)
                 if self.comparison is not None:
                     self._report(session, self.comparison)
-            if not self.config.stash.get(timings_wanted_key, False):
+            if not self.wanted:
                 # Nothing reads it again (an update re-reads the file under its lock): its
                 # samples go before the record and the history are written, the peak.
                 self.baseline = self.config.stash[baseline_key] = None
@@ -294,7 +293,7 @@ class PerfPlugin:
 
     def _publish(self, head: dict[str, Any]) -> None:
         """The record, baseline and rule, for the HTML report (``SessionOutputs``)."""
-        if not self.config.stash.get(timings_wanted_key, False):
+        if not self.wanted:
             return  # no report asked for them
 
         def record() -> dict[str, Any]:
@@ -373,10 +372,11 @@ def load_for_session(options: PerfOptions) -> Baseline | None:
 baseline_key = pytest.StashKey["Baseline | None"]()
 
 
-def register_feature(config: pytest.Config, options: PerfOptions) -> None:
+def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: bool) -> None:
     facts = config.stash[session_key]
     if options.baseline is not None:
-        _publish_durations(config, options, facts.key)
+        expected = ExpectedDurations(config, options.baseline, facts.key)
+        config.pluginmanager.register(expected, "pytest_accel:expected_durations")
     if config.option.collectonly:
         return  # nothing runs: no timings to show, compare or write (shards still plan)
     register_pauses(config)  # by module path: pytester reruns import it afresh
@@ -403,29 +403,32 @@ def register_feature(config: pytest.Config, options: PerfOptions) -> None:
     baseline = config.stash[baseline_key] = load_for_session(options)
     results = ResultsCollector(config)
     config.pluginmanager.register(results, "pytest_accel:results")
-    plugin = PerfPlugin(config, options, facts.detection, baseline, key=facts.key, results=results)
+    plugin = PerfPlugin(
+        config, options, facts.detection, baseline, key=facts.key, results=results, wanted=wanted
+    )
     config.pluginmanager.register(plugin, "pytest_accel:perf")
 
 
-def _publish_durations(config: pytest.Config, options: PerfOptions, key: str) -> None:
-    """Expected durations for sharding, loaded only if something asks (an xdist worker
-    that shards reads the baseline itself; the controller reuses its own)."""
-    path = options.baseline
-    assert path is not None
+class ExpectedDurations:
+    """Answers ``pytest_accel_expected_durations`` from the baseline, read only if
+    something asks (sharding; an xdist worker that shards reads the baseline itself, the
+    controller reuses its own)."""
 
-    def durations() -> dict[str, float]:
+    def __init__(self, config: pytest.Config, path: str, key: str) -> None:
+        self.config, self.path, self.key = config, path, key
+
+    def pytest_accel_expected_durations(self) -> dict[str, float]:
         from pytest_accel.perf.formats.baseline import expected_durations, load_baseline
 
+        config = self.config
         if baseline_key in config.stash:
             baseline = config.stash[baseline_key]
-        elif os.path.exists(path):
+        elif os.path.exists(self.path):
             try:
-                baseline = config.stash[baseline_key] = load_baseline(path)
+                baseline = config.stash[baseline_key] = load_baseline(self.path)
             except InputError as exc:
                 raise pytest.UsageError(f"--perf-baseline: {exc}") from None
         else:
             baseline = None
-        env = baseline.for_key(key) if baseline is not None else None
+        env = baseline.for_key(self.key) if baseline is not None else None
         return {} if env is None else expected_durations(env)
-
-    config.stash[durations_key] = durations

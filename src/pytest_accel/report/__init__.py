@@ -11,7 +11,7 @@ from pytest_accel.settings import OptionGroup, OptionSpec, text_setting
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "ask_for_timings", "file_uses", "register"]
+__all__ = ["OPTIONS", "file_uses", "pytest_accel_wants_timings", "register"]
 
 OPTIONS = OptionGroup(
     "accel-report",
@@ -37,13 +37,9 @@ def file_uses(config: pytest.Config) -> tuple[FileUse, ...]:
     return (FileUse("--accel-report", path, writes=True),) if path else ()
 
 
-def ask_for_timings(config: pytest.Config) -> None:
-    """With --accel-report, the timing feature collects this run's timings even
-    without its own options."""
-    if _path(config):
-        from pytest_accel import session  # pytest's side; the command line tool imports report too
-
-        config.stash[session.timings_wanted_key] = True
+def pytest_accel_wants_timings(config: pytest.Config) -> bool:
+    """With --accel-report, the page shows this run's timings."""
+    return bool(_path(config))
 
 
 def register(config: pytest.Config) -> None:

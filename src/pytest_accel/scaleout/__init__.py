@@ -24,10 +24,8 @@ def register(config: pytest.Config) -> None:
 
         check_worker_count(config, workers)
     if options.shard is not None:
-        from pytest_accel import session
         from pytest_accel.scaleout.plugin import Sharding
 
-        config.stash[session.shard_key] = str(options.shard_label)
         config.pluginmanager.register(Sharding(options), "pytest_accel:sharding")
 
 

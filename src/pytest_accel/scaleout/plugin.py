@@ -1,8 +1,9 @@
 """The scale-out feature's hooks: a worker's own devices (``--accel-pin``), ``-n auto``
 as the device count, and ``--accel-shard`` as its own ``trylast`` selection hook.
 
-The pure parts are in ``pinning`` and ``sharding``.  Expected durations come from the
-session (``session.durations_key``), filled by the timing feature from its baseline.
+The pure parts are in ``pinning`` and ``sharding``.  A pinned worker answers
+``pytest_accel_worker_detection``; sharding answers ``pytest_accel_shard`` and asks
+``pytest_accel_expected_durations`` (the timing feature answers, from its baseline).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pytest_accel.hardware.detection import (
     count_of,
     sysroot_from_env,
 )
+from pytest_accel.hardware.facts import setup
 from pytest_accel.hardware.options import option as accel_option
 from pytest_accel.outcomes import test_id
 from pytest_accel.process_state import set_env
@@ -61,7 +63,17 @@ def pin_worker(early_config: pytest.Config) -> None:
     except PinError as exc:
         raise pytest.UsageError(f"--accel-pin: {exc}") from None
     set_env(early_config, pin.env)
-    early_config.stash[session.worker_view_key] = lambda detection: pinned_detection(detection, pin)
+    early_config.pluginmanager.register(PinnedWorker(pin), "pytest_accel:pinned_worker")
+
+
+class PinnedWorker:
+    """An xdist worker that holds its own share of the devices."""
+
+    def __init__(self, pin: Pin) -> None:
+        self.pin = pin
+
+    def pytest_accel_worker_detection(self, detection: Detection) -> Detection:
+        return pinned_detection(detection, self.pin)
 
 
 def pinned_detection(detection: Detection, pin: Pin) -> Detection:
@@ -101,7 +113,7 @@ def check_worker_count(config: pytest.Config, workers: int) -> None:
 
 def auto_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on an accelerator runner: one worker per device (TPU: per chip)."""
-    facts = session.setup(config)
+    facts = setup(config)
     if not _pinnable(resolve(config), facts):
         return None
     return len(shareable(facts.detection, os.environ)) or None
@@ -124,7 +136,7 @@ class Sharding:
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        known = config.stash.get(session.durations_key, dict)()
+        known = config.hook.pytest_accel_expected_durations(config=config) or {}
         kept, elsewhere, self.plan = shard_items(items, self.options, known)
         if elsewhere:
             config.hook.pytest_deselected(items=elsewhere)
@@ -132,6 +144,9 @@ class Sharding:
 
     def pytest_report_collectionfinish(self) -> str | None:
         return None if self.plan is None else shard_line(self.options, self.plan)
+
+    def pytest_accel_shard(self) -> str:
+        return str(self.options.shard_label)
 
 
 def shard_items(
