@@ -5,7 +5,9 @@ from real runs is in test_flaky.py and test_flaky_ci.py.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
+from typing import Any
 
 from pytest_accel.flaky.classify import Classification
 from pytest_accel.flaky.findings import Findings, Quarantined
@@ -14,12 +16,9 @@ from pytest_accel.flaky.output import summary_line, summary_section, terminal_li
 from pytest_accel.flaky.quarantine import Entry
 
 
-def findings(**fields: object) -> Findings:
+def findings(**fields: Any) -> Findings:
     letters = {f"t.py::test_{i}": "P" for i in range(40)}
-    found = Findings("cpu/x1", "cpu", letters)
-    for name, value in fields.items():
-        setattr(found, name, value)
-    return found
+    return replace(Findings("cpu/x1", "cpu", letters), **fields)
 
 
 def verdict(test: str, status: str = "flaky", failures: int = 3, runs: int = 20) -> Classification:
@@ -139,7 +138,7 @@ def test_the_summary_line_counts_the_history_and_the_limit() -> None:
         "flaky: 2 of 40 test(s) (5.00%) on cpu: 1 in this run, 1 more across the history's"
         " 12 run(s); --flaky-max-pct 5: within"
     )
-    found.max_pct = 4.0
+    found = replace(found, max_pct=4.0)
     assert found.over_limit
     assert summary_line(found).endswith("--flaky-max-pct 4: over the limit: exit status 1")
 

@@ -10,7 +10,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +22,8 @@ from pytest_accel.outcomes import Parents, test_id
 from pytest_accel.text import line_start, one_line, problem
 
 if TYPE_CHECKING:
-    from pytest_accel.flaky.history import History
-    from pytest_accel.perf.analysis.rule import Rule
-    from pytest_accel.perf.formats.baseline import Baseline
-    from pytest_accel.perf.model.findings import Comparison
+    from pytest_accel.flaky.findings import Findings
+    from pytest_accel.perf.model.result import TimingResult
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -116,16 +114,12 @@ def warn(config: pytest.Config, warning: Warning, path: str, line: int | None) -
 
 @dataclass
 class SessionOutputs:
-    """What the features made of this session, filled as each finishes, for the ones
-    that show it all (the HTML report)."""
+    """Each feature's one result of this session, left here as it finishes, for the
+    output that shows them all (the HTML report): it renders them and computes nothing
+    of its own, so the page says what the terminal and the warnings said."""
 
-    record: Callable[[], dict[str, Any]] | None = None  # the timing record, as written
-    baseline: Baseline | None = None  # the baseline as read, before this run was added
-    rule: Rule | None = None  # the regression rule the run was judged by
-    # What the terminal and the warnings said of this run (its @perf overrides and
-    # --perf-new-slow included): the page shows it, never a comparison of its own.
-    comparison: Comparison | None = None
-    history: History | None = None  # the flaky history, with this run
+    timing: TimingResult | None = None  # the timing feature's (perf.model.result)
+    flaky: Findings | None = None  # the flaky feature's, with the history as updated
 
 
 outputs_key = pytest.StashKey[SessionOutputs]()

@@ -36,8 +36,12 @@ class Quarantined:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Findings:
+    """What one run says about flakiness, built once at the session's end
+    (``build_findings``): the terminal section, the warnings, the ``--flaky-report``
+    file, the job summary, the gate and the HTML report all render it."""
+
     key: str
     platform: str
     letters: dict[str, str]  # this run: node id -> P, F or K
@@ -140,44 +144,58 @@ def build_findings(
     expired: Sequence[Entry],
     history: History | None,
     max_pct: float | None,
+    mass_failure: tuple[int, int] | None = None,
+    budget: tuple[int, int, int] | None = None,
 ) -> Findings:
     letters = run.letters
-    findings = Findings(
-        key,
-        platform,
-        letters,
-        stale=list(stale),
-        expired=list(expired),
-        history=history,
-        max_pct=max_pct,
-    )
+    flaky: list[tuple[str, list[str]]] = []
+    failed: list[str] = []
+    quarantined_failures: list[Quarantined] = []
     for test, attempts in run.attempts.items():
         letter = letters.get(test)
         entry = quarantined.get(test)
         if letter == FLAKY:
-            findings.flaky.append((test, attempts))
+            flaky.append((test, attempts))
         elif letter == "F" and entry is not None:
-            findings.quarantined.append(Quarantined(test, entry, attempts[-1], messages.get(test)))
+            quarantined_failures.append(Quarantined(test, entry, attempts[-1], messages.get(test)))
         elif letter == "F":
-            findings.failed.append(test)
-    findings.new_tests = dict(run.new_runs)
+            failed.append(test)
     across = _across_runs(history, key, letters)
+    kept: list[tuple[Quarantined, Classification]] = []
+    candidates: list[Quarantined] = []
     for test, entry in quarantined.items():
         if letters.get(test) == "P":
             passed = Quarantined(test, entry, "passed")
             if test in across:  # one sentence: it passed here, but not across runs
-                findings.kept.append((passed, across.pop(test)))
+                kept.append((passed, across.pop(test)))
             else:
-                findings.candidates.append(passed)
-    findings.context = dict(across)
+                candidates.append(passed)
     # One status per test: a test shown as flaky or quarantined here carries its history
     # in that line; a failed one (pytest shows the failure) gets the across-runs line.
-    told = {t for t, _ in findings.flaky} | {q.test for q in findings.quarantined}
-    findings.across_runs = sorted(
+    told = {t for t, _ in flaky} | {q.test for q in quarantined_failures}
+    across_runs = sorted(
         (v for t, v in across.items() if t not in told),
         key=lambda v: (v.status != "flaky", -v.flip_rate, -v.failure_rate, v.test),
     )
-    return findings
+    return Findings(
+        key,
+        platform,
+        letters,
+        flaky=flaky,
+        failed=failed,
+        quarantined=quarantined_failures,
+        candidates=candidates,
+        stale=list(stale),
+        expired=list(expired),
+        across_runs=across_runs,
+        kept=kept,
+        new_tests=dict(run.new_runs),
+        context=dict(across),
+        mass_failure=mass_failure,
+        budget=budget,
+        history=history,
+        max_pct=max_pct,
+    )
 
 
 def _across_runs(

@@ -183,7 +183,10 @@ class FlakyPlugin:
         failed = run.first_attempt_failures
         mass = is_mass_failure(len(letters), failed, self.options.policy.mass_failure)
         history = self._history(letters, session, mass_failure=mass)
-        session_outputs(session.config).history = history
+        budget = None
+        if self.budget is not None:
+            budget = (self.budget.total, *self.budget.counts())
+            self.budget.remove()
         findings = self.findings = build_findings(
             key=self.key,
             platform=self.platform,
@@ -194,12 +197,10 @@ class FlakyPlugin:
             expired=self.runner.expired,
             history=history,
             max_pct=self.options.max_pct,
+            mass_failure=(len(letters), failed) if mass else None,
+            budget=budget,
         )
-        if mass:
-            findings.mass_failure = (len(letters), failed)
-        if self.budget is not None:
-            findings.budget = (self.budget.total, *self.budget.counts())
-            self.budget.remove()
+        session_outputs(session.config).flaky = findings
         self._warn(session, findings)
         if self.options.report:
             from pytest_accel.flaky.report import report_json

@@ -18,19 +18,13 @@ import pytest
 
 from pytest_accel import github
 from pytest_accel.fields import utc_timestamp
-from pytest_accel.files import (
-    InputError,
-    check_writable,
-    gc_paused,
-    parse_json,
-    resolved,
-    write_atomic,
-)
+from pytest_accel.files import InputError, check_writable, gc_paused, resolved, write_atomic
 from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.formats.record import RunInfo, check_record, encode_record, record_head
-from pytest_accel.perf.model.table import TimingTable
+from pytest_accel.perf.formats.record import RunInfo, encode_result, record_head
+from pytest_accel.perf.model.result import TimingResult
+from pytest_accel.perf.model.table import GroupSections, TimingTable
 from pytest_accel.perf.model.timings import (
     RunIdentity,
     RunTimings,
@@ -59,8 +53,10 @@ if TYPE_CHECKING:  # the comparison and its output load only with a baseline
 
 
 class PerfPlugin:
-    """Runs in the process that owns the session: at the end compares the collected
-    timings with the baseline, reports, writes the record and updates the baseline.
+    """Runs in the process that owns the session: at the end builds the session's one
+    ``TimingResult`` (the table, its groups, the comparison with the baseline, the
+    record's header) and renders it: warnings, job summary, record, terminal; then folds
+    the run into the baseline.
     """
 
     def __init__(
@@ -81,36 +77,107 @@ class PerfPlugin:
         self.results = results
         self.key = key
         self.wanted = wanted  # another feature reads this run's timings (the HTML report)
-        self.shard: str | None = None  # "K/N" when this session runs one CI shard
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
-        self.identity = RunIdentity()
-        self.comparison: Comparison | None = None
+        self.result: TimingResult | None = None
         self.record_written = False
-        self.earlier_starts: list[str] = []  # when the baseline's runs of this key started
-        self.compilation: dict[str, float | int] | None = None  # with JAX: the run's
         # No baseline file yet (a cold CI cache) is not an error: the run says so.
         self.baseline_missing = options.baseline is not None and not Path(options.baseline).exists()
-
-    @property
-    def table(self) -> TimingTable:
-        return self.results.table
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
 
-    # --- at the end -------------------------------------------------------------------
+    # --- at the end: the result, built once ---------------------------------------------
 
-    def run_timings(self) -> RunTimings:
-        table = self.table
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        # Also after failures, -x and Ctrl-C. What is built here has no reference cycles.
+        with gc_paused(), isolated(session, "finish the timing record and comparison"):
+            self._finish(session)
+
+    def _finish(self, session: pytest.Session) -> None:
+        """Build the result, then render it and fold the run into the baseline: each
+        piece isolated from the others."""
+        commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
+        identity = RunIdentity(commit, branch, utc_timestamp(self.started))
+        shard = self.config.hook.pytest_accel_shard(config=self.config)
+        env = self.baseline.for_key(self.key) if self.baseline is not None else None
+        earlier_starts = [r.identity.started for r in env.runs if r.identity.started] if env else []
+        table = self.results.session_table()
         warmup, totals = table.warmup(), table.totals()
-        deselected = self.results.deselected
-        classes, _ = table.groups(table.class_ids, warmup, deselected.get("classes", {}), totals)
-        modules, _ = table.groups(table.module_ids, warmup, deselected.get("modules", {}), totals)
+        groups = table.grouped(self.results.deselected, warmup, totals)
+        # What the baseline compares and keeps and the page draws; a record alone does not.
+        run = None
+        if self.options.baseline is not None or self.wanted:
+            run = self._run_timings(
+                table, identity, shard, warmup=warmup, totals=totals, groups=groups
+            )
+        comparison = None
+        if run is not None:
+            with isolated(session, "compare the timings with the baseline"):
+                comparison = self._compare(run)
+        compilation = table.compilation()
+        head = self._record_head(session.exitstatus, identity, shard, comparison, compilation)
+        # Perf's rows first in the job summary; the features called below add theirs.
+        self._summarize(comparison, compilation)
+        columns = None
+        if self.wanted or self.config.hook.pytest_accel_record_sections.get_hookimpls():
+            columns = self._run_columns(head, identity, earlier_starts, totals)
+            with isolated(session, "account for the run (cost, coverage)"):
+                self._add_sections(session, head, columns)
+        result = self.result = TimingResult(
+            self.key,
+            table,
+            warmup,
+            totals,
+            groups,
+            head,
+            self.options.rule,
+            run=run,
+            comparison=comparison,
+            compilation=compilation,
+            columns=columns,
+            baseline=self.baseline if self.wanted else None,
+            baseline_missing=self.baseline_missing,
+        )
+        if not self.wanted:
+            # Nothing reads it again (an update re-reads the file under its lock): its
+            # samples go before the record and the history are written, the peak.
+            self.baseline = self.config.stash[baseline_key] = None
+        session_outputs(self.config).timing = result
+        if comparison is not None:
+            with isolated(session, "report the comparison"):
+                self._warn(session, result)
+        if self.options.record:
+            with isolated(session, f"write the timing record {self.options.record}"):
+                write_atomic(self.options.record, encode_result(result))
+                self.record_written = True
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        # A cut-short run's timings are not a sample of the suite.
+        baseline = self.options.baseline
+        if run is not None and baseline and self.options.update_baseline and not interrupted:
+            with isolated(session, f"update the baseline {baseline}"):
+                from pytest_accel.perf.formats.baseline import update_baseline_file
+
+                update_baseline_file(
+                    baseline, [run], self.options.window, time=self.options.rule.time
+                )
+
+    def _run_timings(
+        self,
+        table: TimingTable,
+        identity: RunIdentity,
+        shard: str | None,
+        *,
+        warmup: list[bool],
+        totals: list[float],
+        groups: GroupSections,
+    ) -> RunTimings:
+        deselected = self.results.deselected.get("modules", {})
         measured = RunTimings(
             key=self.key,
-            identity=self.identity,
+            identity=identity,
             ids=table.nodeids,
             outcome=table.outcomes,
             call=table.calls,
@@ -118,11 +185,11 @@ class PerfPlugin:
             cls=table.class_ids,
             module=table.module_ids,
             warmup=warmup,
-            classes=classes,
-            modules=modules,
-            partial_modules=frozenset(g for g, n in deselected.get("modules", {}).items() if n),
-            shard=self.shard,
-            layout=layout_of(len(self.results.workers), [self.shard]),
+            classes=groups["classes"][0],
+            modules=groups["modules"][0],
+            partial_modules=frozenset(g for g, n in deselected.items() if n),
+            shard=shard,
+            layout=layout_of(len(self.results.workers), [shard]),
         )
         if table.compiles:
             measured = replace(
@@ -148,29 +215,114 @@ class PerfPlugin:
         }
         return compare(run, env, self.options.rule, overrides, new_slow=self.options.new_slow)
 
+    def _record_head(
+        self,
+        exitstatus: int,
+        identity: RunIdentity,
+        shard: str | None,
+        comparison: Comparison | None,
+        compilation: dict[str, float | int] | None,
+    ) -> dict[str, Any]:
+        run = RunInfo(
+            started=self.started,
+            duration=time.perf_counter() - self.started_monotonic,
+            commit=identity.commit,
+            branch=identity.branch,
+            shard=shard,
+            workers=len(self.results.workers),
+            exitstatus=int(exitstatus),
+        )
+        head = record_head(run, self.detection, self.key, framework_versions(), pytest.__version__)
+        if comparison is not None:
+            head["comparison"] = comparison.to_json()
+        if compilation is not None:
+            head["compilation"] = compilation
+        return head
+
+    def _run_columns(
+        self,
+        head: dict[str, Any],
+        identity: RunIdentity,
+        earlier_starts: list[str],
+        totals: list[float],
+    ) -> RunColumns:
+        """The run's tests as the features that account for runs read them."""
+        table = self.results.table
+        return RunColumns(
+            self.key,
+            self.detection.platform,
+            self.detection.device_count,
+            int(head["run"]["workers"]),
+            float(head["run"]["duration"]),
+            table.nodeids,
+            table.outcomes,
+            totals,
+            table.module_ids,
+            table.earlier_seconds(),
+            frozenset(table.quarantined_failures()),
+            table.platform_skip_reasons(),
+            started=identity.started,
+            earlier_starts=earlier_starts,
+            compiles=table.compile_counts(),
+        )
+
+    def _add_sections(
+        self, session: pytest.Session, head: dict[str, Any], columns: RunColumns
+    ) -> None:
+        """The sections other features add to the record (``pytest_accel_record_sections``),
+        from this run's tests."""
+        for sections in self.config.hook.pytest_accel_record_sections(session=session, run=columns):
+            for name, section in (sections or {}).items():
+                if name in head:
+                    raise ValueError(f"two features add the record section {name!r}")
+                head[name] = section
+
+    # --- rendering the result ---------------------------------------------------------
+
+    def failing(self, result: TimingResult) -> bool:
+        return self.options.fail and result.alarmed
+
     def location(self, kind: str, ident: str) -> github.Location | None:
         """Where a finding points: a test at its line; a class at its first test; a
         module, or the suite (at the module that took longest), at the file."""
-        table = self.table
+        table = self.results.table
         if kind == "test":
             row = table.rows.get(ident)
         elif kind == "class":
             row = next((r for r, c in enumerate(table.class_ids) if c == ident), None)
         else:
             if kind == "session":
-                modules = self.run_timings().modules
-                if not modules.ids:
+                run = self.result.run if self.result is not None else None
+                if run is None or not run.modules.ids:
                     return None
-                ident = max(zip(modules.total, modules.ids, strict=True))[1]
+                ident = max(zip(run.modules.total, run.modules.ids, strict=True))[1]
             return github.Location(ident.split("::", 1)[0], 1)
         path = None if row is None else table.paths[row]
         return None if row is None or path is None else github.Location(path, table.lines[row])
 
-    def _emit_warnings(self, session: pytest.Session, comparison: Comparison) -> None:
-        """One PerfRegressionWarning per regression and slowdown change, at the test file."""
+    def _summarize(
+        self, comparison: Comparison | None, compilation: dict[str, float | int] | None
+    ) -> None:
+        """The comparison's and the compilation's sections of the job summary."""
+        summary = job_summary(self.config)
+        if summary is None or (comparison is None and compilation is None):
+            return
+        from pytest_accel.perf import output
+
+        if comparison is not None:
+            failing = bool(self.options.fail and comparison.alarms)
+            summary.add(output.summary_section(comparison, failing))
+        if compilation is not None:
+            summary.add(output.compilation_section(compilation))
+
+    def _warn(self, session: pytest.Session, result: TimingResult) -> None:
+        """One PerfRegressionWarning per regression, slowdown change and recompiling
+        test, at the test file; then --perf-fail."""
         from pytest_accel.perf import output
         from pytest_accel.perf.model.findings import PerfRegressionWarning
 
+        comparison = result.comparison
+        assert comparison is not None
         escalated = 0
         alarms: list[tuple[str, str, str]] = [
             (f.kind, f.id, output.describe(f)) for f in comparison.regressions
@@ -186,144 +338,21 @@ class PerfPlugin:
                 escalated += 1
         if escalated:
             fail_session(session, f"{escalated} PerfRegressionWarning(s) turned into errors by -W")
-
-    def record_head(self, exitstatus: int) -> dict[str, Any]:
-        run = RunInfo(
-            started=self.started,
-            duration=time.perf_counter() - self.started_monotonic,
-            commit=self.identity.commit,
-            branch=self.identity.branch,
-            shard=self.shard,
-            workers=len(self.results.workers),
-            exitstatus=int(exitstatus),
-        )
-        head = record_head(run, self.detection, self.key, framework_versions(), pytest.__version__)
-        if self.comparison is not None:
-            head["comparison"] = self.comparison.to_json()
-        if self.compilation is not None:
-            head["compilation"] = self.compilation
-        return head
-
-    @property
-    def failing(self) -> bool:
-        return bool(self.options.fail and self.comparison and self.comparison.alarms)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        # Also after failures, -x and Ctrl-C. What is built here has no reference cycles.
-        with gc_paused(), isolated(session, "finish the timing record and comparison"):
-            self._finish(session)
-
-    def _finish(self, session: pytest.Session) -> None:
-        """Compare, write the record, update the baseline: each isolated from the others."""
-        commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
-        self.identity = RunIdentity(commit, branch, utc_timestamp(self.started))
-        self.shard = self.config.hook.pytest_accel_shard(config=self.config)
-        env = self.baseline.for_key(self.key) if self.baseline is not None else None
-        runs = env.runs if env is not None else []
-        self.earlier_starts = [r.identity.started for r in runs if r.identity.started]
-        self.results.session_table()
-        # What the baseline compares and keeps; a record alone does not need it.
-        run = self.run_timings() if self.options.baseline is not None else None
-        if run is not None:
-            with isolated(session, "compare the timings with the baseline"):
-                self.comparison = self._compare(run)
-                if self.comparison is not None:
-                    self._report(session, self.comparison)
-            if not self.wanted:
-                # Nothing reads it again (an update re-reads the file under its lock): its
-                # samples go before the record and the history are written, the peak.
-                self.baseline = self.config.stash[baseline_key] = None
-        self.compilation = self.table.compilation()
-        if self.compilation is not None:
-            summary = job_summary(self.config)
-            if summary is not None:
-                from pytest_accel.perf import output
-
-                summary.add(output.compilation_section(self.compilation))
-        head = self.record_head(session.exitstatus)
-        with isolated(session, "account for the run (cost, coverage)"):
-            self._add_sections(session, head)
-        if self.options.record:
-            with isolated(session, f"write the timing record {self.options.record}"):
-                chunks = encode_record(self.table, head, self.results.deselected)
-                write_atomic(self.options.record, chunks)
-                self.record_written = True
-        self._publish(head)
-        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
-        # A cut-short run's timings are not a sample of the suite.
-        baseline = self.options.baseline
-        if run is not None and baseline and self.options.update_baseline and not interrupted:
-            with isolated(session, f"update the baseline {baseline}"):
-                from pytest_accel.perf.formats.baseline import update_baseline_file
-
-                update_baseline_file(
-                    baseline, [run], self.options.window, time=self.options.rule.time
-                )
-
-    def _add_sections(self, session: pytest.Session, head: dict[str, Any]) -> None:
-        """The sections other features add to the record (``pytest_accel_record_sections``),
-        from this run's tests."""
-        hook = self.config.hook.pytest_accel_record_sections
-        if not hook.get_hookimpls():
-            return
-        table = self.table
-        run = RunColumns(
-            self.key,
-            self.detection.platform,
-            self.detection.device_count,
-            int(head["run"]["workers"]),
-            float(head["run"]["duration"]),
-            table.nodeids,
-            table.outcomes,
-            table.totals(),
-            table.module_ids,
-            table.earlier_seconds(),
-            frozenset(table.quarantined_failures()),
-            table.platform_skip_reasons(),
-            started=self.identity.started,
-            earlier_starts=self.earlier_starts,
-            compiles=table.compile_counts(),
-        )
-        for sections in hook(session=session, run=run):
-            for name, section in (sections or {}).items():
-                if name in head:
-                    raise ValueError(f"two features add the record section {name!r}")
-                head[name] = section
-
-    def _publish(self, head: dict[str, Any]) -> None:
-        """The record, baseline and rule, for the HTML report (``SessionOutputs``)."""
-        if not self.wanted:
-            return  # no report asked for them
-
-        def record() -> dict[str, Any]:
-            chunks = encode_record(self.table, head, self.results.deselected)
-            what = "the timing record"  # read back as any record is: every column a list
-            return check_record(what, parse_json(what, b"".join(chunks)))
-
-        outputs = session_outputs(self.config)
-        outputs.record, outputs.baseline, outputs.rule = record, self.baseline, self.options.rule
-        outputs.comparison = self.comparison
-
-    def _report(self, session: pytest.Session, comparison: Comparison) -> None:
-        from pytest_accel.perf import output
-
-        self._emit_warnings(session, comparison)
-        summary = job_summary(self.config)
-        if summary is not None:
-            summary.add(output.summary_section(comparison, self.failing))
-        if self.failing:
+        if self.failing(result):
             fail_session(session, f"{output.alarm_count(comparison)} with --perf-fail")
 
     @pytest.hookimpl(tryfirst=True)  # the timings, then the flaky section
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        result = self.result
+        if result is None:
+            return  # the session's end did not get as far (its error says why)
         write = terminalreporter.write_line
         if self.options.baseline is not None:
             from pytest_accel.perf import output
 
             terminalreporter.section("pytest-accel performance", sep="-")
-        comparison = self.comparison
-        if self.baseline_missing:
+        comparison = result.comparison
+        if result.baseline_missing:
             starts = " (this run starts it)" if self.options.update_baseline else ""
             write(one_line(f"perf: no baseline at {self.options.baseline} yet{starts}"))
         elif comparison is not None and not comparison.found:
@@ -332,7 +361,7 @@ class PerfPlugin:
             for row in output.terminal_rows(comparison, self.options.top):
                 write(row, red=row.startswith(("REGRESSION", "CHANGED")) and "slower" in row)
             write(
-                output.summary_line(comparison, self.failing),
+                output.summary_line(comparison, self.failing(result)),
                 red=bool(comparison.alarms),
                 green=not comparison.alarms,
             )
@@ -341,14 +370,14 @@ class PerfPlugin:
                 # terminal writer goes.
                 for line in output.workflow_commands(comparison, self.location):
                     write(line)
-        if self.compilation is not None:
+        if result.compilation is not None:
             from pytest_accel.perf import output
 
-            write(output.compilation_line(self.compilation))
+            write(output.compilation_line(result.compilation))
         if self.record_written:
             write(
                 one_line(
-                    f"pytest-accel: timing record of {len(self.table)} test(s) written to"
+                    f"pytest-accel: timing record of {len(result.table)} test(s) written to"
                     f" {self.options.record}"
                 )
             )

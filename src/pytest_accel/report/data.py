@@ -1,9 +1,9 @@
 """What the HTML report shows, computed from the files (records, a baseline, a flaky
 history) with no HTML in sight: the page (``report.page``) only lays it out.
 
-The same data comes from ``pytest-accel report`` (files on disk) and from
-``--accel-report`` (this session's record, the baseline as it was read, the history as
-updated), so both pages are the same.
+The same data comes from ``pytest-accel report`` (files on disk, ``build``) and from
+``--accel-report`` (this session's one timing result, the baseline as it was read, the
+flaky findings with the history as updated, ``build_views``), so both pages are the same.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pytest_accel.perf.model.timings import RunTimings
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from pytest_accel.perf.model.result import TimingResult
 
 TRENDS = 30  # findings drawn with their trend; the rest are listed
 FLAKY_ROWS = 200  # tests in the flaky grid: the ones that flip most
@@ -113,40 +115,94 @@ class ReportData:
     baseline_only: bool = False  # no record: the baseline's newest run is the latest
 
 
+@dataclass(frozen=True)
+class RunView:
+    """One run as the page reads it: a record file's (``view_of_record``), or this
+    session's one result (``view_of_session``), never the one turned into the other."""
+
+    path: str
+    info: Mapping[str, Any]  # the record's ``run`` section: started, commit, shard, ...
+    run: RunTimings
+    columns: RunColumns  # what coverage, cost and the summary read
+    # "classes" and "modules": their ids, totals and test counts, as the record has them.
+    groups: Mapping[str, Mapping[str, Sequence[Any]]]
+    comparison: Comparison | None = None  # as judged already (the session's own)
+    cost: Mapping[str, Any] | None = None  # the record's cost section
+    compilation: Mapping[str, Any] | None = None
+
+
+def view_of_record(path: str, record: Mapping[str, Any]) -> RunView:
+    """A checked record (``record.check_record``) as the page reads it."""
+    cost, compilation = record.get("cost"), record.get("compilation")
+    return RunView(
+        path,
+        record["run"],
+        timings(record),
+        run_columns(record),
+        {section: record.get(section) or {"id": []} for section in ("classes", "modules")},
+        cost=cost if isinstance(cost, dict) else None,
+        compilation=compilation if isinstance(compilation, dict) else None,
+    )
+
+
+def view_of_session(path: str, result: TimingResult) -> RunView | None:
+    """This session's timing result as the page reads it: the run it compared, what the
+    terminal and the warnings said of it (its ``@perf`` overrides and
+    ``--perf-new-slow`` included), and the groups the record has."""
+    if result.run is None or result.columns is None:
+        return None  # the timings were not kept for a reader (the feature never asked)
+    cost, compilation = result.head.get("cost"), result.compilation
+    return RunView(
+        path,
+        result.head["run"],
+        result.run,
+        result.columns,
+        {section: columns for section, (_, columns) in result.groups.items()},
+        comparison=result.comparison,
+        cost=cost if isinstance(cost, dict) else None,
+        compilation=compilation,
+    )
+
+
 def build(
     records: Sequence[tuple[str, Mapping[str, Any]]],
     baseline: Baseline | None = None,
     history: History | None = None,
     rule: Rule | None = None,
-    judged: Mapping[str, Comparison] | None = None,
 ) -> ReportData:
     """The report of checked records (``record.check_record``), a baseline and a flaky
-    history; any of them may be missing.  ``judged``: records already compared (the
-    session's own, with its per-test overrides), by path; the others are compared here."""
+    history; any of them may be missing."""
+    return build_views([view_of_record(p, r) for p, r in records], baseline, history, rule)
+
+
+def build_views(
+    views: Sequence[RunView],
+    baseline: Baseline | None = None,
+    history: History | None = None,
+    rule: Rule | None = None,
+) -> ReportData:
+    """The report of runs, a baseline and a flaky history.  A run that carries its
+    comparison (the session's) is shown as judged; the others are compared here."""
     rule = rule or Rule()
-    judged = judged or {}
     data = ReportData()
-    accounted: list[RunColumns] = []
-    for path, record in records:
-        run = timings(record)
-        columns = run_columns(record)  # what coverage, cost and the summary read
-        accounted.append(columns)
+    for view in views:
+        run = view.run
         env = baseline.for_key(run.key) if baseline is not None else None
-        comparison = judged.get(path)
+        comparison = view.comparison
         if comparison is None and env is not None:
             comparison = compare(run, env, rule)
         if comparison is not None and not comparison.found:
             comparison = None  # as a key the baseline lacks reads: no comparison
-        data.runs.append(_summary(path, record, run, columns, comparison))
+        data.runs.append(_summary(view, comparison))
         if env is not None and comparison is not None:
             _add_trends(data, run, env, comparison, rule)
             data.suite_trend = data.suite_trend or _suite_trend(comparison)
-        _add_slowest(data, run, record, columns)
-        data.shards += _shards(path, record, run)
-        if isinstance(record.get("cost"), dict):
-            data.costs.append((path, record["cost"]))
-    _add_coverage(data, accounted)
-    if baseline is not None and not records:
+        _add_slowest(data, view)
+        data.shards += _shards(view)
+        if view.cost is not None:
+            data.costs.append((view.path, dict(view.cost)))
+    _add_coverage(data, [view.columns for view in views])
+    if baseline is not None and not views:
         for key, env in sorted(baseline.envs.items()):
             _add_baseline_trends(data, key, env, rule)
     if baseline is not None:
@@ -168,22 +224,16 @@ def _add_coverage(data: ReportData, runs: Sequence[RunColumns]) -> None:
     data.coverage_gaps = gaps({key: runs[-1] for key, runs in data.coverage.items()})
 
 
-def _summary(
-    path: str,
-    record: Mapping[str, Any],
-    run: RunTimings,
-    columns: RunColumns,
-    comparison: Comparison | None,
-) -> RunSummary:
-    info = record["run"]
+def _summary(view: RunView, comparison: Comparison | None) -> RunSummary:
+    run, info = view.run, view.info
     outcomes: dict[str, int] = {}
-    quarantined = columns.quarantined
+    quarantined = view.columns.quarantined
     for test, outcome in zip(run.ids, run.outcome, strict=True):
         # A quarantined failure did not fail the run: counted as the terminal counts it.
         shown = "quarantined" if test in quarantined and outcome in FAILING else outcome
         outcomes[shown] = outcomes.get(shown, 0) + 1
     return RunSummary(
-        path=path,
+        path=view.path,
         key=run.key,
         started=info.get("started"),
         commit=info.get("commit"),
@@ -195,16 +245,15 @@ def _summary(
         comparison=comparison,
         suite_now=comparison.suite_now if comparison else 0.0,
         suite_then=comparison.suite_then if comparison else 0.0,
-        compilation=_compilation(record),
+        compilation=_compilation(view.compilation),
     )
 
 
-def _compilation(record: Mapping[str, Any]) -> str:
+def _compilation(found: Mapping[str, Any] | None) -> str:
     from pytest_accel.perf.output import compilation_line
 
-    found = record.get("compilation")
     keys = ("count", "seconds", "cache_hits", "cache_misses", "share")
-    if not isinstance(found, dict) or not all(isinstance(found.get(k), int | float) for k in keys):
+    if found is None or not all(isinstance(found.get(k), int | float) for k in keys):
         return ""
     return compilation_line(found).removeprefix("compilation: ")
 
@@ -329,38 +378,35 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
     return Trend("session", "suite total", labels, totals, None, "suite total", False)
 
 
-def _add_slowest(
-    data: ReportData, run: RunTimings, record: Mapping[str, Any], accounted: RunColumns
-) -> None:
+def _add_slowest(data: ReportData, view: RunView) -> None:
     from pytest_accel.cost.model import spend_of_test
 
-    tests = record["tests"]
-    section = record.get("cost")
-    earlier = accounted.earlier
+    columns, key, section = view.columns, view.run.key, view.cost
+    earlier = columns.earlier
 
     def usd(test: str, total: float) -> float | None:
-        if not isinstance(section, dict):
+        if section is None:
             return None
         spend = spend_of_test(total + earlier.get(test, 0.0), section)
         return None if spend is None else spend.usd
 
     data.tests += [
-        Row(i, run.key, float(total), outcome, usd(i, float(total)))
-        for i, total, outcome in zip(tests["id"], tests["total"], tests["outcome"], strict=True)
+        Row(i, key, float(total), outcome, usd(i, float(total)))
+        for i, total, outcome in zip(columns.ids, columns.totals, columns.outcomes, strict=True)
         if outcome != "skipped"  # it did not run: no time to rank
     ]
-    for section, rows in (("classes", data.classes), ("modules", data.modules)):
-        columns = record.get(section) or {"id": []}
-        counts = columns.get("tests") or [0] * len(columns["id"])
+    for name, rows in (("classes", data.classes), ("modules", data.modules)):
+        groups = view.groups[name]
+        counts = groups.get("tests") or [0] * len(groups["id"])
         rows += [
-            Row(i, run.key, float(total), f"{count} test(s)")
-            for i, total, count in zip(columns["id"], columns["total"], counts, strict=True)
+            Row(i, key, float(total), f"{count} test(s)")
+            for i, total, count in zip(groups["id"], groups["total"], counts, strict=True)
         ]
 
 
-def _shards(path: str, record: Mapping[str, Any], run: RunTimings) -> list[Shard]:
+def _shards(view: RunView) -> list[Shard]:
     """A shard's run, or the shards a merged record came from."""
-    info = record["run"]
+    info = view.info
     merged = info.get("merged_from") or []
     if merged:
         return [
@@ -372,7 +418,7 @@ def _shards(path: str, record: Mapping[str, Any], run: RunTimings) -> list[Shard
             for m in merged
         ]
     if info.get("shard"):
-        return [Shard(str(info["shard"]), len(run.ids), sum(run.total))]
+        return [Shard(str(info["shard"]), len(view.run.ids), sum(view.run.total))]
     return []
 
 

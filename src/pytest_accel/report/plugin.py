@@ -1,8 +1,9 @@
 """``--accel-report PATH``: the HTML report of this session, written at its end.
 
 Registered only with the option, and only in the process that owns the session.  It
-reads what the timing and flaky features left in ``SessionOutputs`` (the record as
-written, the baseline as read, the history with this run), after they finished: like
+renders what the timing and flaky features left in ``SessionOutputs`` (each one's
+result: the run as compared, the baseline as read, the findings with the history),
+after they finished: like
 theirs its session-end hook is ``trylast``, and it is registered after them, so pluggy
 calls it after them (and before the terminal summary, which reports the file).
 """
@@ -29,13 +30,18 @@ class ReportWriter:
             self._write(session.config)
 
     def _write(self, config: pytest.Config) -> None:
-        from pytest_accel.report.data import build
+        from pytest_accel.report.data import build_views, view_of_session
         from pytest_accel.report.page import render
 
         outputs = session_outputs(config)
-        records = [(THIS_RUN, outputs.record())] if outputs.record is not None else []
-        judged = {THIS_RUN: outputs.comparison} if outputs.comparison is not None else {}
-        data = build(records, outputs.baseline, outputs.history, outputs.rule, judged)
+        timing, flaky = outputs.timing, outputs.flaky
+        view = view_of_session(THIS_RUN, timing) if timing is not None else None
+        data = build_views(
+            [view] if view is not None else [],
+            timing.baseline if timing is not None else None,
+            flaky.history if flaky is not None else None,
+            timing.rule if timing is not None else None,
+        )
         write_atomic(self.path, [render(data).encode("utf-8")])
         self.written = True
 

@@ -30,7 +30,7 @@ from pytest_accel.fields import (
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.outcomes import OUTCOMES, RunColumns
 from pytest_accel.perf.model import runlength
-from pytest_accel.perf.model.table import TimingTable, rounded
+from pytest_accel.perf.model.table import GroupSections, TimingTable, rounded
 from pytest_accel.perf.model.timings import (
     Groups,
     RunIdentity,
@@ -58,6 +58,7 @@ COMPILE_MAPS = (COMPILES, COMPILE_SECONDS, CALL_COMPILE_SECONDS, RECOMPILES)
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
+    from pytest_accel.perf.model.result import TimingResult
 
 
 @dataclass(frozen=True)
@@ -103,19 +104,33 @@ def record_head(
     }
 
 
+def encode_result(result: TimingResult) -> Iterator[bytes]:
+    """A session's record, from its one result (its table, groups and header)."""
+    return encode_record(
+        result.table, result.head, warmup=result.warmup, totals=result.totals, groups=result.groups
+    )
+
+
 def encode_record(
     table: TimingTable,
     head: Mapping[str, Any],
     deselected: Mapping[str, Mapping[str, int]] | None = None,
+    *,
+    warmup: list[bool] | None = None,
+    totals: list[float] | None = None,
+    groups: GroupSections | None = None,
 ) -> Iterator[bytes]:
     """The record as JSON, a column at a time (``files.dumps_in_pieces``): each column
     of seconds is rounded as it is written, so one such copy exists at a time.
 
     ``deselected`` counts, per class and per module (``{"classes": {id: n}, ...}``),
     the tests that were collected but not run here (``-k``, ``-m``, another shard).
+    ``warmup``, ``totals`` and ``groups``: the table's, where the caller has them.
     """
-    deselected = deselected or {}
-    warmup, totals = table.warmup(), table.totals()
+    warmup = table.warmup() if warmup is None else warmup
+    totals = table.totals() if totals is None else totals
+    if groups is None:
+        groups = table.grouped(deselected or {}, warmup, totals)
     tests = {
         "id": table.nodeids,
         "outcome": runlength.as_runs(table.outcomes),
@@ -142,11 +157,8 @@ def encode_record(
         ),
         "attempts": table.attempts_json(),
     }
-    groups = {
-        section: table.groups(column, warmup, deselected.get(section, {}), totals)[1]
-        for section, column in zip(GROUP_SECTIONS, (table.class_ids, table.module_ids), strict=True)
-    }
-    yield from dumps_in_pieces({**head, "tests": tests, **groups})
+    written = {section: groups[section][1] for section in GROUP_SECTIONS}
+    yield from dumps_in_pieces({**head, "tests": tests, **written})
 
 
 # --- reading -------------------------------------------------------------------------

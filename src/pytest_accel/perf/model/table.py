@@ -13,6 +13,8 @@ from pytest_accel.perf.model.runlength import runs
 from pytest_accel.perf.model.timings import Groups, first_per_process, whole_groups
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown
+# "classes" and "modules": as the comparison sees them, and their columns as written.
+GroupSections = dict[str, tuple[Groups, dict[str, list[Any]]]]
 _NO_PARENTS: Parents = (None, None)
 
 
@@ -216,6 +218,19 @@ class TimingTable:
 
     def warmup(self) -> list[bool]:
         return first_per_process(self.workers, self.starts)
+
+    def grouped(
+        self,
+        deselected: Mapping[str, Mapping[str, int]],
+        warmup: list[bool],
+        totals: list[float],
+    ) -> GroupSections:
+        """The classes and the modules (``groups``), each once: what the comparison and
+        the record read of them.  ``deselected``: ``{"classes"|"modules": {id: n}}``."""
+        return {
+            "classes": self.groups(self.class_ids, warmup, deselected.get("classes", {}), totals),
+            "modules": self.groups(self.module_ids, warmup, deselected.get("modules", {}), totals),
+        }
 
     def groups(
         self,

@@ -1,0 +1,51 @@
+"""What the timing feature made of one session, built once at its end (``PerfPlugin``).
+
+The record writer (``formats.record.encode_result``), the terminal, the warnings, the
+job summary and the HTML report (``report.data.view_of_session``) render this one
+result: none of them folds the reports, groups the classes and modules, or compares
+the run again, so none can say something another does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_accel.outcomes import RunColumns
+    from pytest_accel.perf.analysis.rule import Rule
+    from pytest_accel.perf.formats.baseline import Baseline
+    from pytest_accel.perf.model.findings import Comparison
+    from pytest_accel.perf.model.table import GroupSections, TimingTable
+    from pytest_accel.perf.model.timings import RunTimings
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    key: str  # the hardware key the run is kept under
+    table: TimingTable  # the session's reports, folded once (``perf.collector``)
+    warmup: list[bool]  # per test: it paid its process's warm-up
+    totals: list[float]  # per test: setup + call + teardown of its last attempt
+    groups: GroupSections  # the classes and the modules, computed once
+    # The record's header: run, env, comparison, compilation, and the sections other
+    # features added (``pytest_accel_record_sections``).
+    head: Mapping[str, Any]
+    rule: Rule  # what the run was judged by
+    # The run as compared and folded into the baseline; None when nothing compares it
+    # and no other feature reads it (a record alone).
+    run: RunTimings | None = None
+    comparison: Comparison | None = None  # None without a baseline
+    compilation: Mapping[str, float | int] | None = None  # with JAX: the run's
+    # The run's tests as cost, coverage and the HTML report read them; None when none
+    # of them is on.
+    columns: RunColumns | None = None
+    # The baseline as read, before this run was folded in: kept only for the HTML
+    # report (else it is let go before the record is written, the memory peak).
+    baseline: Baseline | None = None
+    baseline_missing: bool = False  # --perf-baseline names no file yet (a cold cache)
+
+    @property
+    def alarmed(self) -> bool:
+        """Whether the comparison found an alarm (``--perf-fail`` fails on one)."""
+        return bool(self.comparison is not None and self.comparison.alarms)
