@@ -158,3 +158,22 @@ def test_each_class_name_means_one_thing_across_the_package() -> None:
                         constants.setdefault((feature, target.id), []).append(name)
     assert {n: m for n, m in where.items() if len(m) > 1} == {}
     assert {k: m for k, m in constants.items() if len(m) > 1} == {}
+
+
+def test_the_timing_features_layers_point_one_way() -> None:
+    """perf/model (what a run and a baseline are) imports neither the analysis nor the
+    formats; perf/analysis (judging a run) loads no file format when it runs; the formats
+    may use both (a baseline file keeps the summary the analysis derives)."""
+    found = sources()
+    upward = []
+    for name, text in found.items():
+        if name.startswith("perf/model/"):
+            upward += [
+                (name, m) for m in re.findall(r"pytest_accel\.perf\.(analysis|formats)", text)
+            ]
+        if name.startswith("perf/analysis/"):
+            upward += [
+                (name, "formats")
+                for _ in re.findall(r"^from pytest_accel\.perf\.formats", text, re.M)
+            ]
+    assert upward == []

@@ -15,12 +15,12 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.files import InputError
+from pytest_accel.perf.analysis.summary import expected_durations
 from pytest_accel.perf.formats.baseline import (
     BASELINE_SCHEMA,
     Baseline,
     EnvHistory,
     add_run,
-    expected_durations,
     load_baseline,
     parse_baseline,
     to_json,

@@ -23,7 +23,7 @@ from pytest_accel.text import line_start, one_line, problem
 
 if TYPE_CHECKING:
     from pytest_accel.flaky.findings import Findings
-    from pytest_accel.perf.model.result import TimingResult
+    from pytest_accel.perf.result import TimingResult
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -118,7 +118,7 @@ class SessionOutputs:
     output that shows them all (the HTML report): it renders them and computes nothing
     of its own, so the page says what the terminal and the warnings said."""
 
-    timing: TimingResult | None = None  # the timing feature's (perf.model.result)
+    timing: TimingResult | None = None  # the timing feature's (perf.result)
     flaky: Findings | None = None  # the flaky feature's, with the history as updated
 
 

@@ -13,13 +13,13 @@ from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
 from pytest_accel.outcomes import interrupted
-from pytest_accel.perf.analysis.comparison import changes_in_runs, compare
+from pytest_accel.perf.analysis.comparison import changes_in_runs, compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.analysis.summary import expected_durations
 from pytest_accel.perf.formats.baseline import (
     BASELINE_VERSION,
     Baseline,
     accept,
-    expected_durations,
     load_baseline,
     parse_baseline,
     to_json,
@@ -47,11 +47,7 @@ def compare_files(
     run = timings(data)
     if env_key:
         run.key = env_key
-    baseline = load_baseline(baseline_path)
-    env = baseline.for_key(run.key)
-    if env is None:
-        return Comparison(run.key, found=False, available_envs=sorted(baseline.envs))
-    return compare(run, env, rule, new_slow=new_slow)
+    return compare_with_baseline(run, load_baseline(baseline_path), rule, new_slow=new_slow)
 
 
 @dataclass(frozen=True)

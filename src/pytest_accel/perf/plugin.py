@@ -22,8 +22,7 @@ from pytest_accel.files import InputError, check_writable, gc_paused, resolved, 
 from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.formats.record import RunInfo, encode_result, record_head
-from pytest_accel.perf.model.result import TimingResult
+from pytest_accel.perf.formats.record import RunInfo, record_head
 from pytest_accel.perf.model.table import GroupSections, TimingTable
 from pytest_accel.perf.model.timings import (
     RunIdentity,
@@ -35,6 +34,7 @@ from pytest_accel.perf.model.timings import (
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.pauses import pauses_key
 from pytest_accel.perf.pauses import register as register_pauses
+from pytest_accel.perf.result import TimingResult
 from pytest_accel.process_state import interrupt_on_sigterm
 from pytest_accel.reports import (
     fail_session,
@@ -151,7 +151,7 @@ class PerfPlugin:
                 self._warn(session, result)
         if self.options.record:
             with isolated(session, f"write the timing record {self.options.record}"):
-                write_atomic(self.options.record, encode_result(result))
+                write_atomic(self.options.record, result.record())
                 self.record_written = True
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         # A cut-short run's timings are not a sample of the suite.
@@ -203,17 +203,16 @@ class PerfPlugin:
     def _compare(self, run: RunTimings) -> Comparison | None:
         if self.baseline is None:
             return None
-        from pytest_accel.perf.analysis.comparison import compare
-        from pytest_accel.perf.model.findings import Comparison, Override
+        from pytest_accel.perf.analysis.comparison import compare_with_baseline
+        from pytest_accel.perf.model.findings import Override
 
-        env = self.baseline.for_key(self.key)
-        if env is None:
-            return Comparison(self.key, found=False, available_envs=sorted(self.baseline.envs))
         overrides = {
             nodeid: Override(threshold, min_delta, ignore)
             for nodeid, (threshold, min_delta, ignore) in self.results.marks.items()
         }
-        return compare(run, env, self.options.rule, overrides, new_slow=self.options.new_slow)
+        return compare_with_baseline(
+            run, self.baseline, self.options.rule, overrides, new_slow=self.options.new_slow
+        )
 
     def _record_head(
         self,
@@ -447,7 +446,8 @@ class ExpectedDurations:
         self.config, self.path, self.key = config, path, key
 
     def pytest_accel_expected_durations(self) -> dict[str, float]:
-        from pytest_accel.perf.formats.baseline import expected_durations, load_baseline
+        from pytest_accel.perf.analysis.summary import expected_durations
+        from pytest_accel.perf.formats.baseline import load_baseline
 
         config = self.config
         if baseline_key in config.stash:

@@ -16,8 +16,9 @@ from pytest_accel.coverage.model import Coverage, Gap, by_key, coverage_of, gaps
 from pytest_accel.flaky.classify import classify
 from pytest_accel.flaky.history import History
 from pytest_accel.outcomes import FAILING, RunColumns
-from pytest_accel.perf.analysis.comparison import compare
+from pytest_accel.perf.analysis.comparison import compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
+from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory
 from pytest_accel.perf.formats.record import run_columns, timings
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from pytest_accel.perf.model.result import TimingResult
+    from pytest_accel.perf.result import TimingResult
 
 TRENDS = 30  # findings drawn with their trend; the rest are listed
 FLAKY_ROWS = 200  # tests in the flaky grid: the ones that flip most
@@ -189,8 +190,8 @@ def build_views(
         run = view.run
         env = baseline.for_key(run.key) if baseline is not None else None
         comparison = view.comparison
-        if comparison is None and env is not None:
-            comparison = compare(run, env, rule)
+        if comparison is None and baseline is not None:
+            comparison = compare_with_baseline(run, baseline, rule)
         if comparison is not None and not comparison.found:
             comparison = None  # as a key the baseline lacks reads: no comparison
         data.runs.append(_summary(view, comparison))
@@ -348,7 +349,7 @@ def _add_baseline_trends(data: ReportData, key: str, env: EnvHistory, rule: Rule
     items.sort(key=lambda t: (not t.slower, t.kind, t.id))
     data.trends += items[:TRENDS]
     data.more_findings += [t.headline for t in items[TRENDS:]]
-    totals: list[float | None] = list(env.summary().totals)
+    totals: list[float | None] = list(summary_of(env).totals)
     if data.suite_trend is None and len(totals) > 1:
         data.suite_trend = Trend(
             "session", "suite total", labels, totals, None, f"suite total under {key}", False

@@ -53,6 +53,7 @@ from pytest_accel.perf.analysis.speed import (
     runner_speed_of_arrays,
     unexplained_steps,
 )
+from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.model.columns import Values
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
 from pytest_accel.perf.model.samples import EnvHistory, Summary
@@ -61,6 +62,8 @@ from pytest_accel.perf.model.timings import RunIdentity, RunTimings
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from pytest_accel.perf.formats.baseline import Baseline
 
     FloatArray = npt.NDArray[np.float64]
     IntArray = npt.NDArray[np.int64]
@@ -98,6 +101,23 @@ def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]
     return found
 
 
+def compare_with_baseline(
+    run: RunTimings,
+    baseline: Baseline,
+    rule: Rule,
+    overrides: Mapping[str, Override] | None = None,
+    *,
+    new_slow: float = 1.0,
+) -> Comparison:
+    """The one comparison of a run with a baseline file's runs of its hardware key: the
+    plugin's, the ``compare`` command's and the HTML report's.  A key the baseline
+    lacks is a comparison that says so, with the keys it has."""
+    env = baseline.for_key(run.key)
+    if env is None:
+        return Comparison(run.key, found=False, available_envs=sorted(baseline.envs))
+    return compare(run, env, rule, overrides, new_slow=new_slow)
+
+
 def compare(
     run: RunTimings,
     env: EnvHistory,
@@ -133,7 +153,7 @@ def compare(
         return with_compilation(quiet, scope)
     import numpy as np
 
-    summary = env.summary()
+    summary = summary_of(env)
     result = Comparison(run.key)
     compared, warm_compared = take_inventory(
         result, run, env, summary, overrides=overrides, new_slow=new_slow, timed=timed

@@ -32,6 +32,7 @@ from pytest_accel.fields import (
 )
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
+from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.record import RECORD_SCHEMA, check_record, timings
 from pytest_accel.perf.model import columns
 from pytest_accel.perf.model.columns import Values
@@ -42,7 +43,6 @@ from pytest_accel.perf.model.samples import (
     EnvHistory,
     Run,
     Summary,
-    expected_durations,
     has_sample,
 )
 from pytest_accel.perf.model.timings import TIMES, RunIdentity, RunTimings, judged_on
@@ -55,7 +55,6 @@ __all__ = [
     "Baseline",
     "EnvHistory",
     "Run",
-    "expected_durations",
 ]
 
 
@@ -377,7 +376,7 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
     ]
     if env.accepted:
         data["accepted"] = env.accepted
-    summary = env.summary()
+    summary = summary_of(env)
     data["summary"] = {
         "revision": SUMMARY_REVISION,
         "runs": summary.runs,

@@ -58,7 +58,6 @@ COMPILE_MAPS = (COMPILES, COMPILE_SECONDS, CALL_COMPILE_SECONDS, RECOMPILES)
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
-    from pytest_accel.perf.model.result import TimingResult
 
 
 @dataclass(frozen=True)
@@ -102,13 +101,6 @@ def record_head(
             "frameworks": dict(frameworks),
         },
     }
-
-
-def encode_result(result: TimingResult) -> Iterator[bytes]:
-    """A session's record, from its one result (its table, groups and header)."""
-    return encode_record(
-        result.table, result.head, warmup=result.warmup, totals=result.totals, groups=result.groups
-    )
 
 
 def encode_record(

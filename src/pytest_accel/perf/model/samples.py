@@ -1,7 +1,7 @@
 """A baseline's samples per hardware key, as the comparison reads them: the runs, the
-ids of each kind, a matrix per kind, and the summary derived from them.  The file
-format is ``perf.formats.baseline``'s; what the numbers mean, ``perf.analysis.rule``'s and
-``perf.analysis.speed``'s.
+ids of each kind, a matrix per kind, and the summary kept with them.  The file format
+is ``perf.formats.baseline``'s; the summary is derived by ``perf.analysis.summary``, and
+what the numbers mean is ``perf.analysis.rule``'s and ``perf.analysis.speed``'s.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from math import isnan
 from operator import is_not
 from typing import TYPE_CHECKING, Any
 
@@ -116,12 +115,10 @@ class EnvHistory:
         summary = self._summary
         return summary if summary is not None and summary.fits(self) else None
 
-    def summary(self) -> Summary:
-        """The summary read with the file, or derived from the samples (numpy) once."""
-        summary = self.stored_summary()
-        if summary is None:
-            summary = self._summary = summarise(self)
-        return summary
+    def keep_summary(self, summary: Summary) -> None:
+        """Keep the summary derived from these samples (``analysis.summary``) until they
+        change."""
+        self._summary = summary
 
     def matrix(self, kind: str) -> tuple[list[str], npt.NDArray[np.float64]]:
         """The ids of ``kind`` and their samples: one row per id, one column per run.
@@ -204,68 +201,3 @@ class EnvHistory:
                 if value is not None:
                     result[ident].append(value)
         return {ident: values for ident, values in result.items() if values}
-
-
-def expected_durations(env: EnvHistory) -> dict[str, float]:
-    """Each test's median sample: its expected duration, for planning shards."""
-    return {
-        ident: median
-        for ident, median in zip(env.ids["tests"], env.summary().median, strict=True)
-        if median is not None
-    }
-
-
-def summarise(env: EnvHistory) -> Summary:
-    """Derive ``env``'s summary from its samples (numpy), rounded as it is written."""
-    from pytest_accel.perf.analysis.rule import Rule, row_median, sample_spread
-    from pytest_accel.perf.analysis.speed import column_speeds, log_centres
-
-    _, tests = env.matrix("tests")
-    _, warmup = env.matrix("warmup")
-    centre, noise = sample_spread(tests, Rule())
-    levels = log_centres(tests)
-    return Summary(
-        runs=len(env.runs),
-        median=_rounded(row_median(tests), SUMMARY_DIGITS),
-        centre=_rounded(centre, SUMMARY_DIGITS),
-        noise=_rounded(noise, SUMMARY_DIGITS),
-        level=_rounded(levels, SUMMARY_DIGITS),
-        warmup_median=_rounded(row_median(warmup), SUMMARY_DIGITS),
-        speeds=[round(speed, SUMMARY_DIGITS) for speed in column_speeds(tests, levels)],
-        peaks={kind: _peaks(env.matrix(kind)[1]) for kind in KINDS},
-        totals=_run_totals([tests, warmup]),
-    )
-
-
-SUMMARY_DIGITS = 7  # a median of samples kept to the microsecond is exact to 7 digits
-
-
-def _run_totals(matrices: list[npt.NDArray[np.float64]]) -> Values:
-    """Per run (column), the sum of its samples across ``matrices`` (None: none)."""
-    import numpy as np
-
-    sampled = np.zeros(matrices[0].shape[1], dtype=bool)
-    totals = np.zeros(matrices[0].shape[1])
-    for matrix in matrices:
-        if matrix.size:
-            sampled |= np.any(~np.isnan(matrix), axis=0)
-            totals += np.nansum(matrix, axis=0)
-    return [
-        round(total, 6) if has else None
-        for total, has in zip(totals.tolist(), sampled.tolist(), strict=True)
-    ]
-
-
-def _peaks(matrix: npt.NDArray[np.float64]) -> Values:
-    """Each row's largest sample (None: none); samples are already rounded."""
-    import numpy as np
-
-    if not matrix.shape[1]:
-        return [None] * len(matrix)
-    largest = np.where(np.isnan(matrix), -np.inf, matrix).max(axis=1)
-    return [None if v == -np.inf else v for v in largest.tolist()]
-
-
-def _rounded(values: npt.NDArray[np.float64], digits: int) -> Values:
-    """An array as a list, NaN as None, each value rounded."""
-    return [None if isnan(v) else round(v, digits) for v in values.tolist()]

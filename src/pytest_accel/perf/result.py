@@ -1,6 +1,6 @@
 """What the timing feature made of one session, built once at its end (``PerfPlugin``).
 
-The record writer (``formats.record.encode_result``), the terminal, the warnings, the
+The record writer (``TimingResult.record``), the terminal, the warnings, the
 job summary and the HTML report (``report.data.view_of_session``) render this one
 result: none of them folds the reports, groups the classes and modules, or compares
 the run again, so none can say something another does not.
@@ -8,9 +8,11 @@ the run again, so none can say something another does not.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pytest_accel.perf.formats.record import encode_record
 
 if TYPE_CHECKING:
     from pytest_accel.outcomes import RunColumns
@@ -44,6 +46,12 @@ class TimingResult:
     # report (else it is let go before the record is written, the memory peak).
     baseline: Baseline | None = None
     baseline_missing: bool = False  # --perf-baseline names no file yet (a cold cache)
+
+    def record(self) -> Iterator[bytes]:
+        """The record of this run, as JSON pieces (``formats.record.encode_record``)."""
+        return encode_record(
+            self.table, self.head, warmup=self.warmup, totals=self.totals, groups=self.groups
+        )
 
     @property
     def alarmed(self) -> bool:
