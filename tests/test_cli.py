@@ -145,6 +145,21 @@ def test_compare_against_another_hardware_key_names_the_keys(
     )
 
 
+@pytest.mark.parametrize("flag", ["--accel-key", "--env-key"])
+def test_compare_under_another_key_takes_the_key_by_its_name_or_its_older_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    tpu = write_record(tmp_path / "tpu.json", "tpu/TPU v4/x8", {"t.py::test_a": 0.2})
+    assert main(["baseline", "--into", str(tmp_path / "b.json"), str(tpu)]) == 0
+    cpu = write_record(tmp_path / "cpu.json", "cpu/x1", {"t.py::test_a": 0.9})
+    capsys.readouterr()
+    args = ["compare", str(cpu), "--baseline", str(tmp_path / "b.json"), "--format=json"]
+    assert main([*args, f"{flag}=tpu/TPU v4/x8"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["env"] == "tpu/TPU v4/x8"
+    assert found["compared"] == 1  # the tpu key has the test: compared, not missing
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -441,6 +441,10 @@ def test_compare_json_lists_changes_and_an_accepted_change_stops_alarming(
     assert "no change to accept" in capsys.readouterr().out
     assert main(["baseline", "--into", str(baseline), "--accept", "t.py::b"]) == 2
     assert "no change to accept for t.py::b" in capsys.readouterr().err
+    # A key the baseline does not hold: named, with the keys it does.
+    wrong = ["baseline", "--into", str(baseline), "--accept", "all", "--accel-key", "tpu/x4"]
+    assert main(wrong) == 2
+    assert "has no runs for 'tpu/x4' (it has: cpu/x1)" in capsys.readouterr().err
 
 
 def sped_up(pytester: pytest.Pytester, runs_since: int) -> None:

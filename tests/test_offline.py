@@ -88,8 +88,8 @@ def test_a_record_of_other_hardware_finds_no_timings_and_says_which_there_are(
     record = write_record(tmp_path, "now", calls(0.5), started=999.0, key="tpu/x8")
     comparison = compare_files(record, baseline, Rule())
     assert not comparison.found
-    assert comparison.available_envs == ["cpu/x1"]
-    assert compare_files(record, baseline, Rule(), env_key="cpu/x1").found
+    assert comparison.available_keys == ["cpu/x1"]
+    assert compare_files(record, baseline, Rule(), key="cpu/x1").found
 
 
 def test_accepting_a_change_makes_the_new_level_the_baseline(tmp_path: Path) -> None:

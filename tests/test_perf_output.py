@@ -95,7 +95,7 @@ def test_the_summary_line_counts_everything_and_says_when_it_fails_the_run() -> 
 
 
 def test_a_baseline_without_this_hardware_says_which_keys_it_has() -> None:
-    found = comparison(found=False, available_envs=["tpu/v5e/x8", "cuda/H100/x2"])
+    found = comparison(found=False, available_keys=["tpu/v5e/x8", "cuda/H100/x2"])
     assert output.missing_env_line(found, "ci/baseline.json") == (
         "perf: ci/baseline.json has no timings for 'cpu/x1'; nothing compared"
         " (it has: tpu/v5e/x8, cuda/H100/x2). Use --accel-key to pick one."

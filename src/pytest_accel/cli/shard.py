@@ -43,10 +43,12 @@ def add(commands: Any) -> None:
         help="what a shard takes whole: test, class (default; class fixtures run once) or module",
     )
     shard.add_argument(
-        "--env-key",
+        "--accel-key",
+        "--env-key",  # its older name
+        dest="key",
         metavar="KEY",
-        help="the hardware key to read from a baseline (default: the key a run here has, as"
-        " --accel-key; with --without-collecting, the baseline's first)",
+        help="the hardware key to read from a baseline (default: the key a run here has;"
+        " with --without-collecting, the baseline's first; --env-key is its older name)",
     )
     shard.add_argument(
         "--without-collecting",
@@ -78,14 +80,14 @@ def run(args: argparse.Namespace) -> int:
     from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
 
     # Read first: a bad file is one line naming it, before pytest starts.
-    known, groups = durations_file(args.durations, args.env_key)
+    known, groups = durations_file(args.durations, args.key)
     if args.without_collecting:
         plan = plan_tests(known, groups or groups_from_node_ids(known), args.by, args.splits)
     else:
         from pytest_accel.cli.shard_session import plan_as_pytest
 
         plan = plan_as_pytest(
-            args.durations, args.splits, args.by, args.env_key, list(args.pytest_args)
+            args.durations, args.splits, args.by, args.key, list(args.pytest_args)
         )
     loads = plan.loads()
     if args.format == "json":

@@ -27,7 +27,7 @@ class _Capture:
 
 
 def plan_as_pytest(
-    durations: str, splits: int, by: str, env_key: str | None, pytest_args: list[str]
+    durations: str, splits: int, by: str, key: str | None, pytest_args: list[str]
 ) -> Plan:
     """The plan every ``--accel-shard K/splits`` run with ``pytest_args`` here follows."""
     capture = _Capture()
@@ -43,7 +43,7 @@ def plan_as_pytest(
         f"--perf-baseline={durations}",
         f"--accel-shard=1/{splits}",
         f"--accel-shard-by={by}",
-        *([f"--accel-key={env_key}"] if env_key else []),
+        *([f"--accel-key={key}"] if key else []),
         *pytest_args,
     ]
     code = pytest.main(args, plugins=[capture])

@@ -69,9 +69,12 @@ def _add_compare(commands: Any) -> None:
         help="exit 1 when anything regressed or changed to slower (default: exit 0)",
     )
     comp.add_argument(
-        "--env-key",
+        "--accel-key",
+        "--env-key",  # its older name
+        dest="key",
         metavar="KEY",
-        help="compare under this hardware key instead of the record's (default: the record's)",
+        help="compare under this hardware key instead of the record's (default: the record's;"
+        " --env-key is its older name)",
     )
     comp.add_argument(
         "--top", type=positive_int, default=20, metavar="N", help="rows of each kind (default 20)"
@@ -89,7 +92,7 @@ def _add_compare(commands: Any) -> None:
 
 def compare(args: argparse.Namespace) -> int:
     comparison = compare_files(
-        args.record, args.baseline, rule_of(args), args.env_key, new_slow=args.new_slow
+        args.record, args.baseline, rule_of(args), args.key, new_slow=args.new_slow
     )
     failing = bool(args.fail and comparison.alarms)
     if args.format == "json":
@@ -140,9 +143,12 @@ def _add_baseline(commands: Any) -> None:
         " every change)",
     )
     base.add_argument(
-        "--env-key",
+        "--accel-key",
+        "--env-key",  # its older name
+        dest="key",
         metavar="KEY",
-        help="accept changes under this hardware key only (default: every key)",
+        help="accept changes under this hardware key only (default: every key; --env-key is"
+        " its older name)",
     )
     add_rule_options(base)
     base.set_defaults(handler=baseline)
@@ -170,7 +176,7 @@ def baseline(args: argparse.Namespace) -> int:
             + "\n"
         )
     if args.accept:
-        accepted = accept_changes(args.into, args.accept, rule_of(args), args.env_key)
+        accepted = accept_changes(args.into, args.accept, rule_of(args), args.key)
         for change in accepted:
             sys.stdout.write(one_line(f"accepted {output.describe_change(change)}") + "\n")
         unknown = set(args.accept) - {"all"} - {change.id for change in accepted}

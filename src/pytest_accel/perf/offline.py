@@ -36,7 +36,7 @@ def compare_files(
     record_path: str,
     baseline_path: str,
     rule: Rule,
-    env_key: str | None = None,
+    key: str | None = None,
     *,
     new_slow: float = 1.0,
 ) -> Comparison:
@@ -45,8 +45,8 @@ def compare_files(
         import numpy  # noqa: F401  # read in bulk: the samples' check makes the arrays
     _, data = load_record(record_path)
     run = timings(data)
-    if env_key:
-        run.key = env_key
+    if key:
+        run.key = key
     return compare_with_baseline(run, load_baseline(baseline_path), rule, new_slow=new_slow)
 
 
@@ -84,7 +84,7 @@ def fold_records(paths: Sequence[str], into: str, window: int, time: str = "exec
 
 
 def accept_changes(
-    path: str, wanted: Collection[str], rule: Rule, env_key: str | None = None
+    path: str, wanted: Collection[str], rule: Rule, only_key: str | None = None
 ) -> list[Change]:
     """Accept the changes the baseline's own runs show (the newest run taken as this
     one), for the ids in ``wanted`` (``all``: every change) and the classes and modules
@@ -93,11 +93,12 @@ def accept_changes(
     accepted: list[Change] = []
 
     def accept_wanted(baseline: Baseline) -> None:
-        keys = [env_key] if env_key else sorted(baseline.envs)
+        keys = [only_key] if only_key else sorted(baseline.envs)
         for key in keys:
             env = baseline.envs.get(key)
             if env is None:
-                raise InputError(path, f"has no runs for {key!r} (it has: {', '.join(keys)})")
+                has = ", ".join(sorted(baseline.envs))
+                raise InputError(path, f"has no runs for {key!r} (it has: {has})")
             for name, _, change in changes_in_runs(env, rule):
                 if "all" not in wanted and not _holds_wanted(change.id, wanted):
                     continue
@@ -131,7 +132,7 @@ def _load_own(target: str) -> Baseline:
 Groups = dict[str, tuple[str | None, str | None]]  # test -> (class, module)
 
 
-def durations_file(path: str, env_key: str | None) -> tuple[dict[str, float], Groups | None]:
+def durations_file(path: str, key: str | None) -> tuple[dict[str, float], Groups | None]:
     """Expected test durations from a baseline, a record or a pytest-split map, and the
     tests' classes and modules where the file knows them (a record does)."""
     data = read_json(path)
@@ -145,10 +146,10 @@ def durations_file(path: str, env_key: str | None) -> tuple[dict[str, float], Gr
         }
         return known, groups
     baseline = parse_baseline(path, data)
-    env = baseline.for_key(env_key) if env_key else next(iter(baseline.envs.values()), None)
+    env = baseline.for_key(key) if key else next(iter(baseline.envs.values()), None)
     if env is None:
         raise InputError(
-            path, f"no timings for {env_key!r} (it has: {', '.join(sorted(baseline.envs))})"
+            path, f"no timings for {key!r} (it has: {', '.join(sorted(baseline.envs))})"
         )
     return expected_durations(env), None
 

@@ -97,7 +97,7 @@ def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--pe
         f"{len(comparison.improvements)} improvement(s)",
         new,
         f"{len(comparison.missing)} missing",
-        f"{comparison.compared} test(s) compared under {comparison.env}",
+        f"{comparison.compared} test(s) compared under {comparison.key}",
     ]
     if comparison.recompiled:
         parts.insert(2, f"{len(comparison.recompiled)} recompiling")
@@ -110,9 +110,9 @@ def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--pe
 
 
 def missing_env_line(comparison: Comparison, source: str) -> str:
-    keys = ", ".join(comparison.available_envs) or "none"
+    keys = ", ".join(comparison.available_keys) or "none"
     return one_line(
-        f"perf: {source} has no timings for {comparison.env!r}; nothing compared"
+        f"perf: {source} has no timings for {comparison.key!r}; nothing compared"
         f" (it has: {keys}). Use --accel-key to pick one."
     )
 
@@ -226,7 +226,7 @@ def summary_section(
     if comparison.suite_history and comparison.suite_now:
         labels = [label for label, _ in comparison.suite_history] + ["this run"]
         totals = [total for _, total in comparison.suite_history] + [comparison.suite_now]
-        title = f"Suite total per run, {comparison.env}"
+        title = f"Suite total per run, {comparison.key}"
         head += [*mermaid_line_chart(title, labels, totals, "seconds"), ""]
     head += [escape_cell(note) + "  " for note in scope_notes(comparison)]
     rows = [_row("regression", f, _evidence(f)) for f in comparison.regressions]

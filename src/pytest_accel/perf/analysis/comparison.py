@@ -114,7 +114,7 @@ def compare_with_baseline(
     lacks is a comparison that says so, with the keys it has."""
     env = baseline.for_key(run.key)
     if env is None:
-        return Comparison(run.key, found=False, available_envs=sorted(baseline.envs))
+        return Comparison(run.key, found=False, available_keys=sorted(baseline.envs))
     return compare(run, env, rule, overrides, new_slow=new_slow)
 
 

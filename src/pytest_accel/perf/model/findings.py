@@ -136,7 +136,7 @@ class Change:
 
 @dataclass
 class Comparison:
-    env: str
+    key: str  # the hardware key it was compared under (the file says "env")
     regressions: list[Finding] = field(default_factory=list)
     improvements: list[Finding] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
@@ -158,7 +158,7 @@ class Comparison:
     # The suite total of each baseline run, oldest first: (its commit or start, seconds).
     suite_history: list[tuple[str, float]] = field(default_factory=list)
     found: bool = True  # whether the baseline has the hardware key
-    available_envs: list[str] = field(default_factory=list)  # its keys, when it has not
+    available_keys: list[str] = field(default_factory=list)  # its keys, when it has not
     time: str = "wall"  # what the timings were judged on: "execution" or "wall"
     # The baseline's runs left out: timed on the other basis; of other layouts (where
     # enough of this run's own were there).  ``change_runs``: where too few were, the
@@ -183,7 +183,7 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "env": self.env,
+            "env": self.key,
             "regressions": [f.to_json() for f in self.regressions],
             "improvements": [f.to_json() for f in self.improvements],
             "changes": [c.to_json() for c in self.changes],
@@ -201,7 +201,7 @@ class Comparison:
                 "baseline": round(self.suite_then, 6),
                 "history": [{"run": run, "total": round(t, 6)} for run, t in self.suite_history],
             },
-            "available_envs": self.available_envs,
+            "available_envs": self.available_keys,
             "time": self.time,
             "left_out": {"time": self.left_out_time, "layout": self.left_out_layout},
             "change_runs": self.change_runs,
