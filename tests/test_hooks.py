@@ -139,3 +139,36 @@ def test_a_feature_that_wants_the_runs_timings_gets_its_tests_without_timing_opt
         ("test_a.py::test_bad", "failed"),
         ("test_a.py::test_ok", "passed"),
     ]
+
+
+def test_another_plugin_reads_each_features_one_result_of_the_session(
+    pytester: pytest.Pytester,
+) -> None:
+    """``pytest_accel_session_results``: the timing feature's result (its comparison
+    included) and the flaky feature's findings, as the terminal showed them."""
+    pytester.makeconftest(
+        """
+        import json
+        import pytest
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_sessionfinish(session):
+            yield
+            found = {}
+            for result in session.config.hook.pytest_accel_session_results(config=session.config):
+                if type(result).__name__ == "TimingResult":
+                    found["timing"] = [list(result.table.nodeids), result.comparison is not None]
+                elif type(result).__name__ == "Findings":
+                    found["flaky"] = dict(result.letters)
+            with open("seen.json", "w") as out:
+                json.dump(found, out)
+        """
+    )
+    pytester.makepyfile(test_a="def test_ok(): pass\ndef test_bad(): assert False\n")
+    result = pytester.runpytest("--perf-record=r.json", "--flaky-history=h.json")
+    result.assert_outcomes(passed=1, failed=1)
+    seen = json.loads((pytester.path / "seen.json").read_text())
+    assert seen == {
+        "timing": [["test_a.py::test_ok", "test_a.py::test_bad"], False],
+        "flaky": {"test_a.py::test_ok": "P", "test_a.py::test_bad": "F"},
+    }

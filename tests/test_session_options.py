@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from pytest_accel.hardware.detection import Detection
-from pytest_accel.hardware.facts import hardware_key
+from pytest_accel.hardware.facts import SessionFacts, hardware_key
 from pytest_accel.hardware.options import PROBE_TIMEOUT, resolve_options, valid_accel_choices
 from pytest_accel.scaleout.options import ScaleoutOptions
 from pytest_accel.scaleout.options import resolve as resolve_scaleout
-from pytest_accel.session import Session
 from tests.configs import parsed, usage_error
 
 
@@ -105,10 +104,10 @@ def test_an_explicit_accelerator_that_is_missing_still_targets_one(
     pytester: pytest.Pytester,
 ) -> None:
     options = resolve_options(parsed(pytester, "--accel=tpu", "--accel-allow-missing"), [])
-    session = Session(options, Detection("cpu", 1), "cpu/x1")
+    session = SessionFacts(options, Detection("cpu", 1), "cpu/x1")
     assert session.targets_accelerator
     auto = resolve_options(parsed(pytester), [])
-    assert not Session(auto, Detection("cpu", 1), "cpu/x1").targets_accelerator
+    assert not SessionFacts(auto, Detection("cpu", 1), "cpu/x1").targets_accelerator
 
 
 def test_scaleout_defaults(pytester: pytest.Pytester) -> None:

@@ -1,6 +1,6 @@
 """Hooks a plugin or ``conftest.py`` implements to add an accelerator.
 
-The last four are how the features hand each other what one needs of another (as
+The others are how the features hand each other what one needs of another (as
 pytest-xdist's ``newhooks.py`` does): each is answered by the feature that knows, and
 asked by the one that needs it, and neither imports the other.
 
@@ -99,4 +99,15 @@ def pytest_accel_wants_timings(config: pytest.Config) -> bool:  # type: ignore[e
     The features that read the run's tests (the HTML report, cost, coverage) answer it
     from their options; the timing feature asks while it configures, and collects the
     timings if any says True.
+    """
+
+
+@pytest.hookspec
+def pytest_accel_session_results(config: pytest.Config) -> object | None:
+    """Return what your feature made of this session, built once at its end, or None.
+
+    The timing feature answers with its ``perf.result.TimingResult``, the flaky feature
+    with its ``flaky.findings.Findings``.  Asked after every feature's session end by
+    the output that shows them all (the HTML report), which renders them and computes
+    nothing of its own.
     """

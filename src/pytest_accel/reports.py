@@ -1,7 +1,6 @@
 """A session's reports and its end, on pytest's side of the report contract
-(``outcomes``): where the reports are read from, where each feature leaves what it
-made (``SessionOutputs``, for the HTML report), the GitHub job summary they share, and
-how a piece of session-end work that fails sets the exit status in one line.
+(``outcomes``): where the reports are read from, the GitHub job summary the features
+share, and how a piece of session-end work that fails sets the exit status in one line.
 """
 
 from __future__ import annotations
@@ -11,8 +10,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -20,10 +18,6 @@ from pytest_accel.files import InputError, check_writable
 from pytest_accel.github import JobSummary, in_github_actions
 from pytest_accel.outcomes import Parents, test_id
 from pytest_accel.text import line_start, one_line, problem
-
-if TYPE_CHECKING:
-    from pytest_accel.flaky.findings import Findings
-    from pytest_accel.perf.result import TimingResult
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -110,23 +104,6 @@ def warn(config: pytest.Config, warning: Warning, path: str, line: int | None) -
     except type(warning):
         return False
     return True
-
-
-@dataclass
-class SessionOutputs:
-    """Each feature's one result of this session, left here as it finishes, for the
-    output that shows them all (the HTML report): it renders them and computes nothing
-    of its own, so the page says what the terminal and the warnings said."""
-
-    timing: TimingResult | None = None  # the timing feature's (perf.result)
-    flaky: Findings | None = None  # the flaky feature's, with the history as updated
-
-
-outputs_key = pytest.StashKey[SessionOutputs]()
-
-
-def session_outputs(config: pytest.Config) -> SessionOutputs:
-    return config.stash.setdefault(outputs_key, SessionOutputs())
 
 
 exit_reasons_key = pytest.StashKey[list[str]]()

@@ -12,9 +12,9 @@ from pytest_accel.cost.options import CostOptions
 from pytest_accel.cost.prices import Price, price_table
 from pytest_accel.files import InputError
 from pytest_accel.github import Section, escape_cell
+from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RAN_THROUGH, RunColumns
 from pytest_accel.reports import fail_session, is_xdist_worker, job_summary
-from pytest_accel.session import session_key
 from pytest_accel.text import one_line
 
 TERMINAL_MODULES = 5
@@ -127,7 +127,7 @@ def summary_section(cost: RunCost, budget: float | None) -> Section:
 def register_feature(config: pytest.Config, options: CostOptions) -> None:
     if is_xdist_worker(config):
         return  # the process that writes the record accounts for the run
-    facts = config.stash[session_key]
+    facts = session_facts(config)
     try:
         table = price_table(options.prices, options.prices_file)
     except InputError as exc:

@@ -40,6 +40,7 @@ from pytest_accel.flaky.runner import (
     register_status_letters,
 )
 from pytest_accel.hardware.detection import Detection
+from pytest_accel.hardware.facts import session_facts
 from pytest_accel.process_state import interrupt_on_sigterm
 from pytest_accel.reports import (
     fail_session,
@@ -47,10 +48,8 @@ from pytest_accel.reports import (
     isolated,
     job_summary,
     report_stats,
-    session_outputs,
     warn,
 )
-from pytest_accel.session import session_key
 from pytest_accel.text import one_line
 
 if TYPE_CHECKING:
@@ -200,7 +199,6 @@ class FlakyPlugin:
             mass_failure=(len(letters), failed) if mass else None,
             budget=budget,
         )
-        session_outputs(session.config).flaky = findings
         self._warn(session, findings)
         if self.options.report:
             from pytest_accel.flaky.report import report_json
@@ -238,6 +236,9 @@ class FlakyPlugin:
         if escalated:
             fail_session(session, f"{escalated} FlakyQuarantineWarning(s) turned into errors by -W")
 
+    def pytest_accel_session_results(self) -> Findings | None:
+        return self.findings
+
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         findings = self.findings
         if findings is None:
@@ -263,7 +264,7 @@ class FlakyPlugin:
 
 def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
     """The runner wherever tests run, the rest in the process that owns the session."""
-    facts = config.stash[session_key]
+    facts = session_facts(config)
     quarantine = None
     if options.quarantine:
         try:

@@ -16,7 +16,7 @@ from pytest_accel.hardware.options import OPTIONS
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_accel.session import Session
+    from pytest_accel.hardware.facts import SessionFacts
 
 __all__ = ["OPTIONS", "configure_node", "register", "register_detectors", "set_devices", "setup"]
 
@@ -35,7 +35,7 @@ def set_devices(early_config: pytest.Config) -> None:
     set_cpu_devices(early_config)
 
 
-def setup(config: pytest.Config) -> Session:
+def setup(config: pytest.Config) -> SessionFacts:
     """The session's facts: options, detection and the policy's verdict, the key."""
     from pytest_accel.hardware.facts import setup as resolve
 

@@ -1,6 +1,6 @@
 """The session's facts, resolved once (``setup``): the ``--accel`` options
 (``options``), the detection and the policy's verdict on it (``policy``), and the
-hardware key, kept as a ``session.Session``.
+hardware key, kept as a ``SessionFacts`` that every feature reads (``session_facts``).
 
 ``setup`` runs whichever hook asks first (pytest-xdist may ask for ``-n auto`` before
 ``pytest_configure``).  An xdist worker takes the controller's detection from
@@ -10,15 +10,35 @@ feature answers ``pytest_accel_worker_detection``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from pytest_accel.hardware.detection import Detection, DetectionError
-from pytest_accel.hardware.options import known_platforms, resolve_options
+from pytest_accel.hardware.options import AccelOptions, known_platforms, resolve_options
 from pytest_accel.hardware.policy import WORKERINPUT_DETECTION, resolve_detection
-from pytest_accel.session import Session, session_key
 from pytest_accel.settings import HARDWARE_KEY_OPTION, raw_setting
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    options: AccelOptions
+    detection: Detection
+    key: str  # the hardware key timings and histories are kept under
+
+    @property
+    def targets_accelerator(self) -> bool:
+        """An explicit ``--accel=tpu`` whose TPU is missing still targets one."""
+        return self.detection.is_accelerator or self.options.requested not in (None, "cpu")
+
+
+_facts_key = pytest.StashKey[SessionFacts]()
+
+
+def session_facts(config: pytest.Config) -> SessionFacts:
+    """This session's facts (resolved in ``pytest_configure``, before any feature)."""
+    return config.stash[_facts_key]
 
 
 def hardware_key(detection: Detection, override: str | None = None) -> str:
@@ -39,9 +59,9 @@ def _key_override(config: pytest.Config) -> str | None:
     return str(key).strip() if key else None
 
 
-def setup(config: pytest.Config) -> Session:
+def setup(config: pytest.Config) -> SessionFacts:
     """Options and detection, resolved (and probed) once per session."""
-    found = config.stash.get(session_key, None)
+    found = config.stash.get(_facts_key, None)
     if found is not None:
         return found
     options = resolve_options(config, known_platforms(config))
@@ -54,14 +74,14 @@ def setup(config: pytest.Config) -> Session:
         detection = resolve_detection(config, options, worker_view)
     except DetectionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    session = config.stash[session_key] = Session(
+    facts = config.stash[_facts_key] = SessionFacts(
         options, detection, hardware_key(detection, _key_override(config))
     )
-    return session
+    return facts
 
 
 def configure_node(node: Any) -> None:
     """xdist controller: hand the detection to each worker instead of re-detecting."""
-    found = node.config.stash.get(session_key, None)
+    found = node.config.stash.get(_facts_key, None)
     if found is not None:
         node.workerinput[WORKERINPUT_DETECTION] = found.detection.to_json()

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import session
 from pytest_accel.hardware.builtin import detect_builtin
 from pytest_accel.hardware.detection import (
     Detection,
@@ -22,6 +21,7 @@ from pytest_accel.hardware.detection import (
     framework_versions,
     platform_matches,
 )
+from pytest_accel.hardware.facts import SessionFacts, session_facts
 from pytest_accel.hardware.markers import (
     CHECKED_MARKERS,
     MARKERS,
@@ -76,7 +76,7 @@ def set_cpu_devices(early_config: pytest.Config) -> None:
     )
 
 
-def header_line(facts: session.Session) -> str:
+def header_line(facts: SessionFacts) -> str:
     detection, requested = facts.detection, facts.options.requested
     line = f"accel: {detection.describe()}"
     if requested and not platform_matches(requested, detection.platform):
@@ -120,7 +120,7 @@ def _inherited_marks(node: pytest.Collector | None, cache: dict[int, Marks]) -> 
 class Selection:
     """Skips (or with ``--accel-only`` deselects) what cannot run on this hardware."""
 
-    def __init__(self, facts: session.Session) -> None:
+    def __init__(self, facts: SessionFacts) -> None:
         self.facts = facts
 
     def pytest_report_header(self) -> str:
@@ -214,4 +214,4 @@ def warn_near_misses(config: pytest.Config, items: list[pytest.Item]) -> None:
 def register(config: pytest.Config) -> None:
     for text in MARKERS.values():
         config.addinivalue_line("markers", text)
-    config.pluginmanager.register(Selection(session.get(config)), "pytest_accel:selection")
+    config.pluginmanager.register(Selection(session_facts(config)), "pytest_accel:selection")

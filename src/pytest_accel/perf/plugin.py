@@ -20,6 +20,7 @@ from pytest_accel import github
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, check_writable, gc_paused, resolved, write_atomic
 from pytest_accel.hardware.detection import Detection, framework_versions
+from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
 from pytest_accel.perf.formats.record import RunInfo, record_head
@@ -41,10 +42,8 @@ from pytest_accel.reports import (
     is_xdist_worker,
     isolated,
     job_summary,
-    session_outputs,
     warn,
 )
-from pytest_accel.session import session_key
 from pytest_accel.text import one_line
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
@@ -145,7 +144,6 @@ class PerfPlugin:
             # Nothing reads it again (an update re-reads the file under its lock): its
             # samples go before the record and the history are written, the peak.
             self.baseline = self.config.stash[baseline_key] = None
-        session_outputs(self.config).timing = result
         if comparison is not None:
             with isolated(session, "report the comparison"):
                 self._warn(session, result)
@@ -276,6 +274,9 @@ class PerfPlugin:
                     raise ValueError(f"two features add the record section {name!r}")
                 head[name] = section
 
+    def pytest_accel_session_results(self) -> TimingResult | None:
+        return self.result
+
     # --- rendering the result ---------------------------------------------------------
 
     def failing(self, result: TimingResult) -> bool:
@@ -401,7 +402,7 @@ baseline_key = pytest.StashKey["Baseline | None"]()
 
 
 def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: bool) -> None:
-    facts = config.stash[session_key]
+    facts = session_facts(config)
     if options.baseline is not None:
         expected = ExpectedDurations(config, options.baseline, facts.key)
         config.pluginmanager.register(expected, "pytest_accel:expected_durations")

@@ -1,9 +1,9 @@
 """``--accel-report PATH``: the HTML report of this session, written at its end.
 
 Registered only with the option, and only in the process that owns the session.  It
-renders what the timing and flaky features left in ``SessionOutputs`` (each one's
-result: the run as compared, the baseline as read, the findings with the history),
-after they finished: like
+renders each feature's one result of the session, asked for through
+``pytest_accel_session_results`` (the timing feature's: the run as compared, the
+baseline as read; the flaky feature's findings, with the history), after they finished: like
 theirs its session-end hook is ``trylast``, and it is registered after them, so pluggy
 calls it after them (and before the terminal summary, which reports the file).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_accel.files import InputError, check_writable, write_atomic
-from pytest_accel.reports import is_xdist_worker, isolated, session_outputs
+from pytest_accel.reports import is_xdist_worker, isolated
 from pytest_accel.text import one_line
 
 THIS_RUN = "this run"  # the session's record, as the page names it
@@ -30,11 +30,14 @@ class ReportWriter:
             self._write(session.config)
 
     def _write(self, config: pytest.Config) -> None:
+        from pytest_accel.flaky.findings import Findings
+        from pytest_accel.perf.result import TimingResult
         from pytest_accel.report.data import build_views, view_of_session
         from pytest_accel.report.page import render
 
-        outputs = session_outputs(config)
-        timing, flaky = outputs.timing, outputs.flaky
+        results = config.hook.pytest_accel_session_results(config=config)
+        timing = next((r for r in results if isinstance(r, TimingResult)), None)
+        flaky = next((r for r in results if isinstance(r, Findings)), None)
         view = view_of_session(THIS_RUN, timing) if timing is not None else None
         data = build_views(
             [view] if view is not None else [],

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 import pytest
 
-from pytest_accel import session
 from pytest_accel.hardware.builtin import detect_builtin
 from pytest_accel.hardware.detection import (
     Detection,
@@ -22,7 +21,7 @@ from pytest_accel.hardware.detection import (
     count_of,
     sysroot_from_env,
 )
-from pytest_accel.hardware.facts import setup
+from pytest_accel.hardware.facts import SessionFacts, session_facts, setup
 from pytest_accel.hardware.options import option as accel_option
 from pytest_accel.outcomes import test_id
 from pytest_accel.process_state import set_env
@@ -88,7 +87,7 @@ def pinned_detection(detection: Detection, pin: Pin) -> Detection:
     )
 
 
-def _pinnable(options: ScaleoutOptions, facts: session.Session) -> bool:
+def _pinnable(options: ScaleoutOptions, facts: SessionFacts) -> bool:
     return (
         options.pin == "auto"
         and facts.options.emulate is None
@@ -99,7 +98,7 @@ def _pinnable(options: ScaleoutOptions, facts: session.Session) -> bool:
 
 def check_worker_count(config: pytest.Config, workers: int) -> None:
     """Refuse more xdist workers than devices before any worker starts."""
-    facts = session.get(config)
+    facts = session_facts(config)
     if not _pinnable(resolve(config), facts):
         return
     devices = shareable(facts.detection, os.environ)
