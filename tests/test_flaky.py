@@ -908,3 +908,71 @@ def test_the_history_keeps_the_last_window_of_outcomes_and_runs(pytester: pytest
         "test_the_history_keeps_the_last_window_of_outcomes_and_runs.py::test_a": "PP"
     }
     assert len(env.runs) == 2
+
+
+MIXED_OUTCOMES = (
+    TWO_TESTS
+    + """
+import pytest
+
+def test_passes():
+    pass
+
+@pytest.mark.xfail(reason="known")
+def test_expected_to_fail():
+    assert False
+
+@pytest.mark.skip(reason="not here")
+def test_skipped():
+    pass
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup")
+
+def test_setup_error(broken):
+    pass
+"""
+)
+
+
+def letter_from_record(test: dict[str, Any]) -> str | None:
+    """What the timing record's fold says of a test, in the flaky history's letters."""
+    earlier = [a["outcome"] for a in test.get("attempts", [])[:-1]]
+    if test["outcome"] == "passed":
+        return "K" if any(o in ("failed", "error") for o in earlier) else "P"
+    if test["outcome"] in ("failed", "error"):
+        return "F"
+    return None  # skipped, xfailed: neither passed nor failed here
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "2"], id="xdist", marks=XDIST),
+        pytest.param(
+            ["-p", "rerunfailures", "--reruns=1"],
+            id="pytest-rerunfailures",
+            marks=pytest.mark.requires("pytest_rerunfailures"),
+        ),
+    ],
+)
+def test_the_timing_record_and_the_flaky_history_tell_each_test_alike(
+    pytester: pytest.Pytester, how: list[str]
+) -> None:
+    """The timing feature folds every report into its table, the flaky feature reads the
+    reports by status: both read the same reports, and they must agree on each test."""
+    pytester.makepyfile(test_mixed=MIXED_OUTCOMES)
+    reruns = [] if "--reruns=1" in how else ["--flaky-reruns=1"]
+    pytester.runpytest(*how, *reruns, "--perf-record=r.json", "--flaky-history=h.json")
+    tests = per_test(load(pytester.path / "r.json"))
+    from_record = {t: letter_from_record(v) for t, v in tests.items()}
+    (env,) = load(pytester.path / "h.json")["envs"].values()
+    assert env["tests"] == {t: letter for t, letter in from_record.items() if letter}
+    assert env["tests"] == {
+        "test_mixed.py::test_flaky": "K",
+        "test_mixed.py::test_always_fails": "F",
+        "test_mixed.py::test_passes": "P",
+        "test_mixed.py::test_setup_error": "F",
+    }
