@@ -20,7 +20,7 @@ from pytest_accel.perf.analysis.comparison import compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory
-from pytest_accel.perf.formats.record import run_columns, timings
+from pytest_accel.perf.formats.record import GROUP_SECTIONS, run_columns, timings
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison
 from pytest_accel.perf.model.timings import RunTimings
 
@@ -140,7 +140,7 @@ def view_of_record(path: str, record: Mapping[str, Any]) -> RunView:
         record["run"],
         timings(record),
         run_columns(record),
-        {section: record.get(section) or {"id": []} for section in ("classes", "modules")},
+        {section: record.get(section) or {"id": [], "total": []} for section in GROUP_SECTIONS},
         cost=cost if isinstance(cost, dict) else None,
         compilation=compilation if isinstance(compilation, dict) else None,
     )
