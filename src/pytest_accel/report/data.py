@@ -117,9 +117,10 @@ class ReportData:
 
 
 @dataclass(frozen=True)
-class RunView:
-    """One run as the page reads it: a record file's (``view_of_record``), or this
-    session's one result (``view_of_session``), never the one turned into the other."""
+class RecordView:
+    """A record as the page reads it: a record file's (``view_of_record``), or what
+    this session's one result holds of its record (``view_of_session``), never the one
+    turned into the other."""
 
     path: str
     info: Mapping[str, Any]  # the record's ``run`` section: started, commit, shard, ...
@@ -132,10 +133,10 @@ class RunView:
     compilation: Mapping[str, Any] | None = None
 
 
-def view_of_record(path: str, record: Mapping[str, Any]) -> RunView:
+def view_of_record(path: str, record: Mapping[str, Any]) -> RecordView:
     """A checked record (``record.check_record``) as the page reads it."""
     cost, compilation = record.get("cost"), record.get("compilation")
-    return RunView(
+    return RecordView(
         path,
         record["run"],
         timings(record),
@@ -146,14 +147,14 @@ def view_of_record(path: str, record: Mapping[str, Any]) -> RunView:
     )
 
 
-def view_of_session(path: str, result: TimingResult) -> RunView | None:
+def view_of_session(path: str, result: TimingResult) -> RecordView | None:
     """This session's timing result as the page reads it: the run it compared, what the
     terminal and the warnings said of it (its ``@perf`` overrides and
     ``--perf-new-slow`` included), and the groups the record has."""
     if result.run is None or result.columns is None:
         return None  # the timings were not kept for a reader (the feature never asked)
     cost, compilation = result.head.get("cost"), result.compilation
-    return RunView(
+    return RecordView(
         path,
         result.head["run"],
         result.run,
@@ -177,7 +178,7 @@ def build(
 
 
 def build_views(
-    views: Sequence[RunView],
+    views: Sequence[RecordView],
     baseline: Baseline | None = None,
     history: History | None = None,
     rule: Rule | None = None,
@@ -225,7 +226,7 @@ def _add_coverage(data: ReportData, runs: Sequence[RunColumns]) -> None:
     data.coverage_gaps = gaps({key: runs[-1] for key, runs in data.coverage.items()})
 
 
-def _summary(view: RunView, comparison: Comparison | None) -> RunSummary:
+def _summary(view: RecordView, comparison: Comparison | None) -> RunSummary:
     run, info = view.run, view.info
     outcomes: dict[str, int] = {}
     quarantined = view.columns.quarantined
@@ -379,7 +380,7 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
     return Trend("session", "suite total", labels, totals, None, "suite total", False)
 
 
-def _add_slowest(data: ReportData, view: RunView) -> None:
+def _add_slowest(data: ReportData, view: RecordView) -> None:
     from pytest_accel.cost.model import spend_of_test
 
     columns, key, section = view.columns, view.run.key, view.cost
@@ -405,7 +406,7 @@ def _add_slowest(data: ReportData, view: RunView) -> None:
         ]
 
 
-def _shards(view: RunView) -> list[Shard]:
+def _shards(view: RecordView) -> list[Shard]:
     """A shard's run, or the shards a merged record came from."""
     info = view.info
     merged = info.get("merged_from") or []
