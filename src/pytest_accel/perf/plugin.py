@@ -122,8 +122,8 @@ class PerfPlugin:
         self._summarize(comparison, compilation)
         columns = None
         if self.wanted or self.config.hook.pytest_accel_record_sections.get_hookimpls():
-            columns = self._run_columns(head, identity, earlier_starts, totals)
             with isolated(session, "account for the run (cost, coverage)"):
+                columns = self._run_columns(head, identity, earlier_starts, totals)
                 self._add_sections(session, head, columns)
         result = self.result = TimingResult(
             self.key,
