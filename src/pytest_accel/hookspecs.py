@@ -1,8 +1,10 @@
-"""Hooks a plugin or ``conftest.py`` implements to add an accelerator.
+"""pytest-accel's hooks.
 
-The others are how the features hand each other what one needs of another (as
-pytest-xdist's ``newhooks.py`` does): each is answered by the feature that knows, and
-asked by the one that needs it, and neither imports the other.
+A plugin or ``conftest.py`` adds an accelerator with the first two
+(``pytest_accel_platforms``, ``pytest_accel_detect``).  The others are how the features
+hand each other what one needs of another (as pytest-xdist's ``newhooks.py`` does):
+each is answered by the feature that knows and asked by the one that needs it, neither
+importing the other, and a plugin or ``conftest.py`` may answer or ask them too.
 
 Example (a made-up ``spyre`` card)::
 
