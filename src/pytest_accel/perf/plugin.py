@@ -279,8 +279,9 @@ class PerfPlugin:
 
     # --- rendering the result ---------------------------------------------------------
 
-    def failing(self, result: TimingResult) -> bool:
-        return self.options.fail and result.alarmed
+    def failing(self, comparison: Comparison) -> bool:
+        """Whether --perf-fail fails this run: it found an alarm."""
+        return self.options.fail and bool(comparison.alarms)
 
     def location(self, kind: str, ident: str) -> github.Location | None:
         """Where a finding points: a test at its line; a class at its first test; a
@@ -310,8 +311,7 @@ class PerfPlugin:
         from pytest_accel.perf import output
 
         if comparison is not None:
-            failing = bool(self.options.fail and comparison.alarms)
-            summary.add(output.summary_section(comparison, failing))
+            summary.add(output.summary_section(comparison, self.failing(comparison)))
         if compilation is not None:
             summary.add(output.compilation_section(compilation))
 
@@ -338,7 +338,7 @@ class PerfPlugin:
                 escalated += 1
         if escalated:
             fail_session(session, f"{escalated} PerfRegressionWarning(s) turned into errors by -W")
-        if self.failing(result):
+        if self.failing(comparison):
             fail_session(session, f"{output.alarm_count(comparison)} with --perf-fail")
 
     @pytest.hookimpl(tryfirst=True)  # the timings, then the flaky section
@@ -361,7 +361,7 @@ class PerfPlugin:
             for row in output.terminal_rows(comparison, self.options.top):
                 write(row, red=row.startswith(("REGRESSION", "CHANGED")) and "slower" in row)
             write(
-                output.summary_line(comparison, self.failing(result)),
+                output.summary_line(comparison, self.failing(comparison)),
                 red=bool(comparison.alarms),
                 green=not comparison.alarms,
             )

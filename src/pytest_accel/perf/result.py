@@ -52,8 +52,3 @@ class TimingResult:
         return encode_record(
             self.table, self.head, warmup=self.warmup, totals=self.totals, groups=self.groups
         )
-
-    @property
-    def alarmed(self) -> bool:
-        """Whether the comparison found an alarm (``--perf-fail`` fails on one)."""
-        return bool(self.comparison is not None and self.comparison.alarms)
