@@ -212,6 +212,60 @@ def test_a_run_the_baseline_holds_already_is_not_added_twice(tmp_path: Path) -> 
     assert len(load(tmp_path / "t.json")["envs"]["cpu/x1"]["runs"]) == 2
 
 
+def test_runs_that_carry_ids_are_told_apart_by_them_not_by_start_and_samples(
+    tmp_path: Path,
+) -> None:
+    from pytest_accel.perf.formats.baseline import update_baseline_file
+
+    def with_id(run_id: str | None) -> Any:
+        data = synthetic.record({"t::a": 0.1, "t::b": 0.2})
+        if run_id is not None:
+            data["run"]["id"] = run_id
+        return timings(check_record("r.json", data))
+
+    # Two jobs of one commit that started in one second and timed the same to 1 µs.
+    held: list[Any] = []
+    update_baseline_file(tmp_path / "b.json", [with_id("aa"), with_id("bb")], 10, held)
+    assert held == []
+    update_baseline_file(tmp_path / "b.json", [with_id("bb")], 10, held)
+    assert len(held) == 1
+    runs = load(tmp_path / "b.json")["envs"]["cpu/x1"]["runs"]
+    assert [run["id"] for run in runs] == ["aa", "bb"]
+    # A run written before ids is still recognised by its start and samples.
+    update_baseline_file(tmp_path / "old.json", [with_id(None)], 10)
+    update_baseline_file(tmp_path / "old.json", [with_id("cc")], 10, held)
+    assert len(held) == 2
+    assert "id" not in load(tmp_path / "old.json")["envs"]["cpu/x1"]["runs"][0]
+
+
+def test_a_second_job_with_the_same_timings_is_added_and_a_record_folded_in_is_not(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_accel.cli import main
+
+    pytester.makepyfile(test_sleepy=SLEEPY_SUITE.replace("pass", "time.sleep(0.01)"))
+    pytester.runpytest(
+        "--perf-record=r.json", "--perf-baseline=b.json", "--perf-update-baseline"
+    ).assert_outcomes(passed=2)
+    record = load(pytester.path / "r.json")
+    own_id = record["run"]["id"]
+    assert len(own_id) == 16
+    int(own_id, 16)
+    # Another job of the same commit that started in the same second and, to the
+    # microsecond, timed the same: only its id differs.
+    record["run"]["id"] = "0" * 16
+    (pytester.path / "twin.json").write_text(json.dumps(record))
+    into = str(pytester.path / "b.json")
+    paths = [str(pytester.path / name) for name in ("r.json", "twin.json")]
+    assert main(["baseline", "--into", into, *paths]) == 0
+    written = capsys.readouterr()
+    assert "added 1 run(s)" in written.out
+    assert f"note: {paths[0]}: not added: {into} holds this run already" in written.err
+    runs = load(pytester.path / "b.json")["envs"]["cpu/x1"]["runs"]
+    assert [run["id"] for run in runs] == [own_id, "0" * 16]
+    jsonschema.validate(load(pytester.path / "b.json"), schema())
+
+
 def test_a_smaller_window_trims_every_key(tmp_path: Path) -> None:
     from pytest_accel.perf.formats.baseline import update_baseline_file
 

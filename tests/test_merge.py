@@ -60,6 +60,24 @@ def test_a_class_split_over_shards_is_added_up() -> None:
     assert merged.record["classes"]["tests"] == [2]
 
 
+def test_a_merged_record_has_an_id_of_its_shards_the_same_every_time() -> None:
+    first = shard({"t.py::test_a": 0.1}, name="1/2")
+    second = shard({"t.py::test_b": 0.2}, name="2/2", started=5.0)
+    first["run"]["id"], second["run"]["id"] = "a" * 16, "b" * 16
+    [merged] = [m.record for m in merge_records([("s1.json", first), ("s2.json", second)])]
+    [again] = [m.record for m in merge_records([("s2.json", second), ("s1.json", first)])]
+    assert merged["run"]["id"] == again["run"]["id"]
+    assert merged["run"]["id"] not in ("a" * 16, "b" * 16)
+    [other] = merge_records(
+        [("s1.json", first), ("s3.json", {**second, "run": {**second["run"], "id": "c" * 16}})]
+    )
+    assert other.record["run"]["id"] != merged["run"]["id"]
+    # A shard written before ids: the merged record has none (start and samples tell).
+    del second["run"]["id"]
+    [old] = merge_records([("s1.json", first), ("s2.json", second)])
+    assert "id" not in old.record["run"]
+
+
 def test_different_hardware_is_refused_unless_kept_apart() -> None:
     cpu = shard({"a.py::t": 0.1}, key="cpu/x1")
     tpu = shard({"a.py::t": 0.2}, key="tpu/TPU v6 lite/x8")

@@ -173,6 +173,7 @@ def test_twenty_concurrent_writers_in_two_cache_directories_lose_no_run(
     records = []
     for index in range(20):
         record["run"]["started"] = f"2026-11-01T00:00:{index:02d}Z"
+        record["run"]["id"] = f"{index:016x}"  # twenty runs, not one record twenty times
         path = tmp_path / f"r{index}.json"
         path.write_text(json.dumps(record))
         records.append(path)

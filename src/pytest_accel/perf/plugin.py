@@ -29,6 +29,7 @@ from pytest_accel.perf.model.timings import (
     RunIdentity,
     RunTimings,
     layout_of,
+    new_run_id,
     vcs_info,
     without_pauses,
 )
@@ -78,6 +79,7 @@ class PerfPlugin:
         self.wanted = wanted  # another feature reads this run's timings (the HTML report)
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
+        self.run_id = new_run_id()
         self.result: TimingResult | None = None
         self.record_written = False
         # No baseline file yet (a cold CI cache) is not an error: the run says so.
@@ -99,7 +101,7 @@ class PerfPlugin:
         """Build the result, then render it and fold the run into the baseline: each
         piece isolated from the others."""
         commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
-        identity = RunIdentity(commit, branch, utc_timestamp(self.started))
+        identity = RunIdentity(commit, branch, utc_timestamp(self.started), self.run_id)
         shard = self.config.hook.pytest_accel_shard(config=self.config)
         env = self.baseline.for_key(self.key) if self.baseline is not None else None
         earlier_starts = [r.identity.started for r in env.runs if r.identity.started] if env else []
@@ -228,6 +230,7 @@ class PerfPlugin:
             shard=shard,
             workers=len(self.results.workers),
             exitstatus=int(exitstatus),
+            run_id=identity.run_id,
         )
         head = record_head(run, self.detection, self.key, framework_versions(), pytest.__version__)
         if comparison is not None:

@@ -179,12 +179,12 @@ def _parse_run(
     path: str, where: str, value: Any, ids: Mapping[str, list[str]], encoding: str
 ) -> Run:
     entry = expect_object(path, where, value)
-    for name in ("commit", "branch"):
+    for name in ("id", "commit", "branch"):
         expect_text(path, f"{where}.{name}", entry.get(name), optional=True)
     started = expect_text(path, f"{where}.started", entry.get("started"), optional=True)
     if started is not None:
         parse_utc_timestamp(path, f"{where}.started", started)
-    identity = RunIdentity(entry.get("commit"), entry.get("branch"), started)
+    identity = RunIdentity(entry.get("commit"), entry.get("branch"), started, entry.get("id"))
     layout = expect_text(path, f"{where}.layout", entry.get("layout"), optional=True)
     basis = expect_text(path, f"{where}.time", entry.get("time", "wall"))
     if basis not in TIMES:

@@ -26,7 +26,7 @@ from pytest_accel.perf.formats.record import (
     TEXTS,
     started,
 )
-from pytest_accel.perf.model.timings import whole_groups
+from pytest_accel.perf.model.timings import merged_run_id, whole_groups
 
 TEST_COLUMNS = ("outcome", *SECONDS, *TEXTS)
 
@@ -109,11 +109,13 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
                 " interrupted too, and adds nothing to a baseline or a history"
             )
     first = inputs[order[0]][1]
+    merged_id = merged_run_id([d["run"].get("id") for _, d in inputs])
     merged.record = {
         "schema": RECORD_SCHEMA,
         "version": RECORD_VERSION,
         "run": {
             "started": utc_timestamp(min(starts)),
+            **({"id": merged_id} if merged_id else {}),
             "duration": round(max(ends) - min(starts), 6),
             "commit": commits[0] if len(commits) == 1 else first["run"].get("commit"),
             "branch": first["run"].get("branch"),

@@ -69,6 +69,7 @@ class RunInfo:
     shard: str | None
     workers: int
     exitstatus: int
+    run_id: str | None = None
 
 
 def record_head(
@@ -84,6 +85,7 @@ def record_head(
         "version": RECORD_VERSION,
         "run": {
             "started": utc_timestamp(run.started),
+            **({"id": run.run_id} if run.run_id else {}),
             "duration": round(run.duration, 6),
             "commit": run.commit,
             "branch": run.branch,
@@ -217,7 +219,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
 def _check_run(path: str, run: Mapping[str, Any]) -> None:
     parse_utc_timestamp(path, "run.started", run.get("started"))
     expect_seconds(path, "run.duration", run.get("duration"))
-    for name in ("commit", "branch", "shard"):
+    for name in ("id", "commit", "branch", "shard"):
         expect_text(path, f"run.{name}", run.get(name), optional=True)
     expect_int(path, "run.workers", run.get("workers", 0), minimum=0)
     expect_int(path, "run.exitstatus", run.get("exitstatus", 0))
@@ -391,7 +393,9 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
                     partial_modules.add(module)
     measured = RunTimings(
         key=data["env"]["key"],
-        identity=RunIdentity(run.get("commit"), run.get("branch"), run.get("started")),
+        identity=RunIdentity(
+            run.get("commit"), run.get("branch"), run.get("started"), run.get("id")
+        ),
         ids=tests["id"],
         outcome=tests["outcome"],
         call=tests["call"],

@@ -163,16 +163,21 @@ class EnvHistory:
         return index
 
     def run_holding(self, identity: RunIdentity, tests: Mapping[str, float]) -> int | None:
-        """The index of the run that is this one already folded in, or None: the same
-        start, commit and branch, and to the microsecond the same sample of every test
-        both have, one of them long enough to tell runs apart (two jobs that started in
-        one second can both time trivial tests at 1 µs)."""
-        if identity.started is None:
-            return None
-        positions = self.positions("tests")
+        """The index of the run that is this one already folded in, or None.  Runs that
+        both carry an id are the same run when the ids are.  Otherwise (a run written
+        before ids): the same start, commit and branch, and to the microsecond the same
+        sample of every test both have, one of them long enough to tell runs apart (two
+        jobs that started in one second can both time trivial tests at 1 µs)."""
+        positions: dict[str, int] | None = None
         for index, run in enumerate(self.runs):
-            if run.identity != identity:
+            known = run.identity.same_run(identity)
+            if known is not None:
+                if known:
+                    return index
                 continue
+            if identity.started is None or not run.identity.same_start(identity):
+                continue
+            positions = self.positions("tests") if positions is None else positions
             shared = [(positions[t], round(v, 6)) for t, v in tests.items() if t in positions]
             if (
                 shared

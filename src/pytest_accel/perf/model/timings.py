@@ -15,6 +15,8 @@ the same rules decide what is comparable:
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import reduce
@@ -33,15 +35,46 @@ class RunIdentity:
     commit: str | None = None
     branch: str | None = None
     started: str | None = None  # YYYY-MM-DDTHH:MM:SSZ
+    # A token drawn once per session (``new_run_id``; a merged record's is derived from
+    # its shards'): a start time to the second does not tell apart two runs of one commit.
+    run_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"commit": self.commit, "branch": self.branch, "started": self.started}
+        found = {"commit": self.commit, "branch": self.branch, "started": self.started}
+        return {**found, "id": self.run_id} if self.run_id else found
 
     def describe(self) -> str:
         """``abc1234`` (a commit), else the start time, else ``an unnamed run``."""
         if self.commit:
             return self.commit[:12]
         return self.started or "an unnamed run"
+
+    def same_run(self, other: RunIdentity) -> bool | None:
+        """True or False when both carry an id; None when one of them predates ids and
+        only the commit, branch and start (and the samples) can tell."""
+        if self.run_id and other.run_id:
+            return self.run_id == other.run_id
+        return None
+
+    def same_start(self, other: RunIdentity) -> bool:
+        return (self.commit, self.branch, self.started) == (
+            other.commit,
+            other.branch,
+            other.started,
+        )
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(8)
+
+
+def merged_run_id(parts: Sequence[str | None]) -> str | None:
+    """The id of a record merged from ``parts`` (its shards' ids): the same shards
+    merged twice give the same id, so the result is still recognised as folded in."""
+    if not parts or any(not part for part in parts):
+        return None
+    joined = "\n".join(sorted(str(part) for part in parts))
+    return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
 
 @dataclass
