@@ -8,9 +8,8 @@ phase of every attempt, in order, with its seconds), on the same session's repor
         python -m pytest suite -q -p no:cacheprovider -p pytest_accel -p bench.fold_cost
 
 Loaded as a plugin, it reads the reports at the end of the session, folds them each
-way 7 times (the table also with every report folded the long way, without the
-plain-report path that reads a report's ``__dict__``) and prints the medians (and
-writes them, as JSON, to ``$FOLD_COST`` when set).
+way 7 times and prints the medians (and writes them, as JSON, to ``$FOLD_COST`` when
+set).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import statistics
 import time
 from collections.abc import Callable
 from typing import Any
-from unittest import mock
 
 import pytest
 
@@ -41,7 +39,6 @@ def _median_seconds(fold: Callable[[], Any]) -> float:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     from pytest_accel.flaky.findings import outcomes_from_stats
-    from pytest_accel.perf import collector as collector_module
     from pytest_accel.perf.collector import ResultsCollector
     from pytest_accel.reports import report_stats
 
@@ -53,16 +50,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         collector.stats = stats
         return collector.session_table()
 
-    def table_the_long_way() -> Any:
-        """Every report through ``add_report``, none read from its ``__dict__``."""
-        with mock.patch.object(collector_module, "_plain_report_size", return_value=-1):
-            return table()  # no report is plain
-
     found = {
         "reports": sum(len(group) for group in stats.values()),
         "flaky letters (s)": _median_seconds(lambda: outcomes_from_stats(stats)),
         "timing table (s)": _median_seconds(table),
-        "timing table, no plain-report path (s)": _median_seconds(table_the_long_way),
     }
     _found.update(found)
     target = os.environ.get("FOLD_COST")

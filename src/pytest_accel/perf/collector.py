@@ -9,7 +9,6 @@ marker to its setup report (reports are what xdist sends to the controller).
 
 from __future__ import annotations
 
-import functools
 import operator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -298,47 +297,11 @@ class ResultsCollector:
                     table.teardowns[row] = max(table.teardowns[row] - seconds, 0.0)
 
     def _fold(self, reports: list[pytest.TestReport]) -> dict[str, int]:
-        """Add ``reports`` in the order they happened; each node id's row.
-
-        The common report (a passing phase of a test's one attempt, with the attributes
-        pytest gives every report and no other) is added inline, read from its
-        ``__dict__``: a 10,000-test run has 30,000 of them.  Any other report (a failure,
-        a rerun, an attribute of ours or another plugin's) goes through ``add_report``.
-        """
-        table = self.table
+        """Add ``reports`` in the order they happened; each node id's row."""
         nodeids = list(map(_NODEID, reports))  # a property on pytest 9: read once
         rows = self._rows(nodeids, reports)
-        setups, calls, teardowns = table.setups, table.calls, table.teardowns
-        starts, stops, state = table.starts, table.stops, table.attempt_state
-        plain = -1 if self.relayed else _plain_report_size()
         for nodeid, report in zip(nodeids, reports, strict=True):
-            fields = report.__dict__
-            row = rows[nodeid]
-            when = fields.get("when")
-            if (
-                len(fields) != plain
-                or fields["outcome"] != "passed"
-                or state[row] == 2
-                or (when == "setup" and state[row] == 1)
-            ):
-                self.add_report(report, row)  # which also notes its start and stop
-                continue
-            if when == "call":
-                calls[row] += fields["duration"]
-                state[row] = 1
-            elif when == "setup":
-                setups[row] += fields["duration"]
-                state[row] = 1
-            elif when == "teardown":
-                teardowns[row] += fields["duration"]
-                state[row] = 2
-            else:
-                self.add_report(report, row)
-                continue
-            start, stop = fields["start"], fields["stop"]
-            if start and (not starts[row] or start < starts[row]):
-                starts[row] = start
-            stops[row] = max(stops[row], stop)
+            self.add_report(report, rows[nodeid])
         return rows
 
     def _rows(self, nodeids: list[str], reports: list[pytest.TestReport]) -> dict[str, int]:
@@ -387,13 +350,6 @@ def _chronological(reports: list[pytest.TestReport]) -> list[float]:
     untimed = starts.count(0.0)  # no start (a crash report): they sorted first, go last
     reports[:] = reports[untimed:] + reports[:untimed]
     return starts[untimed:]
-
-
-@functools.cache
-def _plain_report_size() -> int:
-    """How many attributes pytest gives a test report: one with more carries something
-    a plugin added (``wasxfail``, ours, another plugin's) and is folded the long way."""
-    return len(vars(pytest.TestReport("t.py::t", ("t.py", 0, "t"), {}, "passed", None, "call")))
 
 
 class _PhaseRank(dict[str, int]):
