@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -231,10 +232,15 @@ def test_runs_that_carry_ids_are_told_apart_by_them_not_by_start_and_samples(
     assert len(held) == 1
     runs = load(tmp_path / "b.json")["envs"]["cpu/x1"]["runs"]
     assert [run["id"] for run in runs] == ["aa", "bb"]
+    # Shards folded one by one, then merged and folded: the merged run holds them.
+    merged = with_id("dd")
+    merged = replace(merged, identity=replace(merged.identity, parts=("bb", "ee")))
+    update_baseline_file(tmp_path / "b.json", [merged], 10, held)
+    assert len(held) == 2
     # A run written before ids is still recognised by its start and samples.
     update_baseline_file(tmp_path / "old.json", [with_id(None)], 10)
     update_baseline_file(tmp_path / "old.json", [with_id("cc")], 10, held)
-    assert len(held) == 2
+    assert len(held) == 3
     assert "id" not in load(tmp_path / "old.json")["envs"]["cpu/x1"]["runs"][0]
 
 
@@ -264,6 +270,36 @@ def test_a_second_job_with_the_same_timings_is_added_and_a_record_folded_in_is_n
     runs = load(pytester.path / "b.json")["envs"]["cpu/x1"]["runs"]
     assert [run["id"] for run in runs] == [own_id, "0" * 16]
     jsonschema.validate(load(pytester.path / "b.json"), schema())
+
+
+def test_merged_shards_are_not_folded_again_where_a_shard_of_them_is_in_already(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_accel.cli import main
+
+    pytester.makepyfile(
+        test_sharded="import time\n"
+        + "".join(f"def test_{n}():\n    time.sleep(0.002)\n" for n in range(6))
+    )
+    # Shard 1 also folded itself in; shard 2 only wrote its record.
+    pytester.runpytest(
+        "--accel-shard=1/2",
+        "--perf-record=s1.json",
+        "--perf-baseline=b.json",
+        "--perf-update-baseline",
+    ).assert_outcomes(passed=3)
+    pytester.runpytest("--accel-shard=2/2", "--perf-record=s2.json").assert_outcomes(passed=3)
+    paths = [str(pytester.path / name) for name in ("s1.json", "s2.json")]
+    assert main(["merge", "-o", str(pytester.path / "m.json"), *paths]) == 0
+    merged = load(pytester.path / "m.json")
+    shard_ids = [load(pytester.path / name)["run"]["id"] for name in ("s1.json", "s2.json")]
+    assert [part["id"] for part in merged["run"]["merged_from"]] == shard_ids
+    assert merged["run"]["id"] not in shard_ids
+    capsys.readouterr()
+    into = str(pytester.path / "b.json")
+    assert main(["baseline", "--into", into, str(pytester.path / "m.json")]) == 0
+    assert "holds this run already" in capsys.readouterr().err
+    assert len(load(pytester.path / "b.json")["envs"]["cpu/x1"]["runs"]) == 1
 
 
 def test_a_smaller_window_trims_every_key(tmp_path: Path) -> None:

@@ -72,6 +72,9 @@ def test_a_merged_record_has_an_id_of_its_shards_the_same_every_time() -> None:
         [("s1.json", first), ("s3.json", {**second, "run": {**second["run"], "id": "c" * 16}})]
     )
     assert other.record["run"]["id"] != merged["run"]["id"]
+    assert [part["id"] for part in merged["run"]["merged_from"]] == ["a" * 16, "b" * 16]
+    [itself] = merge_records([("s1.json", first)])
+    assert itself.record["run"]["id"] == "a" * 16  # a record merged into itself is itself
     # A shard written before ids: the merged record has none (start and samples tell).
     del second["run"]["id"]
     [old] = merge_records([("s1.json", first), ("s2.json", second)])

@@ -125,6 +125,7 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
             "merged_from": [
                 {
                     "path": path,
+                    **({"id": d["run"]["id"]} if d["run"].get("id") else {}),
                     "shard": d["run"].get("shard"),
                     "tests": len(d["tests"]["id"]),
                     "seconds": round(sum(d["tests"]["total"]), 6),

@@ -228,9 +228,9 @@ def _check_run(path: str, run: Mapping[str, Any]) -> None:
         raise InputError(path, f"run.merged_from: expected a list, got {kind_of(merged)}")
     for index, entry in enumerate(merged):
         where = f"run.merged_from[{index}]"
-        expect_text(
-            path, f"{where}.shard", expect_object(path, where, entry).get("shard"), optional=True
-        )
+        part = expect_object(path, where, entry)
+        for name in ("id", "shard"):
+            expect_text(path, f"{where}.{name}", part.get(name), optional=True)
 
 
 def _check_env(path: str, env: Mapping[str, Any]) -> None:
@@ -394,7 +394,11 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
     measured = RunTimings(
         key=data["env"]["key"],
         identity=RunIdentity(
-            run.get("commit"), run.get("branch"), run.get("started"), run.get("id")
+            run.get("commit"),
+            run.get("branch"),
+            run.get("started"),
+            run.get("id"),
+            tuple(str(part["id"]) for part in run.get("merged_from", ()) if part.get("id")),
         ),
         ids=tests["id"],
         outcome=tests["outcome"],

@@ -38,6 +38,8 @@ class RunIdentity:
     # A token drawn once per session (``new_run_id``; a merged record's is derived from
     # its shards'): a start time to the second does not tell apart two runs of one commit.
     run_id: str | None = None
+    # A merged record's shards' ids: a baseline that holds one of them holds part of it.
+    parts: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         found = {"commit": self.commit, "branch": self.branch, "started": self.started}
@@ -50,10 +52,15 @@ class RunIdentity:
         return self.started or "an unnamed run"
 
     def same_run(self, other: RunIdentity) -> bool | None:
-        """True or False when both carry an id; None when one of them predates ids and
-        only the commit, branch and start (and the samples) can tell."""
+        """True or False when both carry an id (a merged record is also the same run as
+        each of its shards); None when one of them predates ids and only the commit,
+        branch and start (and the samples) can tell."""
         if self.run_id and other.run_id:
-            return self.run_id == other.run_id
+            return (
+                self.run_id == other.run_id
+                or self.run_id in other.parts
+                or other.run_id in self.parts
+            )
         return None
 
     def same_start(self, other: RunIdentity) -> bool:
@@ -73,6 +80,8 @@ def merged_run_id(parts: Sequence[str | None]) -> str | None:
     merged twice give the same id, so the result is still recognised as folded in."""
     if not parts or any(not part for part in parts):
         return None
+    if len(parts) == 1:
+        return parts[0]  # a record merged into itself is the same run
     joined = "\n".join(sorted(str(part) for part in parts))
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
