@@ -1,6 +1,7 @@
 """The package's shape, checked from its source: the import chart in
-docs/architecture.md is the code's, shared modules import no feature, features do not
-import each other, each file format has one module, and plugin.py only wires."""
+docs/architecture.md is the code's and so is every place its glossary names, shared
+modules import no feature, features do not import each other, each file format has one
+module, and plugin.py only wires."""
 
 from __future__ import annotations
 
@@ -174,3 +175,59 @@ def test_the_timing_features_layers_point_one_way() -> None:
                 for _ in re.findall(r"^from pytest_accel\.perf\.formats", text, re.M)
             ]
     assert upward == []
+
+
+def _defined_names(text: str) -> set[str]:
+    """Every function, class, method and module-level name a module defines."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+# Words the glossary quotes that are file fields or command names, not code.
+_NOT_CODE = {"env.key", "envs", "compare"}
+
+
+def test_every_place_the_glossary_names_is_in_the_code() -> None:
+    """A newcomer can go from a concept to its one place: each module the glossary of
+    docs/architecture.md names exists, and so does each name it gives beside it."""
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = doc[doc.index("| term | what it is | where it lives |") :].split("\n\n")[0]
+    defined = {name: _defined_names(text) for name, text in sources().items()}
+    everywhere = set().union(*defined.values())
+    wrong: list[str] = []
+    for row in table.splitlines()[2:]:
+        term, *_, where = (cell.strip() for cell in row.strip("|").split(" | "))
+        named: list[str] = []  # the row's modules: its bare names are defined in one of them
+        bare: list[str] = []
+        for token in (quoted.split("(")[0] for quoted in re.findall(r"`([^`]+)`", where)):
+            if token.startswith("--") or token in _NOT_CODE:
+                continue
+            if token.endswith(".py"):
+                named.append(token)
+                if token not in defined:
+                    wrong.append(f"{term}: no module {token}")
+                continue
+            module, dot, name = token.rpartition(".")
+            if dot and (f"{module}.py" in defined or module[:1].islower()):
+                if f"{module}.py" not in defined:
+                    wrong.append(f"{term}: no module {module}.py (in {token})")
+                elif name not in defined[f"{module}.py"]:
+                    wrong.append(f"{term}: {module}.py defines no {name}")
+                named.append(f"{module}.py")
+            else:
+                bare.append(token)
+        in_row = set().union(*(defined.get(m, set()) for m in named))
+        for token in bare:
+            owner, _, name = token.rpartition(".")
+            found = defined["hookspecs.py"] if token.startswith("pytest_accel_") else in_row
+            if name not in found or (owner and owner not in everywhere):
+                wrong.append(f"{term}: {token} is not defined where the row says")
+    assert wrong == []
