@@ -231,3 +231,9 @@ def test_every_place_the_glossary_names_is_in_the_code() -> None:
             if name not in found or (owner and owner not in everywhere):
                 wrong.append(f"{term}: {token} is not defined where the row says")
     assert wrong == []
+
+
+def test_the_architecture_page_names_every_hook_and_no_other() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    specs = {n for n in _defined_names(sources()["hookspecs.py"]) if n.startswith("pytest_accel_")}
+    assert set(re.findall(r"pytest_accel_[a-z_]+", doc)) == specs
