@@ -136,3 +136,22 @@ def test_comparing_fast_tests_with_a_baseline_needs_no_numpy_until_one_could_be_
     result.stdout.fnmatch_lines(
         ["perf: * regression(s)*3 test(s) compared*", "numpy at the end: True"]
     )
+
+
+def test_pytest_help_renders_every_options_help_with_the_plugin_loaded(
+    pytester: pytest.Pytester,
+) -> None:
+    """argparse %-formats help strings: one literal ``%`` in one option's help made
+    ``pytest --help`` a traceback wherever the plugin was installed."""
+    from pytest_accel.plugin import OPTION_GROUPS
+
+    result = pytester.runpytest("--help")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    shown = " ".join(result.stdout.str().split())  # argparse wraps help over lines
+    for group in OPTION_GROUPS:
+        for spec in group.specs:
+            assert spec.flag in shown
+            # Each help's words reach the screen as written, a literal % included.
+            first_words = " ".join(spec.help.split()[:6])
+            assert first_words in shown, (spec.flag, first_words)
+    assert "Once more than PCT% of at least 20 executed tests" in shown

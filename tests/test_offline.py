@@ -210,3 +210,34 @@ def test_a_durations_map_is_not_upgraded(tmp_path: Path) -> None:
     path.write_text(json.dumps({"t.py::a": 0.1}))
     with pytest.raises(InputError, match="not a baseline or a record"):
         upgrade_file(str(path))
+
+
+def test_a_record_already_folded_in_under_a_minority_layout_compares_and_reports(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Serial runs, then a ``-n 2`` run folded in by ``--perf-update-baseline``: the
+    ``-n 2`` record is in the baseline and its layout a minority there.  ``compare`` and
+    ``report`` on it once raised IndexError (the held run's position was counted among
+    the runs of its layout after it was taken out)."""
+    pytester.makepyfile(
+        test_a="""
+        import pytest
+        @pytest.mark.parametrize("i", range(6))
+        def test_x(i): pass
+        class TestC:
+            def test_y(self): pass
+        """
+    )
+    for _ in range(3):
+        pytester.runpytest("--perf-baseline=b.json", "--perf-update-baseline").assert_outcomes(
+            passed=7
+        )
+    pytester.runpytest(
+        "-n", "2", "--perf-baseline=b.json", "--perf-update-baseline", "--perf-record=r.json"
+    ).assert_outcomes(passed=7)
+    record, baseline = str(pytester.path / "r.json"), str(pytester.path / "b.json")
+    assert main(["compare", record, "--baseline", baseline]) == 0
+    assert "test(s) compared under" in capsys.readouterr().out
+    page = str(pytester.path / "r.html")
+    assert main(["report", record, "--baseline", baseline, "-o", page]) == 0
+    assert Path(page).read_text().startswith("<!DOCTYPE html>")

@@ -54,12 +54,14 @@ class OptionGroup:
 def add_group(parser: pytest.Parser, group: OptionGroup) -> None:
     section = parser.getgroup(group.name, group.description)
     for spec in group.specs:
+        # argparse %-formats help strings (``%(default)s``): a literal % must be doubled.
+        help_text = spec.help.replace("%", "%%")
         if spec.is_flag:
-            section.addoption(spec.flag, action="store_true", default=None, help=spec.help)
+            section.addoption(spec.flag, action="store_true", default=None, help=help_text)
             parser.addini(spec.dest, spec.help, type="bool", default=False)
         elif spec.repeatable:
             section.addoption(
-                spec.flag, action="append", default=None, metavar=spec.metavar, help=spec.help
+                spec.flag, action="append", default=None, metavar=spec.metavar, help=help_text
             )
             parser.addini(spec.dest, spec.help, type="linelist", default=[])
         else:
@@ -69,7 +71,7 @@ def add_group(parser: pytest.Parser, group: OptionGroup) -> None:
                 dest=spec.dest,
                 default=None,
                 metavar=spec.metavar,
-                help=spec.help,
+                help=help_text,
             )
             parser.addini(spec.dest, spec.help, default=None)
             for alias in spec.aliases:

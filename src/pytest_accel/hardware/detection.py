@@ -253,6 +253,18 @@ def describe_evidence(evidence: Sequence[str]) -> str:
     return one_line("; ".join(evidence)) if evidence else "nothing checked"
 
 
+def module_installed(module: str) -> bool:
+    """Whether the top-level ``module`` can be imported, never importing it.  A module
+    already in ``sys.modules`` counts, a conftest's stub or mock included (which has no
+    ``__spec__``, so ``find_spec`` would raise)."""
+    if module in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken package on the path
+        return False
+
+
 def framework_versions() -> dict[str, str]:
     """Installed framework versions, never by importing them: from the installed
     distribution's directory name (``jax-0.10.2.dist-info``), which every installer
@@ -263,7 +275,7 @@ def framework_versions() -> dict[str, str]:
     for name, module in wanted.items():
         if name in found:
             versions[module] = found[name]
-        elif module in sys.modules or importlib.util.find_spec(module) is not None:
+        elif module_installed(module):
             from importlib import metadata
 
             try:

@@ -7,13 +7,12 @@ Pure functions over marks (like pytest's ``skipping.py``): collection asks
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pytest_accel.hardware.detection import Detection, platform_matches
+from pytest_accel.hardware.detection import Detection, module_installed, platform_matches
 
 MARKERS: dict[str, str] = {
     "accel": (
@@ -202,7 +201,7 @@ def requirement_from_mark(
 
 @cache
 def module_available(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+    return module_installed(module)
 
 
 MarkSource = Iterable[tuple[str, tuple[Any, ...], dict[str, Any]]]

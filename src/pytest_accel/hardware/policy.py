@@ -5,7 +5,6 @@ the controller's detection (``WORKERINPUT_DETECTION``) instead of detecting agai
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +16,7 @@ from pytest_accel.hardware.detection import (
     DetectionContext,
     cpu_detection,
     describe_evidence,
+    module_installed,
     platform_matches,
     sysroot_from_env,
 )
@@ -68,7 +68,7 @@ def resolve_detection(
         if not options.allow_missing:
             raise missing_error(requested, detection)
         return detection
-    jax_installed = importlib.util.find_spec("jax") is not None
+    jax_installed = module_installed("jax")
     wants_probe = options.probe == "jax" or (
         options.probe == "auto" and requested in JAX_PLATFORMS and jax_installed
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -29,9 +29,13 @@ from pytest_accel.outcomes import (
     test_id,
     test_ids,
 )
+from pytest_accel.perf.compiles import WORKEROUTPUT_PROBLEM
 from pytest_accel.perf.model.table import TimingTable
 from pytest_accel.perf.pauses import WORKEROUTPUT_PAUSES, Pause, attribute, pauses_key
 from pytest_accel.reports import node_parents, report_stats, reports_are_relayed, xdist_worker_id
+
+if TYPE_CHECKING:
+    from pytest_accel.perf.compiles import CompileCounter
 
 # The report attribute that carries collection-tree facts from a worker to the controller.
 NODE_INFO_ATTR = "pytest_accel_node"
@@ -148,8 +152,10 @@ class NodeInfoSender:
 class ResultsCollector:
     """Runs in the process that owns the session and folds its reports into a table."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, counter: CompileCounter | None = None) -> None:
         self.config = config
+        self.counter = counter  # this process's compile listener, where tests run here
+        self.compile_problems: set[str] = set()  # an xdist worker's, from its output
         self.table = TimingTable()
         self.marks: dict[str, PerfMark] = {}
         self.workers: set[str] = set()
@@ -182,6 +188,8 @@ class ResultsCollector:
         """xdist: every worker collects (and deselects) the same tests; take the counts
         of any that reported them."""
         output = getattr(node, "workeroutput", {})
+        if output.get(WORKEROUTPUT_PROBLEM):
+            self.compile_problems.add(str(output[WORKEROUTPUT_PROBLEM]))
         pauses = output.get(WORKEROUTPUT_PAUSES)
         if pauses:
             self.pauses[str(node.gateway.id)] = [(float(t), float(s)) for t, s in pauses]
@@ -190,6 +198,13 @@ class ResultsCollector:
             mine = self.deselected.setdefault(section, {})
             for group, count in groups.items():
                 mine[group] = max(mine.get(group, 0), count)
+
+    def compile_problem(self) -> str | None:
+        """Why this run's compilation was not measured, where JAX's monitoring failed."""
+        problems = set(self.compile_problems)
+        if self.counter is not None and self.counter.problem is not None:
+            problems.add(self.counter.problem)
+        return "; ".join(sorted(problems)) or None
 
     def _take_node_info(self, row: int, info: NodeInfo) -> None:
         table = self.table

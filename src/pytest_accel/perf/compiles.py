@@ -1,9 +1,9 @@
 """How much of each test's time was JAX compiling, where the suite uses JAX.
 
-Nothing here imports jax: once collection is done (the test modules imported what they
-use), or at the first test after one that imported it, a suite that uses jax gets
-``jax.monitoring`` listeners, and per-test hooks that say which test and which phase
-they belong to.  A suite without jax pays a dict lookup per test.
+Nothing here imports jax: the moment the suite has it (imported already, or as soon as
+its first import finishes, in a test's body too), it gets ``jax.monitoring`` listeners,
+and per-test hooks that say which test and which phase they belong to.  A suite without
+jax pays an attribute write per test.
 
 Per test it keeps the compile steps' spans (tracing, lowering to MLIR, the backend's
 compile) and counts the backend compilations, the functions compiled more than once
@@ -16,10 +16,15 @@ test's whole tally on its teardown report; pytest-xdist carries both from a work
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import sys
 import time
+import types
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -83,17 +88,25 @@ class CompileTally:
         return [count, seconds, self.hits, self.misses, count - len(self.functions)]
 
 
+WORKEROUTPUT_PROBLEM = "pytest_accel_compile_problem"
+
+
 class CompileCounter:
-    """Registered wherever tests run, with the timing feature; listens only if the
-    suite imported jax."""
+    """Registered wherever tests run, with the timing feature; listens from the moment
+    the suite has jax: at once if it is imported already, else as soon as its first
+    import finishes, wherever that is (collection, a fixture, a test's body).  Nothing
+    jax's monitoring does wrong stops the run: a failure is one note (``problem``) and
+    the timings go on whole, without compile figures."""
 
     def __init__(self, collections: FullCollections | None = None) -> None:
         self.current: str | None = None
+        self.running: str | None = None  # the test whose protocol runs now
         self.tally = CompileTally()
         self.monitoring: Any = None
         self.collections = collections  # the full collections, timed (perf.pauses)
         self.config: pytest.Config | None = None
-        self.broken = False  # jax is there, its monitoring is not
+        self.problem: str | None = None  # why compilation is not measured, if it is not
+        self.hook: _AfterImport | None = None
 
     @property
     def pauses(self) -> Sequence[Pause]:
@@ -115,37 +128,109 @@ class CompileCounter:
         elif event == CACHE_MISS:
             self.tally.misses += 1
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._listen(session.config)
+    def start(self, config: pytest.Config) -> None:
+        """Listen now if jax is imported, else once it is."""
+        self.config = config
+        if "jax" in sys.modules:
+            self._listen()
+        else:
+            self.hook = _AfterImport("jax", self._imported)
+            sys.meta_path.insert(0, self.hook)
+
+    def _imported(self) -> None:
+        self._stop_watching()
+        self._listen()
+        if self.monitoring is not None and self.running is not None:
+            # Imported inside a test: its compilations from here on are its own.
+            self.current, self.tally = self.running, CompileTally()
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        # A suite that imports jax in a test or a fixture, not at collection: counted
-        # from the test after the one that imported it (this one: the per-test hooks
-        # registered now are first called for its reports).
-        if self.monitoring is None and "jax" in sys.modules and self.config is not None:
-            self._listen(self.config)
-            if self.monitoring is not None:
-                self.current, self.tally = nodeid, CompileTally()
+        self.running = nodeid
 
-    def _listen(self, config: pytest.Config) -> None:
-        self.config = config
-        if "jax" not in sys.modules or self.monitoring is not None or self.broken:
+    def _listen(self) -> None:
+        if self.monitoring is not None or self.problem is not None or self.config is None:
             return
         try:
             from jax import monitoring
-        except Exception:  # a jax too old for monitoring, or broken: count nothing
-            self.broken = True
+
+            monitoring.register_event_duration_secs_listener(self.heard)
+            monitoring.register_event_listener(self.heard_event)
+        except Exception as exc:  # a stub, a mock, a jax too old or broken: say so once
+            self.problem = f"jax.monitoring: {type(exc).__name__}: {exc}"
+            self._unregister(monitoring if "monitoring" in locals() else None)
             return
-        monitoring.register_event_duration_secs_listener(self.heard)
-        monitoring.register_event_listener(self.heard_event)
         self.monitoring = monitoring
-        config.pluginmanager.register(_PerTest(self), PER_TEST)
+        self.config.pluginmanager.register(_PerTest(self), PER_TEST)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None and self.problem is not None:
+            workeroutput[WORKEROUTPUT_PROBLEM] = self.problem
 
     def pytest_unconfigure(self) -> None:
+        self._stop_watching()
         if self.monitoring is not None:  # in-process runs (pytester) leave none behind
-            self.monitoring.unregister_event_duration_listener(self.heard)
-            self.monitoring.unregister_event_listener(self.heard_event)
+            self._unregister(self.monitoring)
             self.monitoring = None
+
+    def _stop_watching(self) -> None:
+        if self.hook is not None:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self.hook)
+            self.hook = None
+
+    def _unregister(self, monitoring: Any) -> None:
+        """Take our listeners off, as far as this jax lets us (old ones cannot)."""
+        for name, listener in (
+            ("unregister_event_duration_listener", self.heard),
+            ("unregister_event_listener", self.heard_event),
+        ):
+            with contextlib.suppress(Exception):
+                getattr(monitoring, name)(listener)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then`` once the module ``name`` has been imported, wherever the import
+    happens: its spec is found by the finders after this one and its loader wrapped.
+    Every other import costs one string comparison."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name, self.then, self.finding = name, then, False
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name or self.finding:
+            return None
+        self.finding = True  # the finders below are asked through importlib again
+        try:
+            spec = importlib.util.find_spec(fullname)
+        except (ImportError, ValueError):
+            return None
+        finally:
+            self.finding = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _ThenLoader(spec.loader, self.then)
+        return spec
+
+
+class _ThenLoader(importlib.abc.Loader):
+    """A module's own loader, and ``then`` once it has run the module."""
+
+    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
+        self.loader, self.then = loader, then
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        module: types.ModuleType | None = self.loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.loader.exec_module(module)
+        self.then()
+
+    def __getattr__(self, name: str) -> Any:  # resources, source, ...: the loader's own
+        return getattr(self.loader, name)
 
 
 class _PerTest:

@@ -141,6 +141,7 @@ class PerfPlugin:
             columns=columns,
             baseline=self.baseline if self.wanted else None,
             baseline_missing=self.baseline_missing,
+            compile_problem=self.results.compile_problem(),
         )
         if not self.wanted:
             # Nothing reads it again (an update re-reads the file under its lock): its
@@ -373,10 +374,17 @@ class PerfPlugin:
                 # terminal writer goes.
                 for line in output.workflow_commands(comparison, self.location):
                     write(line)
-        if result.compilation is not None:
+        if result.compilation is not None and result.compilation["count"]:
             from pytest_accel.perf import output
 
             write(output.compilation_line(result.compilation))
+        if result.compile_problem is not None:
+            write(
+                one_line(
+                    f"compilation: not measured ({result.compile_problem}); tests are"
+                    " timed whole, compilation included"
+                )
+            )
         if self.record_written:
             write(
                 one_line(
@@ -412,11 +420,13 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
     if config.option.collectonly:
         return  # nothing runs: no timings to show, compare or write (shards still plan)
     register_pauses(config)  # by module path: pytester reruns import it afresh
+    counter = None
     if not config.pluginmanager.has_plugin("dsession"):  # where tests run, not xdist's controller
         from pytest_accel.perf.compiles import CompileCounter
 
         counter = CompileCounter(config.stash.get(pauses_key, None))
         config.pluginmanager.register(counter, "pytest_accel:compiles")
+        counter.start(config)
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")
@@ -433,7 +443,7 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
     job_summary(config)  # checked before any test runs
     interrupt_on_sigterm(config)
     baseline = config.stash[baseline_key] = load_for_session(options)
-    results = ResultsCollector(config)
+    results = ResultsCollector(config, counter)
     config.pluginmanager.register(results, "pytest_accel:results")
     plugin = PerfPlugin(
         config, options, facts.detection, baseline, key=facts.key, results=results, wanted=wanted

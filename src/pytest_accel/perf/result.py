@@ -46,6 +46,8 @@ class TimingResult:
     # report (else it is let go before the record is written, the memory peak).
     baseline: Baseline | None = None
     baseline_missing: bool = False  # --perf-baseline names no file yet (a cold cache)
+    # Why compilation was not measured where the suite has jax (its monitoring failed).
+    compile_problem: str | None = None
 
     def record(self) -> Iterator[bytes]:
         """The record of this run, as JSON pieces (``formats.record.encode_record``)."""

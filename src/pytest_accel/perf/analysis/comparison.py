@@ -37,7 +37,7 @@ from pytest_accel.perf.analysis.causes import (
 )
 from pytest_accel.perf.analysis.changes import change_rule, current_level, find_steps
 from pytest_accel.perf.analysis.compilation import with_compilation
-from pytest_accel.perf.analysis.layouts import same_layout, scope_of
+from pytest_accel.perf.analysis.layouts import Scope, same_layout, scope_of
 from pytest_accel.perf.analysis.quiet import (
     Compared,
     module_path_of,
@@ -131,15 +131,21 @@ def compare(
     laid out as it was (``perf.analysis.layouts``)."""
     overrides = overrides or {}
     scope = scope_of(run, env, rule.time, rule.min_samples)
+    timed = _timed(scope)
+    # A record folded in already is not a second sample of itself (a record given as
+    # its own baseline, one run, is compared with itself, as asked).  The runs are
+    # scoped again without it: it counted among the runs of its own layout.
+    held = (
+        scope.env.run_holding(scope.run.identity, timed.tests) if len(scope.env.runs) > 1 else None
+    )
+    if held is not None:
+        held_run = scope.env.runs[held]
+        env = env.with_runs([i for i, other in enumerate(env.runs) if other is not held_run])
+        scope = scope_of(run, env, rule.time, rule.min_samples)
+        timed = _timed(scope)
     run, env = scope.run, scope.env
     if not env.runs and scope.left_out_time:  # all of them timed the other way: say so
         return with_compilation(Comparison(run.key), scope)
-    timed = Compared(run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True))
-    # A record folded in already is not a second sample of itself (a record given as
-    # its own baseline, one run, is compared with itself, as asked).
-    held = env.run_holding(run.identity, timed.tests) if len(env.runs) > 1 else None
-    if held is not None:
-        env = env.without_run(held)
     quiet = (
         quiet_comparison(
             run, env, rule, overrides, new_slow=new_slow, change_rule=change_rule(rule), timed=timed
@@ -188,6 +194,12 @@ def compare(
     result.improvements.sort(key=lambda f: (f.ratio, f.kind, f.id))
     result.changes.sort(key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id))
     return with_compilation(result, scope)
+
+
+def _timed(scope: Scope) -> Compared:
+    """The run's tests and warm-ups as the scoped baseline's runs timed them."""
+    metric = scope.env.test_metric
+    return Compared(scope.run.comparable(metric), scope.run.comparable(metric, warmup=True))
 
 
 def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[Judged]:

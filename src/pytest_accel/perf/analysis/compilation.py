@@ -101,8 +101,9 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
         def beside(finding: Finding) -> Finding:
             if finding.kind != "test":
                 return finding
+            # A test the listener did not see (it ran before it began) has no figure.
             seconds = (compiling if scope.env.test_metric == "total" else calls).get(finding.id)
-            return replace(finding, compiling=seconds or 0.0)
+            return replace(finding, compiling=seconds)
 
         result.regressions = list(map(beside, result.regressions))
         result.improvements = list(map(beside, result.improvements))
