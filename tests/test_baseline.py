@@ -163,7 +163,14 @@ def test_a_record_and_a_durations_map_work_as_baselines_end_to_end(
     )
     monkeypatch.setenv("SLEEP_A", "0.6")
     for source in ("old.json", ".test_durations"):
+        # One sample is too few to tell a slowdown from noise by default ...
         result = pytester.runpytest(f"--perf-baseline={source}")
+        result.stdout.fnmatch_lines(
+            ["LEARNING test test_sleepy.py::test_a: *x) on 1 of the 3 samples a verdict needs*"]
+        )
+        result.stdout.no_fnmatch_line("REGRESSION*")
+        # ... and enough where the user says one is (docs/regressions.md).
+        result = pytester.runpytest(f"--perf-baseline={source}", "--perf-min-samples=1")
         result.stdout.fnmatch_lines(["REGRESSION test test_sleepy.py::test_a: *(*x, 1 sample(s))"])
 
 
@@ -421,3 +428,36 @@ def test_updating_a_record_or_a_durations_map_is_refused(pytester: pytest.Pytest
             " file, not a baseline*"
         ]
     )
+
+
+def test_while_a_baseline_is_being_built_a_slowdown_is_learning_not_a_regression(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs 2 and 3 of a new baseline once flagged REGRESSION on one or two samples; a
+    verdict needs ``--perf-min-samples`` (3) of them (docs/regressions.md)."""
+    pytester.makepyfile(test_sleepy="def test_first(): pass\n" + SLEEPY_SUITE)
+    build = ["--perf-baseline=b.json", "--perf-update-baseline"]
+    judged = ["--perf-baseline=b.json", "--perf-fail"]
+    for built in (1, 2):
+        monkeypatch.setenv("SLEEP_A", "0.15")
+        pytester.runpytest(*build).assert_outcomes(passed=3)
+        monkeypatch.setenv("SLEEP_A", "0.6")  # 4x: a regression once the rule may say so
+        result = pytester.runpytest(*judged)
+        assert result.ret == pytest.ExitCode.OK
+        result.stdout.fnmatch_lines(
+            [
+                f"LEARNING test test_sleepy.py::test_a: *x) on {built} of the 3 samples a"
+                " verdict needs: no alarm yet",
+                f"learning: {built} of 3 runs: the baseline has {built} run(s) of cpu/x1 *",
+                "perf: 0 regression(s), * learning, *",
+            ]
+        )
+        result.stdout.no_fnmatch_line("REGRESSION*")
+    monkeypatch.setenv("SLEEP_A", "0.15")
+    pytester.runpytest(*build).assert_outcomes(passed=3)
+    monkeypatch.setenv("SLEEP_A", "0.6")
+    result = pytester.runpytest(*judged)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["REGRESSION test test_sleepy.py::test_a: *(*x, 3 sample(s)*"])
+    result.stdout.no_fnmatch_line("learning: *")
+    result.stdout.no_fnmatch_line("LEARNING *")

@@ -37,11 +37,18 @@ def test_an_outlier_in_the_history_does_not_widen_the_spread() -> None:
     assert verdict(1.0, [*QUIET, 1.5]) == (True, False)
 
 
-def test_with_too_few_samples_or_no_spread_the_ratio_gates_decide_alone() -> None:
-    assert verdict(0.65, [0.5, 0.5]) == (True, False)  # 2 < min_samples samples: no z gate
-    assert verdict(0.65, [0.5] * 10) == (True, False)  # zero spread: no z gate
-    result = judge(np.array([0.65]), pad([[0.5, 0.5]]), Rule())
+def test_with_too_few_samples_a_slowdown_is_learning_not_a_regression() -> None:
+    # 2 < min_samples samples: the ratio gates hold, but two runs of a new baseline
+    # cannot tell a slowdown from their noise.
+    assert verdict(0.65, [0.5, 0.5]) == (False, False)
+    result = judge(np.array([0.65, 0.52]), pad([[0.5, 0.5], [0.5, 0.5]]), Rule())
+    assert result.learning.tolist() == [True, False]
     assert np.isnan(result.z[0])
+    # With as many as it asks for, they are judged: against the short-history noise
+    # floor (10%), 1.3x is noise and 2x is not.
+    assert verdict(0.65, [0.5, 0.5], Rule(min_samples=2)) == (False, False)
+    assert verdict(1.0, [0.5, 0.5], Rule(min_samples=2)) == (True, False)
+    assert verdict(0.65, [0.5] * 10) == (True, False)  # zero spread: no z gate
 
 
 def test_a_large_change_needs_less_evidence() -> None:
@@ -60,7 +67,8 @@ def test_ragged_histories_are_padded_and_their_medians_ignore_the_padding() -> N
     assert medians[:2].tolist() == [2.0, 5.0]
     assert np.isnan(medians[2])
     result = judge(np.array([9.0, 9.0, 9.0]), samples, Rule())
-    assert result.regressed.tolist() == [True, True, False]  # no samples: never a finding
+    assert result.regressed.tolist() == [True, False, False]  # no samples: never a finding
+    assert result.learning.tolist() == [False, True, False]  # one sample: too few yet
 
 
 def test_per_test_thresholds_and_deltas_override_the_rule() -> None:

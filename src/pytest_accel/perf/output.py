@@ -45,6 +45,21 @@ def describe(finding: Finding) -> str:
     )
 
 
+def describe_learning(finding: Finding, comparison: Comparison) -> str:
+    """``test t.py::a: 0.430s vs baseline 0.210s (2.05x) on 2 of the 3 samples a verdict
+    needs``: slower, but too new to tell from noise (docs/regressions.md)."""
+    needed = comparison.min_samples
+    if finding.kind == "session":
+        basis = f"over {finding.samples} test(s), on {comparison.runs} of the {needed} runs"
+    else:
+        basis = f"on {finding.samples} of the {needed} samples"
+    return one_line(
+        f"{finding.kind} {finding.id}: {finding.current:.3f}s vs baseline"
+        f" {finding.baseline:.3f}s ({finding.ratio:.2f}x) {basis} a verdict needs:"
+        " no alarm yet"
+    )
+
+
 def describe_change(change: Change) -> str:
     """``test t.py::a: 0.21s -> 0.43s (2.05x) since abc1234, 3 runs``."""
     return one_line(
@@ -101,6 +116,8 @@ def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--pe
     ]
     if comparison.recompiled:
         parts.insert(2, f"{len(comparison.recompiled)} recompiling")
+    if comparison.learning:
+        parts.insert(1, f"{len(comparison.learning)} learning")
     line = "perf: " + ", ".join(parts)
     if comparison.speed != 1.0:
         line += f"; this run was {comparison.speed:.2f}x the baseline overall"
@@ -125,6 +142,10 @@ def terminal_rows(comparison: Comparison, top: int) -> list[str]:
         ("CHANGED", [describe_change(c) for c in comparison.changes]),
         ("RECOMPILED", [describe_recompiled(r) for r in comparison.recompiled]),
         ("improved  ", [describe(f) for f in comparison.improvements]),
+        (
+            "LEARNING",
+            [describe_learning(f, comparison) for f in comparison.learning],
+        ),
         (
             "NEW SLOW",
             [f"test {t}: {seconds(s)} (no baseline yet)" for t, s in comparison.new_slow],
@@ -162,6 +183,13 @@ def scope_notes(comparison: Comparison) -> list[str]:
     """What the timings were judged on, and which baseline runs were left out, where
     that is not simply all of them."""
     notes = []
+    if comparison.runs is not None and comparison.runs < comparison.min_samples:
+        notes.append(
+            f"learning: {comparison.runs} of {comparison.min_samples} runs: the baseline"
+            f" has {comparison.runs} run(s) of {comparison.key} to compare with and a verdict"
+            f" needs {comparison.min_samples} (--perf-min-samples); nothing is a regression"
+            " until then"
+        )
     if comparison.left_out_time:
         other = "wall" if comparison.time == "execution" else "execution"
         notes.append(
@@ -246,6 +274,10 @@ def summary_section(
             f" {c.ratio or 0:.2f}x | median of {c.samples} runs of this layout |"
         )
     rows += [_row("improvement", f, _evidence(f)) for f in comparison.improvements]
+    rows += [
+        _row("learning", f, f"{f.samples} of the {comparison.min_samples} samples needed")
+        for f in comparison.learning
+    ]
     rows += [
         f"| new, slow | test | {escape_cell(t)} | | {s:.3f} | | no baseline yet |"
         for t, s in comparison.new_slow

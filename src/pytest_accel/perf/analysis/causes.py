@@ -8,7 +8,7 @@ the baseline's runs, a test's finding stands only where its class or module conf
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_accel.perf.analysis.changes import Steps
@@ -39,6 +39,8 @@ class Judged:
     steps: Steps
     findings: list[tuple[str, Finding]]  # ("regression"|"improvement", finding)
     changes: list[Change]
+    # Slower by every gate but the samples a verdict needs (``rule.Judgement.learning``).
+    learning: list[Finding] = field(default_factory=list)
 
 
 def usual_layout(env: EnvHistory) -> str | None:

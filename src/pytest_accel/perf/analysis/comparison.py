@@ -160,7 +160,7 @@ def compare(
     import numpy as np
 
     summary = summary_of(env)
-    result = Comparison(run.key)
+    result = Comparison(run.key, runs=len(env.runs), min_samples=rule.min_samples)
     compared, warm_compared = take_inventory(
         result, run, env, summary, overrides=overrides, new_slow=new_slow, timed=timed
     )
@@ -187,11 +187,13 @@ def compare(
     warm_inputs = _inputs(warm_setting, "test", warm_compared, env.matrix("warmup"))
     warm = _judge(warm_setting, "test", warm_inputs, overrides)
     warm.findings = [(what, replace(f, warmup=True)) for what, f in warm.findings]
+    warm.learning = [replace(f, warmup=True) for f in warm.learning]
     _collect(result, warm)
     groups = _judge_groups(result, setting, tests)
     _judge_suite(result, [tests, warm], groups, rule)
     result.regressions.sort(key=lambda f: (-f.ratio, f.kind, f.id))
     result.improvements.sort(key=lambda f: (f.ratio, f.kind, f.id))
+    result.learning.sort(key=lambda f: (-f.ratio, f.kind, f.id))
     result.changes.sort(key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id))
     return with_compilation(result, scope)
 
@@ -339,10 +341,11 @@ def _judge(
         spread=spread,
     )
     raw = verdict(current)
-    regressed, improved = raw.regressed, raw.improved
+    regressed, improved, learning = raw.regressed, raw.improved, raw.learning
     if speed is not None:  # explains findings away, never makes one
         corrected = verdict(current / speed)
         regressed, improved = regressed & corrected.regressed, improved & corrected.improved
+        learning = learning & corrected.learning
     columns = setting.change_runs
     if columns is None:
         series, run_speeds = np.concatenate([samples, current[:, None]], axis=1), setting.run_speeds
@@ -365,7 +368,11 @@ def _judge(
     direction = np.sign(steps.after - steps.before)  # NaN: no step
     reported = np.zeros(len(present), dtype=bool)
     reported[[present.index(c.id) for c in judged.changes]] = True
-    for what, mask, sign in (("regression", regressed, 1.0), ("improvement", improved, -1.0)):
+    for what, mask, sign in (
+        ("regression", regressed, 1.0),
+        ("improvement", improved, -1.0),
+        ("learning", learning, 1.0),
+    ):
         rows = np.flatnonzero(mask & ~(reported & (direction == sign)))
         for row, median, now, count, z in zip(
             rows.tolist(),
@@ -386,7 +393,10 @@ def _judge(
                 None if isnan(z) else z,
                 None if speed is None else ratio / speed,
             )
-            judged.findings.append((what, finding))
+            if what == "learning":
+                judged.learning.append(finding)
+            else:
+                judged.findings.append((what, finding))
     return judged
 
 
@@ -451,6 +461,7 @@ def _collect(result: Comparison, judged: Judged) -> None:
     for what, finding in judged.findings:
         (result.regressions if what == "regression" else result.improvements).append(finding)
     result.changes += judged.changes
+    result.learning += judged.learning
 
 
 def _run_levels(kinds: list[Judged]) -> list[float]:
@@ -493,4 +504,8 @@ def _judge_suite(result: Comparison, kinds: list[Judged], groups: list[Judged], 
     verdict = suite_finding(result, count, accounted, rule, _run_levels(kinds))
     if verdict is not None:
         what, finding = verdict
-        (result.regressions if what == "regression" else result.improvements).append(finding)
+        {
+            "regression": result.regressions,
+            "improvement": result.improvements,
+            "learning": result.learning,
+        }[what].append(finding)

@@ -27,7 +27,13 @@ from typing import NamedTuple
 from pytest_accel.perf.analysis.causes import is_explained, usual_layout
 from pytest_accel.perf.analysis.changes import ChangeRule
 from pytest_accel.perf.analysis.layouts import same_layout
-from pytest_accel.perf.analysis.rule import LOG_FLOOR, Rule, plain_spread
+from pytest_accel.perf.analysis.rule import (
+    LOG_FLOOR,
+    SHORT_HISTORY,
+    SHORT_NOISE_FLOOR,
+    Rule,
+    plain_spread,
+)
 from pytest_accel.perf.analysis.speed import current_speed, median, runner_speed
 from pytest_accel.perf.model.columns import Values
 from pytest_accel.perf.model.findings import Comparison, Finding, Override
@@ -185,7 +191,10 @@ def suite_finding(
     ratio = now / then if then > 0 else float("inf")
     if levels is None:  # the baseline runs' whole totals, where the same tests are not known
         levels = [log(total) for _, total in result.suite_history if total > 0]
-    spread = plain_spread(levels) if len(levels) >= rule.min_samples else 0.0
+    enough = len(levels) >= rule.min_samples
+    spread = plain_spread(levels) if enough else 0.0
+    if enough and len(levels) < SHORT_HISTORY:  # as for a test (docs/regressions.md)
+        spread = max(spread, SHORT_NOISE_FLOOR)
     z = log(ratio) / spread if spread > 0 and 0 < ratio < float("inf") else None
     if z is not None:
         large = ratio >= rule.large_ratio or ratio * rule.large_ratio <= 1
@@ -193,7 +202,9 @@ def suite_finding(
             return None  # within the noise of the baseline runs' totals
     finding = Finding("session", "suite total", then, now, ratio, count, z=z)
     if _slower(now, then, rule):
-        return "regression", finding
+        return ("regression" if enough else "learning"), finding
+    if not enough:
+        return None
     if _faster(now, then, rule):
         return "improvement", finding
     return None
@@ -291,7 +302,7 @@ def quiet_comparison(
             env, summary, kind, now, floor=rule.min_duration, change_rule=change_rule
         ):
             return None
-    result = Comparison(run.key)
+    result = Comparison(run.key, runs=len(env.runs), min_samples=rule.min_samples)
     compared = take_inventory(
         result, run, env, summary, overrides=overrides, new_slow=new_slow, timed=timed
     )

@@ -69,6 +69,9 @@ class Judgement:
     spread: FloatArray  # the z-score's scale, in log seconds with log_space
     regressed: npt.NDArray[np.bool_]
     improved: npt.NDArray[np.bool_]
+    # Slower by every gate that applies, on fewer than ``min_samples`` samples: not a
+    # regression yet (docs/regressions.md, "Short baselines"), said as "learning".
+    learning: npt.NDArray[np.bool_]
 
 
 def pad(samples: Sequence[Sequence[float]]) -> FloatArray:
@@ -161,7 +164,7 @@ def judge(
     if not samples.size:
         nothing = np.zeros(len(current), dtype=bool)
         unknown = np.full(len(current), np.nan)
-        return Judgement(np.zeros(len(current)), count, unknown, unknown, nothing, nothing)
+        return Judgement(np.zeros(len(current)), count, unknown, unknown, nothing, nothing, nothing)
     with np.errstate(all="ignore"):
         median = row_median(samples) if median is None else median
         centre, scale = sample_spread(samples, rule) if spread is None else spread
@@ -184,4 +187,8 @@ def judge(
         & (current * threshold < median)
         & (~z_applies | (z < -needed_down))
     )
-    return Judgement(median, count, z, scale, regressed & (count > 0), improved & (count > 0))
+    # One or two samples cannot tell a slowdown from the noise of a new baseline: a
+    # verdict needs ``min_samples`` of them.
+    enough = count >= rule.min_samples
+    learning = regressed & (count > 0) & ~enough
+    return Judgement(median, count, z, scale, regressed & enough, improved & enough, learning)

@@ -170,6 +170,10 @@ class Comparison:
     # Whether recompilations were judged: JAX in use, and baseline runs of this layout.
     recompiles_judged: bool = False
     compilation: Compilation | None = None
+    # Slower by every gate but the samples a verdict needs: no alarm yet ("learning").
+    learning: list[Finding] = field(default_factory=list)
+    runs: int | None = None  # the baseline's runs it was compared with (None: not known)
+    min_samples: int = 3  # the samples a verdict needs (``--perf-min-samples``)
 
     @property
     def slowdowns(self) -> list[Change]:
@@ -208,4 +212,7 @@ class Comparison:
             "recompiled": [r.to_json() for r in self.recompiled],
             "recompiles_judged": self.recompiles_judged,
             "compilation": None if self.compilation is None else self.compilation.to_json(),
+            "learning": [f.to_json() for f in self.learning],
+            "runs": self.runs,
+            "min_samples": self.min_samples,
         }
