@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_accel.cost.model import runs_per_month
+from pytest_accel.cost.model import merged_section, runs_per_month
 from pytest_accel.cost.prices import price_table
 
 RECORD_SCHEMA = json.loads(files("pytest_accel").joinpath("schemas/record.schema.json").read_text())
@@ -327,3 +327,29 @@ def test_a_suite_without_jax_records_no_compiles_and_a_cpu_key_no_candidates(
     data = record(pytester)
     assert "compiles" not in data["tests"]
     assert "cpu_candidates" not in data["cost"]
+
+
+def _priced(price: float | None, run: float, module: float) -> dict[str, Any]:
+    usd = None if price is None else run / 3600 * price
+    return {
+        "key": "tpu/x4",
+        "price_per_device_hour": price,
+        "device_count": 4,
+        "devices_per_test": 4.0,
+        "run": {"device_seconds": run, "usd": usd},
+        "tests": {"device_seconds": module, "usd": None},
+        "reruns": {"device_seconds": 0.0, "usd": None},
+        "modules": {"test_m.py": {"device_seconds": module, "usd": None}},
+        "top_tests": [{"id": f"test_m.py::t{run:g}", "device_seconds": module}],
+    }
+
+
+def test_merged_shards_cost_what_each_cost_added_up() -> None:
+    merged = merged_section([_priced(3.6, 100.0, 40.0), _priced(3.6, 50.0, 20.0)])
+    assert merged is not None
+    assert merged["run"] == {"device_seconds": 150.0, "usd": pytest.approx(0.15)}
+    assert merged["device_count"] == 8
+    assert merged["modules"]["test_m.py"]["device_seconds"] == 60.0
+    assert [t["id"] for t in merged["top_tests"]] == ["test_m.py::t100", "test_m.py::t50"]
+    # Shards priced differently cannot be added up: the merge says so, writes no cost.
+    assert merged_section([_priced(3.6, 100.0, 40.0), _priced(1.2, 50.0, 20.0)]) is None

@@ -336,3 +336,56 @@ def test_plan_pin_for_v3_chips_counts_two_devices_per_chip() -> None:
     assert (pin.devices, pin.device_count) == (("2", "3"), 4)
     with pytest.raises(PinError, match="-n 8 workers cannot each hold one of 4 tpu"):
         plan_pin(v3, {}, "gw0", 8)
+
+
+def test_merged_shards_keep_their_compilation_and_cost(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``merge`` once dropped the shards' ``compilation`` section (the report's
+    compilation cell was empty for merged runs) and wrote no ``cost``."""
+    for name in ("a", "b"):
+        pytester.makepyfile(
+            **{
+                f"test_{name}": f"""
+                import jax
+                import jax.numpy as jnp
+
+                def test_{name}_1():
+                    jax.jit(lambda x: x + 1)(jnp.ones(3)).block_until_ready()
+
+                def test_{name}_2():
+                    jax.jit(lambda x: x * 5)(jnp.ones(4)).block_until_ready()
+                """
+            }
+        )
+    shards = []
+    for k in (1, 2):
+        out = str(pytester.path / f"shard-{k}.json")
+        pytester.runpytest_subprocess(
+            f"--accel-shard={k}/2",
+            "--accel-shard-by=module",
+            f"--perf-record={out}",
+            "--accel-price=cpu/*=3.6",
+        ).assert_outcomes(passed=2)
+        shards.append(load(Path(out)))
+    merged_path = str(pytester.path / "merged.json")
+    inputs = [str(pytester.path / f"shard-{k}.json") for k in (1, 2)]
+    assert main(["merge", "-o", merged_path, *inputs]) == 0
+    merged = load(Path(merged_path))
+    compilation = merged["compilation"]
+    assert compilation["count"] == sum(s["compilation"]["count"] for s in shards) >= 4
+    assert compilation["seconds"] == pytest.approx(
+        sum(s["compilation"]["seconds"] for s in shards), abs=1e-5
+    )
+    assert 0 < compilation["share"] <= 1
+    cost = merged["cost"]
+    assert cost["price_per_device_hour"] == 3.6
+    assert cost["run"]["device_seconds"] == pytest.approx(
+        sum(s["cost"]["run"]["device_seconds"] for s in shards), abs=0.01
+    )
+    assert cost["run"]["usd"] == pytest.approx(cost["run"]["device_seconds"] / 1000, rel=0.01)
+    assert set(cost["modules"]) == {"test_a.py", "test_b.py"}
+    assert main(["report", merged_path, "-o", str(pytester.path / "r.html")]) == 0
+    page = (pytester.path / "r.html").read_text()
+    assert f"{compilation['count']} compilation(s)" in page  # the run's compilation cell
+    capsys.readouterr()

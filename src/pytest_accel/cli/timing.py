@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_accel.cli.common import (
     EXIT_FINDINGS,
@@ -29,6 +29,9 @@ from pytest_accel.perf.formats.record import RECORD_VERSION, check_record, recor
 from pytest_accel.perf.offline import accept_changes, compare_files, fold_records, upgrade_file
 from pytest_accel.perf.options import DEFAULT_WINDOW
 from pytest_accel.text import line_start, one_line
+
+if TYPE_CHECKING:
+    from pytest_accel.perf.formats.merge import Merged
 
 
 def add(commands: Any) -> None:
@@ -261,6 +264,8 @@ def merge_files(args: argparse.Namespace) -> int:
     )
     for _, out in outputs:
         check_writable(out)
+    for result in results:
+        _merge_cost(result, records)
     for result, (_, out) in zip(results, outputs, strict=True):
         write_json_atomic(out, record_json(result.record))
         for note in result.notes:
@@ -275,6 +280,26 @@ def merge_files(args: argparse.Namespace) -> int:
             + "\n"
         )
     return EXIT_OK
+
+
+def _merge_cost(result: Merged, records: list[tuple[str, dict[str, Any]]]) -> None:
+    """The shards' ``cost`` sections added up into the merged record's, where every
+    shard of its key has one at one price; a note where they cannot be."""
+    from pytest_accel.cost.model import merged_section
+
+    mine = [data for _, data in records if data["env"]["key"] == result.key]
+    sections = [data["cost"] for data in mine if isinstance(data.get("cost"), dict)]
+    if not sections:
+        return
+    section = merged_section(sections) if len(sections) == len(mine) else None
+    if section is None:
+        result.notes.append(
+            f"cost: {len(sections)} of {len(mine)} record(s) have a cost section"
+            + (" at different prices" if len(sections) == len(mine) else "")
+            + "; the merged record has none (give every shard the same --accel-price)"
+        )
+        return
+    result.record["cost"] = section
 
 
 def _output_paths(output_path: str, keys: list[str]) -> list[tuple[str, str]]:

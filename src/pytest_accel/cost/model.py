@@ -159,6 +159,90 @@ def account(
     )
 
 
+def merged_section(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The ``cost`` section of merged shards, from theirs (records' ``cost``): each shard
+    held its own devices, so device-seconds and dollars add up, and so do the devices;
+    the 20 costliest tests and the CPU-tier candidates are taken from all of them.  None
+    when the sections cannot be added: a price differs between them."""
+    if not sections:
+        return None
+    prices = {section.get("price_per_device_hour") for section in sections}
+    if len(prices) > 1:
+        return None
+    price = prices.pop()
+    price = float(price) if isinstance(price, int | float) else None
+    first = sections[0]
+
+    def added(path: str) -> Spend:
+        return _spend(sum(_seconds(s.get(path)) for s in sections), price)
+
+    modules: dict[str, float] = {}
+    tests: dict[str, float] = {}
+    candidates: dict[str, float] | None = None
+    for section in sections:
+        for name, part in _mapping(section.get("modules")).items():
+            modules[name] = modules.get(name, 0.0) + _seconds(part)
+        for entry in _entries(section.get("top_tests")):
+            tests[str(entry["id"])] = _seconds(entry)
+        if "cpu_candidates" in section:
+            candidates = {} if candidates is None else candidates
+            for entry in _entries(section.get("cpu_candidates")):
+                candidates[str(entry["id"])] = _seconds(entry)
+    shares = {section.get("devices_per_test") for section in sections}
+    share = shares.pop() if len(shares) == 1 else None
+    merged = RunCost(
+        key=str(first.get("key")),
+        price=price,
+        price_source=first.get("price_source"),
+        as_of=first.get("price_as_of"),
+        device_count=sum(int(_seconds(s.get("device_count"))) for s in sections),
+        devices_per_test=float(share) if isinstance(share, int | float) else 0.0,
+        run=added("run"),
+        tests=added("tests"),
+        reruns=added("reruns"),
+        runs_per_month=_number(first.get("runs_per_month")),
+        modules={
+            name: _spend(seconds, price)
+            for name, seconds in sorted(modules.items(), key=lambda pair: -pair[1])
+        },
+        top_tests=[
+            (ident, _spend(seconds, price))
+            for ident, seconds in sorted(tests.items(), key=lambda pair: -pair[1])[:TOP]
+        ],
+        cpu_candidates=None
+        if candidates is None
+        else [
+            (ident, _spend(seconds, price))
+            for ident, seconds in sorted(candidates.items(), key=lambda pair: -pair[1])
+        ],
+    )
+    data = merged.to_json()
+    if share is None or not isinstance(share, int | float):
+        data["devices_per_test"] = None  # the shards shared their devices differently
+    return data
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _seconds(part: Any) -> float:
+    """A spend's device-seconds (or a plain number), 0 where a damaged file has none."""
+    if isinstance(part, Mapping):
+        part = part.get("device_seconds")
+    return _number(part) or 0.0
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _entries(value: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list):
+        return []
+    return [entry for entry in value if isinstance(entry, Mapping) and "id" in entry]
+
+
 def runs_per_month(starts: Sequence[str]) -> float | None:
     """How many runs a month the start times (``2026-11-21T02:00:00Z``) say, or None with
     fewer than three or a span under an hour."""

@@ -137,7 +137,31 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
         "tests": tests,
         **{section: _merged_groups(section, tests, warm, inputs) for section in GROUP_SECTIONS},
     }
+    compilation = _merged_compilation(inputs, tests["total"])
+    if compilation is not None:
+        merged.record["compilation"] = compilation
     return merged
+
+
+COMPILATION_SUMS = ("count", "seconds", "cache_hits", "cache_misses", "recompiles")
+
+
+def _merged_compilation(
+    inputs: Sequence[tuple[str, dict[str, Any]]], totals: Sequence[float]
+) -> dict[str, float | int] | None:
+    """The shards' JAX compilation summed, its share of the merged tests' time
+    recomputed (None where no shard used JAX)."""
+    sections = [d["compilation"] for _, d in inputs if isinstance(d.get("compilation"), dict)]
+    if not sections:
+        return None
+    summed: dict[str, float | int] = {}
+    for name in COMPILATION_SUMS:
+        values = [v.get(name, 0) for v in sections]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        summed[name] = round(sum(numbers), 6) if name == "seconds" else int(sum(numbers))
+    whole = sum(totals)
+    summed["share"] = round(float(summed["seconds"]) / whole, 4) if whole > 0 else 0.0
+    return summed
 
 
 def _exit_status(inputs: Sequence[tuple[str, dict[str, Any]]]) -> int:
