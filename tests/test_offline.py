@@ -118,14 +118,15 @@ def test_accepting_in_a_missing_baseline_names_it(tmp_path: Path) -> None:
 
 def test_expected_durations_come_from_a_baseline_or_a_record(tmp_path: Path) -> None:
     baseline = baseline_of(tmp_path, [0.5] * 3)
-    durations, groups = durations_file(baseline, "cpu/x1")
-    assert set(durations) == {"t.py::test_a", "t.py::test_b", "u.py::test_c"}
-    assert groups is None
+    durations = durations_file(baseline, "cpu/x1")
+    assert set(durations.expected) == {"t.py::test_a", "t.py::test_b", "u.py::test_c"}
+    assert durations.groups is None
     record = write_record(tmp_path, "one", calls(0.5), started=0.0)
-    durations, groups = durations_file(record, None)
-    assert durations["u.py::test_c"] == pytest.approx(0.3)
-    assert groups is not None
-    assert groups["u.py::test_c"] == (None, "u.py")
+    durations = durations_file(record, None)
+    assert durations.expected["u.py::test_c"] == pytest.approx(0.3)
+    assert durations.groups is not None
+    assert durations.groups["u.py::test_c"] == (None, "u.py")
+    assert durations.basis == "wall"
 
 
 def test_durations_for_a_key_the_baseline_lacks_name_the_keys_it_has(tmp_path: Path) -> None:

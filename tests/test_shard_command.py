@@ -117,3 +117,45 @@ def test_without_a_suite_here_the_command_says_where_to_run_it(
     completed = command(pytester, "--durations", "b.json", "--splits", "2", "--without-collecting")
     assert completed.returncode == 0
     assert completed.stdout.startswith("shard 1/2: ")
+
+
+COMPILING = """
+import jax
+import jax.numpy as jnp
+
+
+def test_compiles_{n}():
+    def heavy(x):
+        for _ in range(200):  # unrolled: compiling takes far longer than running
+            x = jnp.sin(x) * 1.001 + 0.{n}
+        return x
+
+    jax.jit(heavy)(jnp.ones(8)).block_until_ready()
+"""
+
+
+def test_shards_are_balanced_on_wall_time_with_the_compilation_in_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """A JAX suite's time is mostly compiling: a plan on execution medians once said
+    0.8 s a shard for shards that took 6.5 s and 8.2 s."""
+    for n in (1, 2, 3, 4):
+        pytester.makepyfile(**{f"test_jit_{n}": COMPILING.format(n=n)})
+    pytester.runpytest_subprocess(
+        "--perf-baseline=b.json", "--perf-update-baseline", "--perf-record=r.json"
+    ).assert_outcomes(passed=4)
+    record = json.loads((pytester.path / "r.json").read_text())
+    compiled = record["tests"]["compile_seconds"]
+    result = command(pytester, "--durations", "b.json", "--splits", "2", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    plan: dict[str, Any] = json.loads(result.stdout)
+    assert plan["basis"] == "wall"
+    planned = sum(shard["estimated"] for shard in plan["shards"])
+    warmup = set(record["tests"].get("warmup", []))
+    # Every test but the first in its process is estimated at its wall time, compiling
+    # included: the estimates hold the compilation, not just the execution left after it.
+    assert planned >= sum(s for t, s in compiled.items() if t not in warmup) > 0
+    text = command(pytester, "--durations", "b.json", "--splits", "2")
+    assert "wall time as measured (setup, call and teardown, JAX compilation included)" in (
+        text.stdout
+    )

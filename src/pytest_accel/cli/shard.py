@@ -80,9 +80,11 @@ def run(args: argparse.Namespace) -> int:
     from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
 
     # Read first: a bad file is one line naming it, before pytest starts.
-    known, groups = durations_file(args.durations, args.key)
+    durations = durations_file(args.durations, args.key)
+    known = durations.expected
     if args.without_collecting:
-        plan = plan_tests(known, groups or groups_from_node_ids(known), args.by, args.splits)
+        groups = durations.groups or groups_from_node_ids(known)
+        plan = plan_tests(known, groups, args.by, args.splits)
     else:
         from pytest_accel.cli.shard_session import plan_as_pytest
 
@@ -94,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         payload = {
             "splits": args.splits,
             "by": args.by,
+            "basis": durations.basis,
             "imbalance": plan.imbalance(),
             "shards": [
                 {"shard": f"{i + 1}/{args.splits}", "estimated": loads[i], "tests": plan.tests(i)}
@@ -110,4 +113,16 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(
         f"largest shard: {plan.imbalance():.3f}x the ideal ({sum(loads) / args.splits:.1f}s)\n"
     )
+    sys.stdout.write(BASIS_NOTES[durations.basis] + "\n")
     return EXIT_OK
+
+
+# What the estimates are of: each shard's tests, never the start-up and collection
+# every shard pays once.
+BASIS_NOTES = {
+    "wall": "estimated: the tests' wall time as measured (setup, call and teardown, JAX"
+    " compilation included); each shard also pays its start-up and collection",
+    "execution": "estimated: the tests' execution time (JAX compilation left out): this"
+    " baseline keeps no wall times yet; a run folded in by pytest-accel 0.4 or later adds"
+    " them. Each shard also pays its start-up and collection",
+}

@@ -15,7 +15,7 @@ from pytest_accel.locking import update_locked
 from pytest_accel.outcomes import interrupted
 from pytest_accel.perf.analysis.comparison import changes_in_runs, compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
-from pytest_accel.perf.analysis.summary import expected_durations
+from pytest_accel.perf.analysis.summary import durations_basis, expected_durations
 from pytest_accel.perf.formats.baseline import (
     BASELINE_VERSION,
     Baseline,
@@ -132,7 +132,18 @@ def _load_own(target: str) -> Baseline:
 Groups = dict[str, tuple[str | None, str | None]]  # test -> (class, module)
 
 
-def durations_file(path: str, key: str | None) -> tuple[dict[str, float], Groups | None]:
+@dataclass(frozen=True)
+class Durations:
+    """What a durations file says each test will take, for planning shards."""
+
+    expected: dict[str, float]
+    groups: Groups | None  # each test's class and module, where the file knows them
+    # ``wall`` (as measured: setup, call, teardown and JAX compilation) or
+    # ``execution`` (a baseline folded before 0.4: compilation left out).
+    basis: str
+
+
+def durations_file(path: str, key: str | None) -> Durations:
     """Expected test durations from a baseline, a record or a pytest-split map, and the
     tests' classes and modules where the file knows them (a record does)."""
     data = read_json(path)
@@ -144,14 +155,14 @@ def durations_file(path: str, key: str | None) -> tuple[dict[str, float], Groups
         groups = {
             i: (c, m) for i, c, m in zip(run.ids, run.cls, run.module, strict=True) if i in known
         }
-        return known, groups
+        return Durations(known, groups, "wall")
     baseline = parse_baseline(path, data)
     env = baseline.for_key(key) if key else next(iter(baseline.envs.values()), None)
     if env is None:
         raise InputError(
             path, f"no timings for {key!r} (it has: {', '.join(sorted(baseline.envs))})"
         )
-    return expected_durations(env), None
+    return Durations(expected_durations(env), None, durations_basis(env))
 
 
 def upgrade_file(path: str) -> tuple[str, int, int]:

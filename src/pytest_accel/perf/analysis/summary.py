@@ -28,12 +28,25 @@ def summary_of(env: EnvHistory) -> Summary:
 
 
 def expected_durations(env: EnvHistory) -> dict[str, float]:
-    """Each test's median sample: its expected duration, for planning shards."""
-    return {
+    """Each test's expected seconds, for planning shards: what it took as measured
+    (setup, call and teardown, JAX compilation included) in the newest run that ran it,
+    where the baseline keeps that (``durations_basis``); else its median sample."""
+    walls = env.walls()
+    expected = {
         ident: median
         for ident, median in zip(env.ids["tests"], summary_of(env).median, strict=True)
         if median is not None
     }
+    expected.update(walls)
+    return expected
+
+
+def durations_basis(env: EnvHistory) -> str:
+    """What ``expected_durations`` is of: ``wall`` (as a shard will take it), or the
+    samples' own basis where the baseline keeps no wall seconds (one folded before 0.4)."""
+    if env.walls():
+        return "wall"
+    return env.runs[-1].basis if env.runs else "wall"
 
 
 def summarise(env: EnvHistory) -> Summary:

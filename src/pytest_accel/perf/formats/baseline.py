@@ -127,6 +127,9 @@ def _parse_env(path: str, where: str, value: Any, encoding: str) -> EnvHistory:
     if not isinstance(accepted, list) or not all(isinstance(a, dict) for a in accepted):
         raise InputError(path, f"{where}.accepted: expected a list of objects")
     env.accepted = accepted
+    wall = raw.get("wall")
+    if wall is not None:
+        env.wall_raw = _parse_wall(path, f"{where}.wall", wall, env.ids["tests"])
     summary = raw.get("summary")
     if summary is not None:
         parsed = _parse_summary(path, f"{where}.summary", summary)
@@ -236,6 +239,21 @@ def _parse_run(
     )
 
 
+def _parse_wall(path: str, where: str, value: Any, tests: list[str]) -> bytes:
+    """Each test's newest wall seconds: hexadecimal doubles aligned with the tests."""
+    if not isinstance(value, str):
+        raise InputError(path, f"{where}: expected hexadecimal seconds (a string)")
+    try:
+        raw = columns.decode(value)
+    except ValueError as exc:
+        raise InputError(path, f"{where}: {exc}") from None
+    if len(raw) // 8 > len(tests):
+        raise InputError(path, f"{where}: {len(raw) // 8} values for {len(tests)} tests")
+    if (bad := columns.bad_sample(raw)) is not None:
+        expect_seconds(path, f"{where}[{tests[bad]!r}]", columns.as_list(raw)[bad])
+    return raw
+
+
 def _checked_seconds(column: list[Any]) -> bool:
     """Whether every value is a number of seconds (0 to 10^6) or null, checked in bulk
     with C-level maps: a baseline can hold two million samples."""
@@ -287,9 +305,14 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
 # --- changing and writing ----------------------------------------------------------------
 
 
-def add_run(env: EnvHistory, run: RunTimings, window: int) -> None:
+def add_run(
+    env: EnvHistory, run: RunTimings, window: int, wall: Mapping[str, float] | None = None
+) -> None:
     """Append one run's comparable timings (see ``RunTimings``), keep the last ``window``
-    runs, and drop ids that no kept run has a sample of."""
+    runs, and drop ids that no kept run has a sample of.  ``wall``: the run's tests'
+    wall seconds as measured, each test's newest (``EnvHistory.walls``)."""
+    if wall:
+        env.walls().update((ident, round(seconds, 6)) for ident, seconds in wall.items())
     current = {
         "tests": run.comparable(env.test_metric),
         "warmup": run.comparable(env.test_metric, warmup=True),
@@ -335,6 +358,8 @@ def _compact(env: EnvHistory) -> None:
         if all(alive):
             continue
         keep = [i for i, live in enumerate(alive) if live]
+        if kind == "tests":
+            env.forget_walls([ids[i] for i, live in enumerate(alive) if not live])
         env.ids[kind] = [ids[i] for i in keep]
         for run in env.runs:
             column = run.values[kind]
@@ -376,6 +401,9 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
     ]
     if env.accepted:
         data["accepted"] = env.accepted
+    wall = env.wall_column()
+    if wall:
+        data["wall"] = wall
     summary = summary_of(env)
     data["summary"] = {
         "revision": SUMMARY_REVISION,
@@ -426,7 +454,7 @@ def update_baseline_file(
             if env.run_holding(run.identity, run.comparable(env.test_metric)) is not None:
                 held.append(measured)  # folded in already: a second copy would count it twice
                 continue
-            add_run(env, run, window)
+            add_run(env, run, window, wall=measured.comparable("total"))
         for env in baseline.envs.values():  # a smaller window trims every key
             del env.runs[:-window]
             _compact(env)

@@ -43,16 +43,18 @@ def encode(columns: Columns, kind: str) -> str:
     """A kind's values as the file stores them (hexadecimal): the bytes read, if the run
     still holds them, else its list (None: no sample; trailing ones left out)."""
     raw = columns.raw(kind)
-    if raw is None:
-        values = columns[kind]
-        end = len(values)
-        while end and values[end - 1] is None:
-            end -= 1
-        doubles = array("d", [nan if v is None else v for v in values[:end]])
-        if not _LITTLE:
-            doubles.byteswap()
-        raw = doubles.tobytes()
-    return raw.hex()
+    return encode_values(columns[kind]) if raw is None else raw.hex()
+
+
+def encode_values(values: Values) -> str:
+    """Values as the file stores a column (hexadecimal; trailing Nones left out)."""
+    end = len(values)
+    while end and values[end - 1] is None:
+        end -= 1
+    doubles = array("d", [nan if v is None else v for v in values[:end]])
+    if not _LITTLE:
+        doubles.byteswap()
+    return doubles.tobytes().hex()
 
 
 HEX, BASE64 = "hexadecimal", "base64"  # version 4's columns, and version 3's

@@ -12,7 +12,7 @@ from functools import partial
 from operator import is_not
 from typing import TYPE_CHECKING, Any
 
-from pytest_accel.perf.model.columns import Columns, Values, as_array
+from pytest_accel.perf.model.columns import Columns, Values, as_array, as_list, encode_values
 from pytest_accel.perf.model.timings import RunIdentity
 
 if TYPE_CHECKING:
@@ -104,6 +104,40 @@ class EnvHistory:
     )
     # Read with the file, or derived once; dropped whenever the samples change.
     _summary: Summary | None = field(default=None, repr=False, compare=False)
+    # Each test's wall seconds (setup, call and teardown, compilation included) in the
+    # newest run that ran it: what shards are balanced on (``analysis.summary``).  As
+    # read: the file's doubles aligned with the tests' ids, decoded when first asked.
+    wall_raw: bytes | None = field(default=None, repr=False, compare=False)
+    _walls: dict[str, float] | None = field(default=None, repr=False, compare=False)
+
+    def walls(self) -> dict[str, float]:
+        """Each test's newest wall seconds (a dict this history keeps and updates)."""
+        if self._walls is None:
+            raw, self.wall_raw = self.wall_raw, None
+            values = as_list(raw) if raw else []
+            self._walls = {
+                ident: value
+                for ident, value in zip(self.ids["tests"], values, strict=False)
+                if value is not None
+            }
+        return self._walls
+
+    def forget_walls(self, ids: list[str]) -> None:
+        """The tests ``ids`` are gone from the history: their wall seconds go too."""
+        if ids and (self.wall_raw or self._walls):
+            walls = self.walls()
+            for ident in ids:
+                walls.pop(ident, None)
+
+    def wall_column(self) -> str | None:
+        """The wall seconds as the file stores them, aligned with the tests' ids (which
+        only grow at the end until ``forget_walls`` decodes them)."""
+        if self.wall_raw is not None:
+            return self.wall_raw.hex()
+        if not self._walls:
+            return None
+        walls = self._walls
+        return encode_values([walls.get(ident) for ident in self.ids["tests"]])
 
     def changed(self) -> None:
         """The samples changed in place: what was derived from them goes."""
