@@ -176,3 +176,33 @@ def test_the_job_summary_has_the_share_and_a_row_per_finding() -> None:
 
 def test_nothing_to_report_has_no_table() -> None:
     assert summary_section(findings()).rows == []
+
+
+def test_the_markdown_analysis_of_twenty_thousand_flaky_tests_fits_the_job_summary() -> None:
+    """``flaky --format markdown`` once wrote 1.74 MB for 20,000 tests; the recipes append
+    it to the job summary, which GitHub rejects over 1 MiB."""
+    from pytest_accel.flaky.output import analysis_text
+    from pytest_accel.github import MAX_SUMMARY_BYTES
+
+    flaky = [
+        {
+            "test": f"tests/test_m{i // 100}.py::test_{i}[{'p' * 40}]",
+            "failures": 3,
+            "runs": 20,
+            "flip_rate": 0.3,
+            "flaky_runs": 1,
+        }
+        for i in range(20_000)
+    ]
+    report: dict[str, Any] = {
+        "envs": {"cpu/x1": {"runs": 20, "tests": 20_000, "flaky": flaky, "broken": []}},
+        "flaky_pct": {"cpu": 100.0},
+        "max_pct": 5,
+    }
+    text = analysis_text(report, markdown=True)
+    assert len(text.encode()) <= MAX_SUMMARY_BYTES
+    assert text.startswith("### pytest-accel flaky tests\n\ncpu/x1 (20 run(s), 20000 test(s))")
+    assert "more row(s) left out to keep the job summary under GitHub's size limit" in text
+    assert text.rstrip().endswith("flaky_pct cpu: 100.00% (over --max-pct 5)")
+    # Plain text is not for the job summary: every test is listed.
+    assert analysis_text(report, markdown=False).count("failed 3 of 20 run(s)") == 20_000

@@ -88,10 +88,18 @@ class Section:
 
 def fit(sections: list[Section], budget: int) -> str:
     """The sections as Markdown within ``budget`` bytes: heads and tails first, then the
-    rows shared out fairly (a section that needs less leaves the rest to the others)."""
-    fixed = sum(len(Section(s.head, [], s.tail).render().encode()) for s in sections)
+    rows shared out fairly (a section that needs less leaves the rest to the others).  A
+    section whose head and tail no longer fit is left out whole, and so are the ones
+    after it: nothing goes over the budget."""
     note = 120  # the "rows left out" line
-    left = max(0, budget - fixed - note * len(sections))
+    fixed = 0
+    for count, section in enumerate(sections):
+        size = len(Section(section.head, [], section.tail).render().encode()) + note
+        if fixed + size > budget:
+            sections = sections[:count]
+            break
+        fixed += size
+    left = max(0, budget - fixed)
     needs = [sum(len(row.encode()) + 1 for row in s.rows) for s in sections]
     allowance = [0] * len(sections)
     for position, index in enumerate(sorted(range(len(sections)), key=needs.__getitem__)):
@@ -115,16 +123,26 @@ class JobSummary:
     def add(self, section: Section) -> None:
         self.sections.append(section)
 
-    def write(self) -> None:
+    def write(self) -> str | None:
+        """Append the sections within what is left of the budget; why nothing was
+        written, where that is so (the file is over the budget already: GitHub rejects a
+        summary over its limit, so nothing more is written to it)."""
         if not self.sections:
-            return
+            return None
         try:
             existing = os.path.getsize(self.path)
         except OSError:
             existing = 0
         text = fit(self.sections, self.budget - existing)
+        if not text:
+            return (
+                f"no job summary written: {self.path} holds {existing} bytes already, and"
+                f" the plugin keeps the job summary under {self.budget} bytes"
+                " (GitHub's limit is 1 MiB)"
+            )
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(text)
+        return None
 
 
 def _mermaid_text(text: str) -> str:

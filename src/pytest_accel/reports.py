@@ -129,28 +129,28 @@ def isolated(session: pytest.Session, what: str) -> Iterator[None]:
 
 def write_exit_reasons(config: pytest.Config) -> None:
     """After pytest's own last line: why a plugin option set the exit status."""
-    reasons = config.stash.get(exit_reasons_key, [])
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    for reason in reasons:
-        line = one_line(f"pytest-accel: exit status 1: {reason}")
-        if terminal is not None:
-            terminal.write_line(line, red=True)
-        else:
-            sys.stderr.write(line + "\n")
+    for reason in config.stash.get(exit_reasons_key, []):
+        _last_line(config, f"pytest-accel: exit status 1: {reason}", red=True)
 
 
 summary_key = pytest.StashKey[JobSummary]()
+_no_summary_key = pytest.StashKey[str]()
 
 
 def job_summary(config: pytest.Config) -> JobSummary | None:
-    """The run's job summary under GitHub Actions (None elsewhere); features add sections
-    and ``write_job_summary`` writes them once, after all of them."""
-    if not in_github_actions():
-        return None
+    """The run's job summary wherever ``GITHUB_STEP_SUMMARY`` names a file (GitHub
+    Actions sets it; so can anyone); features add sections and ``write_job_summary``
+    writes them once, after all of them.  None elsewhere; under GitHub Actions without
+    the variable, the run's last lines say why nothing was written."""
     found = config.stash.get(summary_key, None)
     if found is None:
         path = os.environ.get("GITHUB_STEP_SUMMARY")
         if not path:
+            if in_github_actions():
+                config.stash[_no_summary_key] = (
+                    "no job summary written: GITHUB_ACTIONS is true but GITHUB_STEP_SUMMARY"
+                    " names no file"
+                )
             return None
         try:
             check_writable(path)
@@ -162,6 +162,18 @@ def job_summary(config: pytest.Config) -> JobSummary | None:
 
 def write_job_summary(session: pytest.Session) -> None:
     summary = session.config.stash.get(summary_key, None)
+    why_not = session.config.stash.get(_no_summary_key, None)
     if summary is not None:
         with isolated(session, f"append to GITHUB_STEP_SUMMARY {summary.path}"):
-            summary.write()
+            why_not = summary.write()
+    if why_not is not None:
+        _last_line(session.config, f"pytest-accel: {why_not}")
+
+
+def _last_line(config: pytest.Config, line: str, *, red: bool = False) -> None:
+    """A line after pytest's own last line (the terminal, or stderr without it)."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        terminal.write_line(one_line(line), red=red)
+    else:
+        sys.stderr.write(one_line(line) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pytest_accel.flaky.findings import Findings
-from pytest_accel.github import Section, escape_cell
+from pytest_accel.github import MAX_SUMMARY_BYTES, Section, escape_cell, fit
 from pytest_accel.text import line_start, one_line
 
 
@@ -130,10 +130,14 @@ def summary_section(findings: Findings) -> Section:
 
 
 def analysis_text(report: Mapping[str, object], *, markdown: bool) -> str:
-    """``pytest-accel flaky``: per key, the flaky and broken tests; per platform, the share."""
+    """``pytest-accel flaky``: per key, the flaky and broken tests; per platform, the
+    share.  Markdown (for the job summary) stays within the job summary's budget: its
+    rows are cut, with a note of how many, where the tests would not fit."""
     envs = report["envs"]
     assert isinstance(envs, dict)
-    lines = ["### pytest-accel flaky tests", ""] if markdown else []
+    title = ["### pytest-accel flaky tests", ""]
+    sections: list[Section] = []
+    lines: list[str] = []
     for key, env in envs.items():
         name = escape_cell(key) if markdown else line_start(key)
         line = (
@@ -146,31 +150,42 @@ def analysis_text(report: Mapping[str, object], *, markdown: bool) -> str:
             line += "; across runs needs 10 runs"
         if env.get("mass_failure_runs"):
             line += f"; {env['mass_failure_runs']} mass-failure run(s) left out"
-        lines.append(line)
         rows = [("flaky", v) for v in env["flaky"]] + [("broken", v) for v in env["broken"]]
-        if markdown and rows:
-            lines += ["", "| status | test | failed | flip rate |", "| --- | --- | ---: | ---: |"]
-        for status, v in rows:
-            detail = f"{v['failures']} of {v['runs']}"
-            if markdown:
-                lines.append(
-                    f"| {status} | {escape_cell(v['test'])} | {detail} | {v['flip_rate']:.2f} |"
-                )
-            else:
-                lines.append(
-                    f"  {status:<6} {v['test']}  failed {detail} run(s)"
-                    + (f", flaky in {v['flaky_runs']}" if v["flaky_runs"] else "")
-                    + f", flip rate {v['flip_rate']:.2f}"
-                )
         if markdown:
-            lines.append("")
+            head = [one_line(line)]
+            if rows:
+                head += [
+                    "",
+                    "| status | test | failed | flip rate |",
+                    "| --- | --- | ---: | ---: |",
+                ]
+            table = [
+                one_line(
+                    f"| {status} | {escape_cell(v['test'])} | {v['failures']} of {v['runs']}"
+                    f" | {v['flip_rate']:.2f} |"
+                )
+                for status, v in rows
+            ]
+            sections.append(Section([*([] if sections else title), *head], table))
+            continue
+        lines.append(line)
+        for status, v in rows:
+            lines.append(
+                f"  {status:<6} {v['test']}  failed {v['failures']} of {v['runs']} run(s)"
+                + (f", flaky in {v['flaky_runs']}" if v["flaky_runs"] else "")
+                + f", flip rate {v['flip_rate']:.2f}"
+            )
     shares = report["flaky_pct"]
     assert isinstance(shares, dict)
     limit = report.get("max_pct")
+    verdicts = []
     for platform, pct in shares.items():
         verdict = ""
         if isinstance(limit, (int, float)):
             verdict = f" (over --max-pct {limit:g})" if pct > limit else f" (within {limit:g})"
         name = escape_cell(platform) if markdown else platform
-        lines.append(f"flaky_pct {name}: {pct:.2f}%{verdict}")
-    return "\n".join(map(one_line, lines)) + "\n"
+        verdicts.append(one_line(f"flaky_pct {name}: {pct:.2f}%{verdict}"))
+    if markdown:
+        sections.append(Section([*([] if sections else title), *verdicts]))
+        return fit(sections, MAX_SUMMARY_BYTES).rstrip("\n") + "\n"
+    return "\n".join(map(one_line, [*lines, *verdicts])) + "\n"
