@@ -359,3 +359,26 @@ def test_a_multi_device_skip_on_cpu_says_how_to_run_it_here() -> None:
     on_gpu = evaluate_marks([("multi_device", (4,), {})], Detection("cuda", 2, "H100"), KNOWN)
     assert on_gpu.skip_reason is not None
     assert "--accel-cpu-devices" not in on_gpu.skip_reason
+
+
+def test_running_tests_under_emulation_says_they_run_on_this_machine(
+    pytester: pytest.Pytester,
+) -> None:
+    """Emulation previews a runner's selection; a run under it runs the selected tests
+    here, so an honest TPU test fails: the header says so, a preview's does not."""
+    pytester.makepyfile(
+        "import pytest\n@pytest.mark.tpu\ndef test_on_tpu():\n"
+        "    assert False, 'checks its device: there is no TPU here'\n"
+    )
+    result = pytester.runpytest("--accel-emulate=tpu:4")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "accel: tpu x4 via emulated (emulated: the tests selected for tpu run here, on"
+            " this machine's devices; a test that checks its device fails; use --collect-only"
+            " to preview)*"
+        ]
+    )
+    preview = pytester.runpytest("--accel-emulate=tpu:4", "--collect-only")
+    preview.stdout.fnmatch_lines(["accel: tpu x4 via emulated*"])
+    preview.stdout.no_fnmatch_line("*emulated: the tests selected*")

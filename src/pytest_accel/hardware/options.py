@@ -79,8 +79,9 @@ OPTIONS = OptionGroup(
         ),
         OptionSpec(
             "--accel-emulate",
-            "Select tests as on PLATFORM[:COUNT[:KIND]] hardware, e.g. 'tpu:8:TPU v5 lite'"
-            " (for --collect-only previews of what a runner would run).",
+            "Select tests as on PLATFORM[:COUNT[:KIND]] hardware, e.g. 'tpu:8:TPU v5 lite',"
+            " for --collect-only previews of what a runner would run; without --collect-only"
+            " the selected tests run here, on this machine's devices.",
             metavar="SPEC",
         ),
         HARDWARE_KEY_OPTION,

@@ -76,11 +76,19 @@ def set_cpu_devices(early_config: pytest.Config) -> None:
     )
 
 
-def header_line(facts: SessionFacts) -> str:
+def header_line(facts: SessionFacts, *, running: bool = False) -> str:
+    """``accel: tpu x8 (TPU v6 lite) via pci; jax 0.8.0``.  ``running``: tests will run
+    (not ``--collect-only``), which under emulation they do on this machine's devices."""
     detection, requested = facts.detection, facts.options.requested
     line = f"accel: {detection.describe()}"
     if requested and not platform_matches(requested, detection.platform):
         line += f" (requested {requested}: missing, its tests skip)"
+    if running and facts.options.emulate is not None:
+        line += (
+            f" (emulated: the tests selected for {detection.platform} run here, on this"
+            " machine's devices; a test that checks its device fails; use --collect-only"
+            " to preview)"
+        )
     versions = framework_versions()
     for name in ("jax", "torch"):
         if name in versions:
@@ -123,8 +131,8 @@ class Selection:
     def __init__(self, facts: SessionFacts) -> None:
         self.facts = facts
 
-    def pytest_report_header(self) -> str:
-        return header_line(self.facts)
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        return header_line(self.facts, running=not config.option.collectonly)
 
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]

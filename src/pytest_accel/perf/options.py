@@ -108,7 +108,8 @@ OPTIONS = OptionGroup(
         ),
         OptionSpec(
             "--perf-fail",
-            "Exit with status 1 when anything regressed or changed to slower.",
+            "Exit with status 1 on an alarm: a test, class, module or the suite total that"
+            " regressed or changed to slower, or a test that recompiles (RECOMPILED).",
             is_flag=True,
             default="off",
         ),
