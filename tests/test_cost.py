@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from importlib.resources import files
 from pathlib import Path
@@ -107,9 +108,9 @@ def test_the_budget_fails_a_run_that_cost_more_and_passes_one_within_it(
     assert over.ret == 1
     over.stdout.fnmatch_lines(
         [
-            "over budget: $* of --accel-cost-budget $0.0000",
+            "over budget: $* of --accel-cost-budget $0.00000100",
             "pytest-accel: exit status 1: this run cost $* on cpu/x1, over"
-            " --accel-cost-budget $0.0000",
+            " --accel-cost-budget $0.00000100",
         ]
     )
     within = pytester.runpytest("--accel-price=cpu/*=0.05", "--accel-cost-budget=100")
@@ -135,20 +136,28 @@ def test_a_budget_without_a_price_for_the_key_stops_before_any_test(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--accel-price=cpu/x1"], "ERROR: --accel-price: --accel-price: 'cpu/x1' is not KEY=USD*"),
+        (["--accel-price=cpu/x1"], "ERROR: --accel-price: 'cpu/x1' is not KEY=USD*"),
         (
             ["--accel-price=cpu/x1=cheap"],
-            "ERROR: --accel-price: --accel-price: cpu/x1: 'cheap' is not a price*",
+            "ERROR: --accel-price: cpu/x1: 'cheap' is not a price*",
         ),
         (
             ["--accel-price=cpu/x1=-1"],
-            "ERROR: --accel-price: --accel-price: cpu/x1: '-1' is not a price*",
+            "ERROR: --accel-price: cpu/x1: '-1' is not a price*",
         ),
         (
             ["--accel-cost-budget=lots"],
-            "ERROR: --accel-cost-budget: 'lots' is not a non-negative number",
+            "ERROR: --accel-cost-budget: 'lots' is not a positive number",
         ),
         (["--accel-prices=missing.json"], "ERROR: --accel-prices: missing.json: no such file"),
+        # float() takes these; a price is ASCII digits.
+        (["--accel-price=cpu/x1=1_000"], "ERROR: --accel-price: cpu/x1: '1_000' is not a price*"),
+        (
+            ["--accel-price=cpu/x1=\uff10.\uff15"],
+            "ERROR: --accel-price: cpu/x1: '\uff10.\uff15' is not a price*",
+        ),
+        # A budget of 0 fails every priced run: not a budget.
+        (["--accel-cost-budget=0"], "ERROR: --accel-cost-budget: '0' is not a positive number"),
     ],
 )
 def test_a_bad_price_is_one_line_naming_it(
@@ -175,10 +184,7 @@ def test_prices_come_from_a_file_and_the_ini_and_the_first_match_wins(
     assert cost["price_source"] == "prices.json: cpu/x1"
     assert cost["price_as_of"] == "2026-11-01"
     result.stdout.fnmatch_lines(
-        [
-            "cost on cpu/x1 at $0.2500 per device-hour (prices.json: cpu/x1,"
-            " prices as of 2026-11-01)*"
-        ]
+        ["cost on cpu/x1 at $0.250 per device-hour (prices.json: cpu/x1, prices as of 2026-11-01)*"]
     )
     bad = pytester.path / "bad.json"
     bad.write_text(json.dumps({"prices": {"cpu/*": "a lot"}}))
@@ -353,3 +359,33 @@ def test_merged_shards_cost_what_each_cost_added_up() -> None:
     assert [t["id"] for t in merged["top_tests"]] == ["test_m.py::t100", "test_m.py::t50"]
     # Shards priced differently cannot be added up: the merge says so, writes no cost.
     assert merged_section([_priced(3.6, 100.0, 40.0), _priced(1.2, 50.0, 20.0)]) is None
+
+
+def test_a_cpu_runs_cost_has_significant_digits_and_the_projection_says_what_it_waits_for(
+    pytester: pytest.Pytester,
+) -> None:
+    """At CPU prices a run once cost "$0.0000", and the monthly projection was blank
+    with no reason."""
+    pytester.makepyfile(test_cheap="def test_a():\n    pass\n")
+    first = pytester.runpytest("--accel-price=cpu/*=0.05")
+    first.stdout.fnmatch_lines(
+        [
+            "cost on cpu/x1 at $0.0500 per device-hour (--accel-price: cpu/*): this run $0.0*",
+            "monthly projection: needs 3 runs of cpu/x1 over at least an hour; keep them with"
+            " --perf-baseline and --perf-update-baseline",
+        ]
+    )
+    line = next(x for x in first.stdout.lines if x.startswith("cost on cpu/x1"))
+    assert "$0.0000 " not in line
+    assert re.search(r"this run \$0\.0*[1-9][0-9]{2} \(", line), line  # three digits
+    for _ in range(2):
+        pytester.runpytest(
+            "--accel-price=cpu/*=0.05", "--perf-baseline=b.json", "--perf-update-baseline"
+        )
+    third = pytester.runpytest("--accel-price=cpu/*=0.05", "--perf-baseline=b.json")
+    third.stdout.fnmatch_lines(
+        [
+            "monthly projection: needs 3 runs of cpu/x1 over at least an hour; the baseline"
+            " and this run hold 3 over * minute(s)"
+        ]
+    )

@@ -25,6 +25,7 @@ from pytest_accel.outcomes import RunColumns
 
 DAYS_PER_MONTH = 30.0
 MIN_SPAN_DAYS = 1 / 24  # runs within an hour say nothing of how often CI runs
+PROJECTION_RUNS = 3  # runs a monthly projection needs, over MIN_SPAN_DAYS at least
 TOP = 20  # the most expensive tests the record names
 
 
@@ -57,6 +58,10 @@ class RunCost:
     # On an accelerator key with JAX in use: the passing tests that compiled nothing
     # (None: not known here), costliest first.
     cpu_candidates: list[tuple[str, Spend]] | None = None
+    # The runs the projection was made from (the baseline's of this key and this one)
+    # and the hours they span: what it waits for while there is none.
+    projection_runs: int = 0
+    projection_span_hours: float = 0.0
 
     @property
     def per_month_usd(self) -> float | None:
@@ -119,6 +124,8 @@ def account(
     """What ``run`` cost at ``price`` USD per device-hour (None: device-seconds only)."""
     devices = max(run.device_count, 1)
     share = devices / max(run.workers, 1)
+    starts = [*run.earlier_starts, *([run.started] if run.started else [])]
+    moments = sorted(_moment(text) for text in starts if text)
     per_test = [
         (ident, (total + run.earlier.get(ident, 0.0)) * share)
         for ident, total in zip(run.ids, run.totals, strict=True)
@@ -147,15 +154,15 @@ def account(
         run=_spend(run.wall * devices, price),
         tests=_spend(sum(seconds for _, seconds in per_test), price),
         reruns=_spend(sum(run.earlier.values()) * share, price),
-        runs_per_month=runs_per_month(
-            [*run.earlier_starts, *([run.started] if run.started else [])]
-        ),
+        runs_per_month=runs_per_month(starts),
         modules={
             name: _spend(seconds, price)
             for name, seconds in sorted(modules.items(), key=lambda pair: -pair[1])
         },
         top_tests=[(ident, _spend(seconds, price)) for ident, seconds in top if seconds > 0],
         cpu_candidates=candidates,
+        projection_runs=len(moments),
+        projection_span_hours=(moments[-1] - moments[0]) / 3600 if moments else 0.0,
     )
 
 
@@ -247,7 +254,7 @@ def runs_per_month(starts: Sequence[str]) -> float | None:
     """How many runs a month the start times (``2026-11-21T02:00:00Z``) say, or None with
     fewer than three or a span under an hour."""
     moments = sorted(_moment(text) for text in starts if text)
-    if len(moments) < 3:
+    if len(moments) < PROJECTION_RUNS:
         return None
     span_days = (moments[-1] - moments[0]) / 86400
     if span_days < MIN_SPAN_DAYS:
@@ -260,8 +267,22 @@ def _moment(text: str) -> float:
     return moment.replace(tzinfo=timezone.utc).timestamp()
 
 
+def quantity(value: float) -> str:
+    """Device-seconds as people read them: ``1,234.5``, ``12.3``, ``0.0481`` (never a
+    ``0.0`` for a run that took something)."""
+    return f"{value:,.1f}" if value >= 10 else f"{value:.3g}"
+
+
 def money(usd: float | None) -> str:
-    """``$1,234.56``; under a dollar to the hundredth of a cent (``$0.0123``)."""
+    """``$1,234.56``; under a dollar, three significant digits (``$0.0123``,
+    ``$0.00000694``: a CPU run's cost is never shown as ``$0.0000``); ``$0`` for nothing."""
     if usd is None:
         return "no price"
-    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}"
+    if usd >= 1:
+        return f"${usd:,.2f}"
+    if usd <= 0:
+        return "$0"
+    from math import floor, log10
+
+    digits = max(2, 2 - floor(log10(usd)))
+    return f"${usd:.{digits}f}"

@@ -10,7 +10,7 @@ from pytest_accel.settings import (
     OptionGroup,
     OptionSpec,
     list_setting,
-    parse_non_negative_float,
+    parse_positive_float,
     spec_in,
     text_setting,
 )
@@ -73,5 +73,6 @@ def resolve(config: pytest.Config) -> CostOptions:
     return CostOptions(
         prices=tuple(list_setting(config, option("--accel-price"))),
         prices_file=text_setting(config, option("--accel-prices")),
-        budget=parse_non_negative_float("--accel-cost-budget", budget) if budget else None,
+        # A budget of 0 fails every priced run: not a budget.
+        budget=parse_positive_float("--accel-cost-budget", budget) if budget else None,
     )

@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.cost.model import RunCost, Spend, account, money
+from pytest_accel.cost.model import (
+    PROJECTION_RUNS,
+    RunCost,
+    Spend,
+    account,
+    money,
+    quantity,
+)
 from pytest_accel.cost.options import CostOptions
 from pytest_accel.cost.prices import Price, price_table
 from pytest_accel.files import InputError
@@ -71,9 +78,9 @@ def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
     )
     lines = [
         f"cost on {cost.key} {at}: this run {money(cost.run.usd)}"
-        f" ({cost.run.device_seconds:,.1f} device-seconds: {cost.device_count} device(s) for"
-        f" {cost.run.device_seconds / cost.device_count:,.1f} s); its tests"
-        f" {money(cost.tests.usd)} ({cost.tests.device_seconds:,.1f} device-seconds), reruns"
+        f" ({quantity(cost.run.device_seconds)} device-seconds: {cost.device_count} device(s)"
+        f" for {quantity(cost.run.device_seconds / cost.device_count)} s); its tests"
+        f" {money(cost.tests.usd)} ({quantity(cost.tests.device_seconds)} device-seconds), reruns"
         f" {money(cost.reruns.usd)}{_share(cost.reruns.device_seconds, cost.tests.device_seconds)}"
     ]
     per_month = cost.per_month_usd
@@ -82,6 +89,8 @@ def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
             f"about {money(per_month)} a month at {cost.runs_per_month:,.1f} run(s) a month (the"
             " baseline's runs of this key)"
         )
+    elif cost.price is not None:
+        lines.append(projection_pending(cost))
     costly = list(cost.modules.items())[:TERMINAL_MODULES]
     if costly:
         lines.append("costliest modules: " + ", ".join(f"{n} {_spent(s)}" for n, s in costly))
@@ -94,7 +103,7 @@ def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
         named = ", ".join(f"{t} {_spent(s)}" for t, s in cost.cpu_candidates[:TERMINAL_MODULES])
         lines.append(
             f"CPU-tier candidates: {len(cost.cpu_candidates)} test(s) passed on {cost.key} and"
-            f" compiled nothing ({money(usd) if usd is not None else f'{spent:,.1f} device-s'}"
+            f" compiled nothing ({money(usd) if usd is not None else f'{quantity(spent)} device-s'}"
             f" a run): {named}"
         )
     if budget is not None and cost.run.usd is not None:
@@ -103,8 +112,25 @@ def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
     return lines
 
 
+def projection_pending(cost: RunCost) -> str:
+    """Why there is no monthly projection yet, and what it waits for."""
+    seen = cost.projection_runs
+    if seen <= 1:
+        return (
+            f"monthly projection: needs {PROJECTION_RUNS} runs of {cost.key} over at least an"
+            " hour; keep them with --perf-baseline and --perf-update-baseline"
+        )
+    return (
+        f"monthly projection: needs {PROJECTION_RUNS} runs of {cost.key} over at least an"
+        f" hour; the baseline and this run hold {seen} over"
+        f" {cost.projection_span_hours * 60:,.0f} minute(s)"
+    )
+
+
 def _spent(spend: Spend) -> str:
-    return money(spend.usd) if spend.usd is not None else f"{spend.device_seconds:,.1f} device-s"
+    return (
+        money(spend.usd) if spend.usd is not None else f"{quantity(spend.device_seconds)} device-s"
+    )
 
 
 def _share(part: float, whole: float) -> str:
@@ -118,7 +144,7 @@ def summary_section(cost: RunCost, budget: float | None) -> Section:
     head += [escape_cell(line) for line in terminal_lines(cost, budget)[:2]] + [""]
     head += ["| module | device-seconds | cost |", "| --- | ---: | ---: |"]
     rows = [
-        f"| {escape_cell(name)} | {spend.device_seconds:,.1f} | {money(spend.usd)} |"
+        f"| {escape_cell(name)} | {quantity(spend.device_seconds)} | {money(spend.usd)} |"
         for name, spend in cost.modules.items()
     ]
     return Section(head, rows)
@@ -130,9 +156,9 @@ def register_feature(config: pytest.Config, options: CostOptions) -> None:
     facts = session_facts(config)
     try:
         table = price_table(options.prices, options.prices_file)
-    except InputError as exc:
-        flag = "--accel-prices" if exc.path == options.prices_file else "--accel-price"
-        raise pytest.UsageError(f"{flag}: {exc}") from None
+    except InputError as exc:  # names the file, or --accel-price for an entry
+        prefix = "--accel-prices: " if exc.path == options.prices_file else ""
+        raise pytest.UsageError(f"{prefix}{exc}") from None
     price = table.price_for(facts.key)
     if options.budget is not None and price is None:
         given = ", ".join(table.patterns()) or "none"

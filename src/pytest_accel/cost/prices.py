@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_accel.files import InputError, parse_json, read_bytes
+from pytest_accel.settings import number_value
 
 MAX_PRICE = 1e6  # USD per device-hour: above it, a unit error (cents, a month)
 MAX_PRICES_BYTES = 1 << 20
@@ -52,11 +53,9 @@ def usd(text: Any, where: str, source: str) -> float:
         value = math.nan
     elif isinstance(text, (int, float)):
         value = float(text)
-    else:
-        try:
-            value = float(str(text).strip().lstrip("$"))
-        except ValueError:
-            value = math.nan
+    else:  # ASCII digits only: float() also takes "1_000" and fullwidth digits
+        found = number_value(str(text).strip().removeprefix("$"))
+        value = math.nan if found is None else found
     if not (math.isfinite(value) and 0 <= value <= MAX_PRICE):
         raise InputError(
             source, f"{where}: {str(text)[:40]!r} is not a price in USD per device-hour (e.g. 1.20)"
