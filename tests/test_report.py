@@ -113,7 +113,7 @@ def test_the_report_shows_the_run_its_regressions_with_trends_and_the_slowest_te
     assert "test test_mod.py::test_slow: duration per run" in titles
     assert len(charts) >= 3  # the suite total and the two regressions
     assert "seconds" in text  # the y axis says its unit
-    assert "run (commit), oldest first" in text
+    assert "run (commit, or start time), oldest first" in text
     rows = [a for tag, a in page.tags if tag == "tr"]
     assert len(rows) >= 1 + 5  # the slowest tests: every test
 
@@ -364,7 +364,7 @@ def test_a_quarantined_failure_is_counted_as_quarantined_and_a_skip_is_not_ranke
     assert main(["report", str(pytester.path / "r.json"), "-o", str(pytester.path / "p.html")]) == 0
     for page in ("p.html", "in-run.html"):
         tables = cells((pytester.path / page).read_text())
-        summary = next(rows for rows in tables.values() if rows and rows[-1][0] == "cpu/x1")
+        summary = next(rows for rows in tables.values() if rows and rows[-1][1] == "cpu/x1")
         assert "1 passed, 1 quarantined, 1 skipped" in summary[-1]
         assert "failed" not in summary[-1]
         slowest = [row[1] for row in tables["slowest-tests"] if row]
@@ -465,3 +465,72 @@ def test_the_in_run_page_says_what_the_terminal_said_overrides_and_new_slow_incl
     page = (pytester.path / "page.html").read_text()
     assert "REGRESSION test" not in page  # recomputed without the override, it was there
     assert "1 regression(s), 0 change(s), 0 improvement(s), 1 new, 0 missing" in page
+
+
+def test_a_report_of_several_records_says_which_record_each_row_is_of(
+    pytester: pytest.Pytester,
+) -> None:
+    """Once each test was listed once per record with nothing to tell the rows apart."""
+    pytester.makepyfile(test_two="def test_a(): pass\ndef test_b(): pass\n")
+    for name in ("first", "second"):
+        pytester.runpytest(f"--perf-record={name}.json").assert_outcomes(passed=2)
+    paths = [str(pytester.path / f"{name}.json") for name in ("first", "second")]
+    assert main(["report", *paths, "-o", str(pytester.path / "p.html")]) == 0
+    page = (pytester.path / "p.html").read_text()
+    # A headline wraps between words, a long id anywhere (never break-all).
+    assert "word-break:break-all" not in page
+    assert "overflow-wrap:anywhere" in page
+    tables = cells(page)
+    rows = [row for row in tables["slowest-tests"] if row]
+    assert sorted((row[1], row[4]) for row in rows) == [
+        ("test_two.py::test_a", "first.json"),
+        ("test_two.py::test_a", "second.json"),
+        ("test_two.py::test_b", "first.json"),
+        ("test_two.py::test_b", "second.json"),
+    ]
+    # One record: no record column.
+    assert main(["report", paths[0], "-o", str(pytester.path / "one.html")]) == 0
+    single = [row for row in cells((pytester.path / "one.html").read_text())["slowest-tests"]]
+    assert {len(row) for row in single if row} == {4}
+
+
+def test_runs_are_told_apart_on_a_charts_axis() -> None:
+    from pytest_accel.perf.model.timings import RunIdentity, run_labels
+
+    distinct = [RunIdentity("a" * 40), RunIdentity("b" * 40)]
+    assert run_labels(distinct) == ["aaaaaaa", "bbbbbbb"]
+    same_commit = [
+        RunIdentity("c" * 40, None, "2026-11-26T14:02:10Z"),
+        RunIdentity("c" * 40, None, "2026-11-26T15:30:00Z"),
+    ]
+    assert run_labels(same_commit) == ["ccccccc 14:02", "ccccccc 15:30"]
+    one_minute = [
+        RunIdentity(None, None, "2026-11-25T14:02:10Z"),
+        RunIdentity(None, None, "2026-11-26T14:02:10Z"),
+        RunIdentity(None, None, "2026-11-26T14:02:40Z"),
+    ]
+    assert run_labels(one_minute) == ["11-25 14:02:10", "11-26 14:02:10", "11-26 14:02:40"]
+    assert run_labels([RunIdentity(), RunIdentity()]) == ["run 1", "run 2"]
+
+
+def test_slanted_axis_labels_never_overlap_and_the_last_is_this_run() -> None:
+    import re
+
+    from pytest_accel.report.data import Trend
+    from pytest_accel.report.svg import trend_chart
+
+    labels = [f"11-26 14:{m:02d}" for m in range(40)] + ["this run"]
+    chart = trend_chart(
+        Trend("test", "t.py::a", labels, [0.1] * len(labels), None, "REGRESSION t", True)
+    )
+    xs = [
+        float(x)
+        for x in re.findall(
+            r'<text x="([0-9.]+)" y="[0-9]+" text-anchor="end"'
+            r' transform="rotate',
+            chart,
+        )
+    ]
+    assert len(xs) < len(labels)
+    assert min(b - a for a, b in zip(xs, xs[1:], strict=False)) * 0.57 >= 24  # the gap
+    assert ">this run<title>" in chart

@@ -22,7 +22,7 @@ from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory
 from pytest_accel.perf.formats.record import GROUP_SECTIONS, run_columns, timings
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison
-from pytest_accel.perf.model.timings import RunTimings
+from pytest_accel.perf.model.timings import RunTimings, run_labels
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,6 +51,7 @@ class Trend:
 @dataclass(frozen=True)
 class RunSummary:
     path: str
+    label: str  # the record's name as its rows say it (``record_labels``)
     key: str
     started: str | None
     commit: str | None
@@ -74,6 +75,7 @@ class Row:
     seconds: float
     detail: str  # outcome, or number of tests
     usd: float | None = None  # a test's cost, where its record priced the run (cost.model)
+    record: str = ""  # which record it is of, where the report has several
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,8 @@ def build_views(
     comparison (the session's) is shown as judged; the others are compared here."""
     rule = rule or Rule()
     data = ReportData()
-    for view in views:
+    labels = record_labels([view.path for view in views])
+    for view, label in zip(views, labels, strict=True):
         run = view.run
         env = baseline.for_key(run.key) if baseline is not None else None
         comparison = view.comparison
@@ -195,11 +198,11 @@ def build_views(
             comparison = compare_with_baseline(run, baseline, rule)
         if comparison is not None and not comparison.found:
             comparison = None  # as a key the baseline lacks reads: no comparison
-        data.runs.append(_summary(view, comparison))
+        data.runs.append(_summary(view, comparison, label))
         if env is not None and comparison is not None:
             _add_trends(data, run, env, comparison, rule)
             data.suite_trend = data.suite_trend or _suite_trend(comparison)
-        _add_slowest(data, view)
+        _add_slowest(data, view, label if len(views) > 1 else "")
         data.shards += _shards(view)
         if view.cost is not None:
             data.costs.append((view.path, dict(view.cost)))
@@ -226,7 +229,18 @@ def _add_coverage(data: ReportData, runs: Sequence[RunColumns]) -> None:
     data.coverage_gaps = gaps({key: runs[-1] for key, runs in data.coverage.items()})
 
 
-def _summary(view: RecordView, comparison: Comparison | None) -> RunSummary:
+def record_labels(paths: Sequence[str]) -> list[str]:
+    """Each record's name in the tables: its file name, or its path where two records
+    share a file name."""
+    import os
+
+    names = [os.path.basename(path) or path for path in paths]
+    return [
+        path if names.count(name) > 1 else name for path, name in zip(paths, names, strict=True)
+    ]
+
+
+def _summary(view: RecordView, comparison: Comparison | None, label: str) -> RunSummary:
     run, info = view.run, view.info
     outcomes: dict[str, int] = {}
     quarantined = view.columns.quarantined
@@ -236,6 +250,7 @@ def _summary(view: RecordView, comparison: Comparison | None) -> RunSummary:
         outcomes[shown] = outcomes.get(shown, 0) + 1
     return RunSummary(
         path=view.path,
+        label=label,
         key=run.key,
         started=info.get("started"),
         commit=info.get("commit"),
@@ -260,13 +275,6 @@ def _compilation(found: Mapping[str, Any] | None) -> str:
     return compilation_line(found).removeprefix("compilation: ")
 
 
-def _label(run: Any) -> str:
-    identity = run.identity
-    if identity.commit:
-        return str(identity.commit)[:8]
-    return str(identity.started or "?")[5:16].replace("T", " ")
-
-
 def _series(env: EnvHistory, kind: str, ident: str, now: float | None) -> list[float | None]:
     ids = env.ids[kind]
     if ident not in ids:
@@ -287,7 +295,7 @@ def _add_trends(
     data.notes += ["RECOMPILED " + output.describe_recompiled(r) for r in comparison.recompiled]
     data.notes += output.scope_notes(comparison)
 
-    labels = [_label(r) for r in env.runs] + ["this run"]
+    labels = [*run_labels([r.identity for r in env.runs]), "this run"]
     now = {
         "test": dict(zip(run.ids, run.call, strict=True)),
         "class": dict(zip(run.classes.ids, run.classes.total, strict=True)),
@@ -333,7 +341,7 @@ def _add_baseline_trends(data: ReportData, key: str, env: EnvHistory, rule: Rule
     from pytest_accel.perf import output
     from pytest_accel.perf.analysis.comparison import changes_in_runs
 
-    labels = [_label(r) for r in env.runs]
+    labels = run_labels([r.identity for r in env.runs])
     data.baseline_only = True
     items = []
     found = changes_in_runs(env, rule)
@@ -380,7 +388,7 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
     return Trend("session", "suite total", labels, totals, None, "suite total", False)
 
 
-def _add_slowest(data: ReportData, view: RecordView) -> None:
+def _add_slowest(data: ReportData, view: RecordView, record: str) -> None:
     from pytest_accel.cost.model import spend_of_test
 
     columns, key, section = view.columns, view.run.key, view.cost
@@ -393,7 +401,7 @@ def _add_slowest(data: ReportData, view: RecordView) -> None:
         return None if spend is None else spend.usd
 
     data.tests += [
-        Row(i, key, float(total), outcome, usd(i, float(total)))
+        Row(i, key, float(total), outcome, usd(i, float(total)), record)
         for i, total, outcome in zip(columns.ids, columns.totals, columns.outcomes, strict=True)
         if outcome != "skipped"  # it did not run: no time to rank
     ]
@@ -401,7 +409,7 @@ def _add_slowest(data: ReportData, view: RecordView) -> None:
         groups = view.groups[name]
         counts = groups.get("tests") or [0] * len(groups["id"])
         rows += [
-            Row(i, key, float(total), f"{count} test(s)")
+            Row(i, key, float(total), f"{count} test(s)", record=record)
             for i, total, count in zip(groups["id"], groups["total"], counts, strict=True)
         ]
 

@@ -56,7 +56,7 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
         yield '<p class="muted">No record given: only the baseline and history below.</p>'
         return
     yield (
-        "<table><thead><tr><th>hardware key</th><th>commit</th><th>started</th>"
+        "<table><thead><tr><th>record</th><th>hardware key</th><th>commit</th><th>started</th>"
         "<th>layout</th><th>tests</th><th>wall time</th><th>suite total vs baseline</th>"
         "<th>findings</th><th>compilation (JAX)</th></tr></thead><tbody>"
     )
@@ -82,8 +82,9 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
             if comparison.time == "execution":
                 findings += "; judged on execution time"
         yield (
-            f'<tr><td class="id">{escape(run.key)}</td><td class="id">'
-            f"{escape((run.commit or '')[:12])}</td><td>{escape(run.started or '')}</td>"
+            f'<tr><td class="id">{escape(run.label)}</td><td class="id">{escape(run.key)}</td>'
+            f'<td class="id">{escape((run.commit or "")[:12])}</td>'
+            f"<td>{escape(run.started or '')}</td>"
             f"<td>{escape(run.layout or '')}</td><td>{escape(outcomes)}</td>"
             f'<td class="n">{run.duration:.1f} s</td><td>{suite}</td>'
             f"<td>{escape(findings)}</td><td>{escape(run.compilation)}</td></tr>"
@@ -137,20 +138,23 @@ def _slowest(data: ReportData) -> Iterator[str]:
             yield f'<p class="muted">No {name} recorded.</p>'
             continue
         priced = any(row.usd is not None for row in rows)
+        several = any(row.record for row in rows)
         heads = ["seconds", name[:-1] if name != "classes" else "class", "hardware key", detail]
-        yield from _table(f"slowest-{name}", heads + ["cost"] * priced, _rows(rows, priced))
+        heads += ["record"] * several + ["cost"] * priced
+        yield from _table(f"slowest-{name}", heads, _rows(rows, priced, several))
 
 
-def _rows(rows: Sequence[Row], priced: bool = False) -> Iterator[str]:
+def _rows(rows: Sequence[Row], priced: bool = False, several: bool = False) -> Iterator[str]:
     for row in rows:
         cost = ""
         if priced:
             value = "" if row.usd is None else money(row.usd)
             cost = f'<td class="n" data-v="{row.usd or 0:.8f}">{escape(value)}</td>'
+        record = f'<td class="id">{escape(row.record)}</td>' if several else ""
         yield (
             f'<tr><td class="n" data-v="{row.seconds:.6f}">{row.seconds:.3f}</td>'
             f'<td class="id">{escape(row.id)}</td><td class="id">{escape(row.key)}</td>'
-            f"<td>{escape(row.detail)}</td>{cost}</tr>"
+            f"<td>{escape(row.detail)}</td>{record}{cost}</tr>"
         )
 
 

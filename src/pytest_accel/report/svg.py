@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from math import floor, log10
+from math import ceil, floor, log10
 
 from pytest_accel.report.data import Shard, Trend
 
-WIDTH, HEIGHT = 720, 240
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 48, 62  # the title, then the legend, above the plot
+WIDTH, HEIGHT = 720, 264
+# The title, then the legend, above the plot; below it, run labels slanted at 35
+# degrees (14 characters reach about 50 px down) and the axis title under them.
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 48, 86
+LABEL_CHARS = 14
+LABEL_GAP = 24  # px between neighbouring labels' baselines, at their slant: no overlap
 SLOWER, FASTER, LINE, CURRENT, GRID = "#c0392b", "#1e7b34", "#2c5d8f", "#e67e22", "#d8dde3"
 
 
@@ -71,18 +75,22 @@ def trend_chart(trend: Trend) -> str:
         f'<text x="14" y="{TOP + plot_h / 2:.1f}" transform="rotate(-90 14 {TOP + plot_h / 2:.1f})"'
         ' text-anchor="middle">seconds</text>'
     )
-    every = max(1, len(values) // 10)
+    # Slanted labels sit step * sin(35 degrees) apart: every n-th is shown so that they
+    # do not overlap, and always this run's, the last (dropping its neighbour if close).
+    every = max(1, ceil(LABEL_GAP / (step * 0.57)))
+    last = len(values) - 1
     for index, label in enumerate(trend.labels):  # x axis: runs
-        if index % every and index != len(values) - 1:
+        shown = index == last or (index % every == 0 and last - index >= every)
+        if not shown:
             continue
         parts.append(
             f'<text x="{x(index):.1f}" y="{HEIGHT - BOTTOM + 14}" text-anchor="end"'
             f' transform="rotate(-35 {x(index):.1f} {HEIGHT - BOTTOM + 14})">'
-            f"{escape(_short(label, 12))}</text>"
+            f"{escape(_short(label, LABEL_CHARS))}<title>{escape(label)}</title></text>"
         )
     parts.append(
         f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 6}" text-anchor="middle">'
-        "run (commit), oldest first</text>"
+        "run (commit, or start time), oldest first</text>"
     )
     if trend.change_at is not None and 0 <= trend.change_at < len(values):
         at = x(trend.change_at) - step / 2 if trend.change_at else x(0)
@@ -93,7 +101,7 @@ def trend_chart(trend: Trend) -> str:
             f'<line class="change" x1="{at:.1f}" x2="{at:.1f}" y1="{TOP}" y2="{TOP + plot_h}"'
             f' stroke="{SLOWER if trend.slower else FASTER}" stroke-dasharray="5 4"/>'
             f'<text x="{at + nudge:.1f}" y="{TOP + 12}" text-anchor="{anchor}">change since'
-            f" {escape(_short(since, 12))}</text>"
+            f" {escape(_short(since, LABEL_CHARS))}</text>"
         )
     for segment in _segments(values):
         points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in segment)

@@ -38,7 +38,7 @@ from pytest_accel.perf.analysis.speed import current_speed, median, runner_speed
 from pytest_accel.perf.model.columns import Values
 from pytest_accel.perf.model.findings import Comparison, Finding, Override
 from pytest_accel.perf.model.samples import EnvHistory, Summary, has_sample
-from pytest_accel.perf.model.timings import RunTimings
+from pytest_accel.perf.model.timings import RunTimings, run_labels
 
 
 class Compared(NamedTuple):
@@ -148,12 +148,12 @@ def _missing(run: RunTimings, sampled: list[Collection[str]]) -> list[str]:
 
 def suite_history(env: EnvHistory, summary: Summary) -> list[tuple[str, float]]:
     """Each baseline run's tests (warm-ups included) summed, labelled by its commit."""
-    history = []
-    for run, total in zip(env.runs, summary.totals, strict=True):
-        if total is not None:
-            label = run.identity.commit[:8] if run.identity.commit else run.identity.describe()
-            history.append((label, total))
-    return history
+    labels = run_labels([run.identity for run in env.runs])
+    return [
+        (label, total)
+        for label, total in zip(labels, summary.totals, strict=True)
+        if total is not None
+    ]
 
 
 def aligned(values: Values, index: Mapping[str, int], ids: list[str]) -> list[float]:

@@ -71,6 +71,26 @@ class RunIdentity:
         )
 
 
+def run_labels(identities: Sequence[RunIdentity]) -> list[str]:
+    """One short label per run that tells the runs apart on a chart's axis: the commit
+    where every run has its own (``abc1234``), else the start (``11-26 14:02``, with the
+    commit where known: ``abc1234 14:02``), to the second where minutes repeat."""
+    commits = [i.commit[:7] if i.commit else None for i in identities]
+    if all(commits) and len(set(commits)) == len(commits):
+        return [str(c) for c in commits]
+    starts = [i.started or "" for i in identities]
+    days = {s[:10] for s in starts if s}
+    cut = slice(11, 16) if len(days) <= 1 else slice(5, 16)  # HH:MM, or MM-DD HH:MM
+    times = [s[cut].replace("T", " ") for s in starts]
+    if len(set(times)) < len(times):
+        cut = slice(11, 19) if len(days) <= 1 else slice(5, 19)
+        times = [s[cut].replace("T", " ") for s in starts]
+    return [
+        " ".join(part for part in (commit, time) if part) or f"run {n + 1}"
+        for n, (commit, time) in enumerate(zip(commits, times, strict=True))
+    ]
+
+
 def new_run_id() -> str:
     return secrets.token_hex(8)
 
