@@ -562,6 +562,45 @@ def test_write_quarantine_lists_the_flaky_test_and_never_the_broken_one(
     assert outcomes(result) == {"passed": 1, "failed": 1, "quarantined": 1}
 
 
+def test_write_quarantine_keeps_the_entries_of_the_lists_in_use(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Moving from a text list to the proposed JSON once lost every existing entry: the
+    written list keeps what the text list and the file itself held, reviewed fields and
+    all, and adds only the flaky tests nothing covers yet."""
+    run_history(pytester, 12)
+    history = str(pytester.path / "history.json")
+    (pytester.path / "q.txt").write_text(
+        "test_h.py::test_never_passes  # a known bug, issue #12\n"
+        "test_other.py::test_gone  # stays until someone removes it\n"
+    )
+    capsys.readouterr()
+    cli.main(["flaky", history, "--quarantine=q.txt", "--write-quarantine=q.json"])
+    assert "wrote 3 entries to q.json: 2 kept from the lists in use, 1 new" in (
+        capsys.readouterr().err
+    )
+    entries = {e.test: e for e in load_quarantine(pytester.path / "q.json").entries}
+    assert set(entries) == {
+        "test_h.py::test_never_passes",
+        "test_other.py::test_gone",
+        "test_h.py::test_sometimes",
+    }
+    assert entries["test_h.py::test_never_passes"].reason == "a known bug, issue #12"
+    # The JSON list edited by a reviewer, then proposed into again: nothing is lost, and
+    # a test it covers already is not added twice.
+    data = load(pytester.path / "q.json")
+    data["entries"][0]["issue"] = "#12"
+    (pytester.path / "q.json").write_text(json.dumps(data))
+    cli.main(["flaky", history, "--write-quarantine=q.json"])
+    again = load(pytester.path / "q.json")["entries"]
+    assert len(again) == 3
+    assert again[0]["issue"] == "#12"
+    assert "3 kept from the lists in use, 0 new" in capsys.readouterr().err
+    # --quarantine alone would write nothing: said, not ignored.
+    assert cli.main(["flaky", history, "--quarantine=q.txt"]) == 2
+    assert "--quarantine: keeps entries in --write-quarantine's list" in capsys.readouterr().err
+
+
 def test_the_flaky_command_reads_records_as_runs(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

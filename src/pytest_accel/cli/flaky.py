@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, add_command, percentage, positive_int
+from pytest_accel.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    CliError,
+    add_command,
+    percentage,
+    positive_int,
+)
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import (
     InputError,
@@ -17,10 +25,11 @@ from pytest_accel.files import (
     read_json,
     write_json_atomic,
 )
-from pytest_accel.text import one_line
+from pytest_accel.text import line_start, one_line
 
 if TYPE_CHECKING:
     from pytest_accel.flaky.history import History
+    from pytest_accel.flaky.quarantine import Entry
 
 
 def add(commands: Any) -> None:
@@ -56,7 +65,15 @@ def add(commands: Any) -> None:
         "--write-quarantine",
         metavar="PATH",
         help="write the flaky tests (never the broken ones) as a JSON quarantine list,"
-        " indented for review",
+        " indented for review; the entries PATH holds already (text or JSON) are kept",
+    )
+    flaky.add_argument(
+        "--quarantine",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="a quarantine list in use (text or JSON) whose entries --write-quarantine"
+        " keeps, e.g. the text list you move to JSON (repeatable)",
     )
     flaky.add_argument(
         "--expires-in",
@@ -125,17 +142,26 @@ def run(args: argparse.Namespace) -> int:
     # The feature's modules load when this command runs, not for every command's parser.
     from pytest_accel.flaky.classify import analysis
     from pytest_accel.flaky.output import analysis_text
-    from pytest_accel.flaky.quarantine import propose, utc_today
+    from pytest_accel.flaky.quarantine import load_quarantine, merged_entries, propose, utc_today
     from pytest_accel.flaky.quarantine import to_json as quarantine_json
 
+    if args.quarantine and not args.write_quarantine:
+        raise CliError("--quarantine: keeps entries in --write-quarantine's list; give that too")
+    kept: list[Entry] = []
     if args.write_quarantine:
         refuse_shared_files(
             [
                 *(FileUse("HISTORY_OR_RECORD", path, reads=True) for path in args.files),
-                FileUse("--write-quarantine", args.write_quarantine, writes=True),
+                *(FileUse("--quarantine", path, reads=True) for path in args.quarantine),
+                FileUse("--write-quarantine", args.write_quarantine, reads=True, writes=True),
             ]
         )
         check_writable(args.write_quarantine)
+        # What the lists in use hold is kept: a proposal never drops a reviewed entry.
+        sources = [*args.quarantine]
+        if os.path.exists(args.write_quarantine):
+            sources.append(args.write_quarantine)
+        kept = [entry for path in sources for entry in load_quarantine(path).entries]
     report = analysis(history_inputs(args.files, args.window))
     over = {
         platform: pct
@@ -146,11 +172,15 @@ def run(args: argparse.Namespace) -> int:
     report["over_limit"] = sorted(over)
     if args.write_quarantine:
         expires = utc_today() + timedelta(days=args.expires_in)
-        entries = propose(report, expires)
+        entries, added = merged_entries(kept, propose(report, expires))
         write_json_atomic(args.write_quarantine, quarantine_json(entries), indent=True)
         sys.stderr.write(
-            f"pytest-accel: wrote {len(entries)} flaky test(s) to {args.write_quarantine}"
-            f" (expires {expires.isoformat()})\n"
+            line_start(
+                f"pytest-accel: wrote {len(entries)} entries to {args.write_quarantine}:"
+                f" {len(entries) - added} kept from the lists in use, {added} new flaky"
+                f" test(s) (expire {expires.isoformat()})"
+            )
+            + "\n"
         )
     if args.format == "json":
         sys.stdout.write(json.dumps(report, indent=2) + "\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -306,6 +306,22 @@ def to_json(entries: Iterable[Entry]) -> dict[str, Any]:
         "version": QUARANTINE_VERSION,
         "entries": [e.to_json() for e in entries],
     }
+
+
+def merged_entries(kept: Iterable[Entry], proposed: Iterable[Entry]) -> tuple[list[Entry], int]:
+    """The entries of the lists in use (each test once, the first kept: its reason,
+    issue, platforms and expiry were reviewed), then each proposed entry for a test none
+    of them covers already (its own id, its parametrized base, class or module); and how
+    many were added."""
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for entry in kept:
+        if entry.test not in seen:
+            seen.add(entry.test)
+            entries.append(replace(entry, line=None))
+    covering = Matcher(entries)
+    added = [entry for entry in proposed if covering.match(entry.test) is None]
+    return entries + added, len(added)
 
 
 def propose(analysis: Mapping[str, Any], expires: date) -> list[Entry]:
