@@ -490,7 +490,7 @@ def test_a_report_of_several_records_says_which_record_each_row_is_of(
     ]
     # One record: no record column.
     assert main(["report", paths[0], "-o", str(pytester.path / "one.html")]) == 0
-    single = [row for row in cells((pytester.path / "one.html").read_text())["slowest-tests"]]
+    single = cells((pytester.path / "one.html").read_text())["slowest-tests"]
     assert {len(row) for row in single if row} == {4}
 
 
@@ -514,6 +514,7 @@ def test_runs_are_told_apart_on_a_charts_axis() -> None:
 
 
 def test_slanted_axis_labels_never_overlap_and_the_last_is_this_run() -> None:
+    import itertools
     import re
 
     from pytest_accel.report.data import Trend
@@ -532,5 +533,5 @@ def test_slanted_axis_labels_never_overlap_and_the_last_is_this_run() -> None:
         )
     ]
     assert len(xs) < len(labels)
-    assert min(b - a for a, b in zip(xs, xs[1:], strict=False)) * 0.57 >= 24  # the gap
+    assert min(b - a for a, b in itertools.pairwise(xs)) * 0.57 >= 24  # the gap
     assert ">this run<title>" in chart

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from typing import Any
 
 import pytest
@@ -173,7 +174,23 @@ class Selection:
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
-        warn_near_misses(config, items)
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal (and any other reader) takes it
+    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
+        """pytest's own warning for an unknown marker, with the one of ours meant where
+        it is two edits from one (``multi_gpus``, ``tpu_cl``): a typo that makes a test
+        run where it should not.  One warning, not a second one of our own."""
+        warning = warning_message.message
+        if not isinstance(warning, pytest.PytestUnknownMarkWarning):
+            return
+        named = UNKNOWN_MARK.match(str(warning))
+        meant = closest(named.group(1), MARKERS) if named else None
+        if named is not None and meant is not None:
+            warning_message.message = pytest.PytestUnknownMarkWarning(
+                f"@pytest.mark.{named.group(1)} is not a registered marker; did you mean"
+                f" @pytest.mark.{meant}? As written it selects nothing and the test runs"
+                " everywhere (--strict-markers makes unknown markers errors)"
+            )
 
 
 def marker_errors(errors: list[str]) -> str:
@@ -186,37 +203,9 @@ def marker_errors(errors: list[str]) -> str:
     )
 
 
-def registered_markers(config: pytest.Config) -> set[str]:
-    lines: list[str] = config.getini("markers")
-    return {line.split(":", 1)[0].split("(", 1)[0].strip() for line in lines}
-
-
-def warn_near_misses(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """An unregistered marker within two edits of one of ours (``multi_gpus``,
-    ``tpu_cl``) is most likely a typo that makes a test run where it should not: warn,
-    with the marker meant, even without --strict-markers."""
-    first_use: dict[str, pytest.Item] = {}
-    seen: set[int] = set()
-    for item in items:
-        for mark in item.own_markers:
-            first_use.setdefault(mark.name, item)
-        node = item.parent
-        while node is not None and id(node) not in seen:
-            seen.add(id(node))
-            for mark in node.own_markers:
-                first_use.setdefault(mark.name, item)
-            node = node.parent
-    unknown = set(first_use) - registered_markers(config)
-    for name in sorted(unknown):
-        meant = closest(name, MARKERS)
-        if meant is not None:
-            first_use[name].warn(
-                pytest.PytestUnknownMarkWarning(
-                    f"@pytest.mark.{name} is not a registered marker; did you mean"
-                    f" @pytest.mark.{meant}? As written it selects nothing and the test runs"
-                    " everywhere (--strict-markers makes unknown markers errors)"
-                )
-            )
+# pytest's message (src/_pytest/mark/structures.py): "Unknown pytest.mark.NAME - is
+# this a typo?  You can register custom marks ..."
+UNKNOWN_MARK = re.compile(r"Unknown pytest\.mark\.([A-Za-z_][A-Za-z0-9_]*)\b")
 
 
 def register(config: pytest.Config) -> None:
