@@ -155,3 +155,28 @@ def test_pytest_help_renders_every_options_help_with_the_plugin_loaded(
             first_words = " ".join(spec.help.split()[:6])
             assert first_words in shown, (spec.flag, first_words)
     assert "Once more than PCT% of at least 20 executed tests" in shown
+
+
+def test_the_version_is_one_everywhere_pytest_and_the_tool_show_it() -> None:
+    """The package once said 0.1.0 while the CHANGELOG described 0.2 and 0.3: the wheel's
+    metadata, pytest's plugin line and ``pytest-accel --version`` all read
+    ``pytest_accel.__version__``."""
+    from importlib.metadata import version
+
+    from pytest_accel import __version__
+
+    assert version("pytest-accel") == __version__
+    shown = subprocess.run(
+        [sys.executable, "-m", "pytest", "-VV", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert f"pytest-accel-{__version__} at " in shown.stdout + shown.stderr
+    tool = subprocess.run(
+        [sys.executable, "-m", "pytest_accel", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert tool.stdout.strip() == f"pytest-accel {__version__}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"  # the one place: the wheel and the CLI read it
 
 # `-p pytest_accel` imports this package on pytest versions that do not resolve the
 # name through the entry point; this line makes both paths register the hooks once.
