@@ -127,32 +127,29 @@ def test_one_slowed_test_is_one_alarm_in_every_output(
 def test_a_class_slowed_as_a_whole_is_one_alarm_at_the_test_file(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = """
-import os, time
-
-def test_first():
-    pass
-
-class TestMany:
-    def test_1(self): time.sleep(float(os.environ.get("EACH", "0.04")))
-    def test_2(self): time.sleep(float(os.environ.get("EACH", "0.04")))
-    def test_3(self): time.sleep(float(os.environ.get("EACH", "0.04")))
-    def test_4(self): time.sleep(float(os.environ.get("EACH", "0.04")))
-    def test_5(self): time.sleep(float(os.environ.get("EACH", "0.04")))
-"""
+    """Each test stays far under --perf-min-duration (0.1 s) however loaded the machine:
+    a 35 ms sleep would have to take three times as long to reach it (a 0.08 s sleep
+    once took 0.103 s under a load of 12 on two cores and made a test-level finding).
+    Fewer than 20 tests: no runner-speed estimate explains the class away."""
+    tests = 12
+    source = "import os, time\n\ndef test_first():\n    pass\n\nclass TestMany:\n" + "".join(
+        f"    def test_{i}(self): time.sleep(float(os.environ.get('EACH', '0.015')))\n"
+        for i in range(1, tests + 1)
+    )
     pytester.makepyfile(test_cls=source)
-    ids = ["test_cls.py::test_first"] + [f"test_cls.py::TestMany::test_{i}" for i in range(1, 6)]
+    ids = ["test_cls.py::test_first"]
+    ids += [f"test_cls.py::TestMany::test_{i}" for i in range(1, tests + 1)]
     groups = {i: ("test_cls.py::TestMany" if "Many" in i else None, "test_cls.py") for i in ids}
-    calls = {i: 0.04 if "Many" in i else 0.0002 for i in ids}
+    calls = {i: 0.015 if "Many" in i else 0.0002 for i in ids}
     write_baseline(pytester.path / "b.json", history([calls] * 8, groups=groups, warmup=True))
-    monkeypatch.setenv("EACH", "0.08")  # each test stays under --perf-min-duration
+    monkeypatch.setenv("EACH", "0.035")  # the class: 0.18 s -> 0.42 s; each test 35 ms
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     result = pytester.runpytest("--perf-baseline=b.json", "--perf-record=r.json")
     regressions = load(pytester.path / "r.json")["comparison"]["regressions"]
     assert [(r["kind"], r["id"]) for r in regressions] == [("class", "test_cls.py::TestMany")]
     result.stdout.fnmatch_lines(["REGRESSION class test_cls.py::TestMany: *"])
     # Located at the class's first test, in pytest's warnings and on GitHub alike.
-    line = source.splitlines().index("class TestMany:") + 1  # makepyfile drops the first line
+    line = source.splitlines().index("class TestMany:") + 2  # its first test's line
     assert f"::warning file=test_cls.py,line={line},title=perf regression (class)::" in (
         result.stdout.str()
     )
