@@ -64,6 +64,33 @@ def a_record(pytester: pytest.Pytester, name: str = "rec.json") -> Path:
             ["--flaky-quarantine=q.txt", "--flaky-report=./q.txt"],
             "./q.txt: named by both --flaky-quarantine (read) and --flaky-report (written)*",
         ),
+        # A trailing separator or '.' once slipped past the check, and the write landed
+        # on the file itself (resolving drops them).
+        (
+            ["--flaky-history=h.json", "--accel-report=h.json/"],
+            "h.json/: named by both --flaky-history (read and rewritten) and --accel-report*",
+        ),
+        (
+            ["--flaky-history=h.json", "--accel-report=h.json/."],
+            "h.json/.: named by both --flaky-history (read and rewritten) and --accel-report*",
+        ),
+        # pytest's own outputs: --log-file once emptied the baseline, --debug overwrote it.
+        (
+            ["--perf-baseline=b.json", "--log-file=b.json"],
+            "b.json: named by both --perf-baseline (read) and --log-file (written)*",
+        ),
+        (
+            ["--perf-baseline=b.json", "--debug=b.json"],
+            "b.json: named by both --perf-baseline (read) and --debug (written)*",
+        ),
+        (
+            ["--flaky-history=h.json", "-o", "log_file=h.json"],
+            "h.json: named by both --flaky-history (read and rewritten) and --log-file*",
+        ),
+        (
+            ["--perf-record=b.json//", "--perf-baseline=b.json"],
+            "b.json: named by both --perf-record (written) and --perf-baseline (read)*",
+        ),
     ],
 )
 def test_two_options_naming_one_file_stop_the_run_before_any_test_and_leave_it_alone(
@@ -121,6 +148,9 @@ def test_the_check_is_pure_and_ignores_two_reads_of_one_file(tmp_path: Path) -> 
     "argv",
     [
         ["report", "{rec}", "-o", "{rec}"],
+        ["report", "{rec}", "-o", "{rec}/"],
+        ["report", "{rec}", "-o", "{rec}/."],
+        ["merge", "-o", "{rec}/", "{rec}"],
         ["report", "--baseline", "{rec}", "-o", "{rec}"],
         ["flaky", "{rec}", "--write-quarantine", "{rec}"],
         ["baseline", "{rec}", "--into", "{rec}"],
@@ -309,3 +339,33 @@ def test_a_cache_directory_others_can_write_or_a_link_is_refused(
     monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
     monkeypatch.setattr("tempfile.gettempdir", lambda: str(shared))
     assert cache_subdir("budgets") is None
+
+
+@pytest.mark.parametrize("path", ["out/", "out/.", "out/..", "new.json/"])
+def test_an_output_path_that_ends_like_a_directory_is_refused_before_any_test(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], path: str
+) -> None:
+    record = a_record(pytester)
+    for option in ("--perf-record", "--accel-report", "--flaky-report", "--junitxml"):
+        result = pytester.runpytest(f"{option}={path}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, option
+        result.stderr.fnmatch_lines([f"ERROR: *{path}: ends like a directory*"])
+        result.stdout.no_fnmatch_line("*passed*")
+    assert main(["report", str(record), "-o", f"{pytester.path}/{path}"]) == 2
+    assert "ends like a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("variable", ["GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"])
+def test_a_file_github_appends_to_is_not_one_of_ours(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """A job summary naming the baseline once got Markdown appended to it."""
+    pytester.makepyfile(PASSING)
+    (pytester.path / "b.json").write_text("precious\n")
+    monkeypatch.setenv(variable, str(pytester.path / "b.json"))
+    result = pytester.runpytest("--perf-baseline=b.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: *b.json: named by both --perf-baseline (read) and {variable} (written)*"]
+    )
+    assert (pytester.path / "b.json").read_text() == "precious\n"

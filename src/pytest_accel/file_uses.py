@@ -54,14 +54,17 @@ def refuse_shared_files(uses: Iterable[FileUse]) -> None:
 
 def _file_identity(path: str) -> object:
     """What makes two paths one file: the inode of an existing file (hard links share
-    it), else the resolved path (a symlink and its target, a file not written yet)."""
+    it), else the resolved path (a symlink and its target, a file not written yet).
+    Resolved first, as a write would resolve it: ``r.json/`` and ``r.json/.`` are
+    ``r.json`` to ``os.path.realpath`` (where a write would land, were it not refused)."""
     try:
-        info = os.stat(path)
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        real = os.path.abspath(path)
+    try:
+        info = os.stat(real)
         if stat.S_ISREG(info.st_mode):
             return ("inode", info.st_dev, info.st_ino)
-    except OSError:  # not there yet, or a name too long: the path decides
+    except (OSError, ValueError):  # not there yet, or a name too long: the path decides
         pass
-    try:
-        return ("path", os.path.realpath(path))
-    except (OSError, ValueError):
-        return ("path", os.path.abspath(path))
+    return ("path", real)

@@ -113,6 +113,8 @@ def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
 
     On failure the old file is as it was and the temp file is gone.
     """
+    if names_a_directory(path):  # as check_writable refuses it up front
+        raise InputError(path, "ends like a directory ('/', '.' or '..'); give a file path")
     target = resolved(path)
     try:
         _write_atomic(target, chunks)
@@ -338,9 +340,22 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
         raise InputError(path, f"cannot be written: {exc.strerror or exc}") from None
 
 
+def names_a_directory(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` as written can only be a directory: it ends in a separator, or
+    in ``.`` or ``..`` (``r.json/``, ``r.json/.``), which resolving would quietly drop."""
+    text = os.fspath(path)
+    seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    last = text.rsplit(os.sep, 1)[-1] if os.sep in text else text
+    return text.endswith(seps) or last in (".", "..")
+
+
 def _check_writable(path: str | os.PathLike[str]) -> Path:
     import tempfile
 
+    if names_a_directory(path):
+        raise InputError(
+            path, "ends like a directory ('/', '.' or '..'); give a file path such as record.json"
+        )
     target = resolved(path)
     if target.is_dir():
         raise InputError(path, "is a directory; give a file path such as record.json")

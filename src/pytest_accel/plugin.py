@@ -9,6 +9,7 @@ stay cheap: no jax, numpy, filelock or orjson, and no feature's hook module.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from typing import Any
 
@@ -27,8 +28,8 @@ from pytest_accel import (
     scaleout,
 )
 from pytest_accel.file_uses import FileUse, refuse_shared_files
-from pytest_accel.files import InputError
-from pytest_accel.settings import OptionGroup, add_group, usage_error
+from pytest_accel.files import InputError, names_a_directory
+from pytest_accel.settings import OptionGroup, add_group, given, usage_error
 
 OPTION_GROUPS: tuple[OptionGroup, ...] = (
     hardware.OPTIONS,
@@ -63,13 +64,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Device variables are set before conftests (which may import jax or torch) load."""
+    """Before pytest opens its own output files (``--debug`` truncates its file once the
+    arguments are parsed, ``--log-file`` at configure): one file, one use.  Device
+    variables are set before conftests (which may import jax or torch) load."""
+    refuse_one_file_for_two_uses(early_config)
     hardware.set_devices(early_config)
     scaleout.take_devices(early_config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    refuse_one_file_for_two_uses(config)
     hardware.setup(config)
     hardware.register(config)
     scaleout.register(config)
@@ -81,23 +84,58 @@ def pytest_configure(config: pytest.Config) -> None:
     report.register(config)
 
 
+# pytest's own options that write a file, where the installed pytest has them (its
+# ``--resultlog`` went in pytest 6): (flag, dest, ini key or None).
+PYTEST_OUTPUTS = (
+    ("--junitxml", "xmlpath", None),
+    ("--report-log", "report_log", None),
+    ("--log-file", "log_file", "log_file"),
+    ("--debug", "debug", None),
+    ("--resultlog", "resultlog", None),
+)
+# Files GitHub Actions has each step append to.
+GITHUB_FILES = ("GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT")
+
+
 def refuse_one_file_for_two_uses(config: pytest.Config) -> None:
     """Two options naming one file, one of them writing it, stop the run before any test
-    (exit 4): ``--accel-report=b.json`` would replace the baseline ``b.json`` with HTML."""
+    (exit 4): ``--accel-report=b.json`` would replace the baseline ``b.json`` with HTML,
+    ``--log-file=b.json`` empty it.  pytest's own outputs and the files GitHub Actions
+    appends to count too; an output that ends like a directory (``r.json/``) is one."""
     uses = [
         *perf.file_uses(config),
         *flaky.file_uses(config),
         *cost.file_uses(config),
         *report.file_uses(config),
     ]
-    for flag, dest in (("--junitxml", "xmlpath"), ("--report-log", "report_log")):
-        path = getattr(config.option, dest, None)
+    for flag, dest, ini in PYTEST_OUTPUTS:
+        path = given(config, dest)
+        if not path and ini is not None:
+            path = _ini(config, ini)
         if path:
             uses.append(FileUse(flag, str(path), writes=True))
+    for variable in GITHUB_FILES:
+        path = os.environ.get(variable)
+        if path:
+            uses.append(FileUse(variable, path, writes=True))
     try:
         refuse_shared_files(uses)
     except InputError as exc:
         raise usage_error(str(exc)) from None
+    for use in uses:
+        if use.writes and names_a_directory(use.path):
+            raise usage_error(
+                f"{use.name}: {use.path}: ends like a directory ('/', '.' or '..');"
+                " give a file path such as record.json"
+            )
+
+
+def _ini(config: pytest.Config, name: str) -> str | None:
+    try:
+        value = config.getini(name)
+    except ValueError:  # not an ini key of this pytest
+        return None
+    return str(value) if value else None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

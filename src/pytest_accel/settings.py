@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_accel.text import capped, shown
 
@@ -99,11 +99,21 @@ def spec_in(specs: Sequence[OptionSpec], flag: str) -> OptionSpec:
     return next(s for s in specs if s.flag == flag)
 
 
+def given(config: pytest.Config, dest: str) -> Any:
+    """An option's command-line value (None: not given).  Before pytest has parsed every
+    argument (``pytest_load_initial_conftests``: before pytest opens its own output
+    files), from the arguments it knows so far."""
+    value = getattr(config.option, dest, None)  # its default until then
+    if value is None:
+        value = getattr(getattr(config, "known_args_namespace", None), dest, None)
+    return value
+
+
 def raw_setting(
     config: pytest.Config, spec: OptionSpec, environ: Mapping[str, str] | None = None
 ) -> str | bool | None:
     """The option's value by precedence: command line, env, ini."""
-    value = config.getoption(spec.dest)
+    value = given(config, spec.dest)
     if value is not None:
         return value  # type: ignore[no-any-return]
     environ = os.environ if environ is None else environ
@@ -120,9 +130,9 @@ def raw_setting(
 
 def list_setting(config: pytest.Config, spec: OptionSpec) -> list[str]:
     """A repeatable option's values: the command line's, else the ini's lines."""
-    given = config.getoption(spec.dest)
-    if given:
-        return [str(value) for value in given]
+    values = given(config, spec.dest)
+    if values:
+        return [str(value) for value in values]
     return [str(line) for line in config.getini(spec.dest) or []]
 
 
