@@ -16,6 +16,7 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.cli import main
+from pytest_accel.perf.formats.record import RECORD_VERSION
 from pytest_accel.perf.model.runlength import expanded
 
 BROKEN_CONTENTS: dict[str, bytes] = {
@@ -301,7 +302,7 @@ def test_a_version_2_record_of_lists_is_read_and_upgraded_to_runs(
     assert main(["compare", str(old), "--baseline", str(old)]) == 0
     assert "2 test(s) compared under cpu/x1" in capsys.readouterr().out
     assert main(["upgrade", str(old)]) == 0
-    assert "record version 2 -> 3" in capsys.readouterr().out
+    assert f"record version 2 -> {RECORD_VERSION}" in capsys.readouterr().out
     upgraded = json.loads(old.read_text())
     assert upgraded["version"] == 3
     assert upgraded["tests"]["outcome"] == {"values": ["passed"], "counts": [2]}
@@ -353,7 +354,7 @@ def test_a_version_1_record_is_read_and_upgraded_to_the_current_version(
     assert main(["compare", str(old), "--baseline", str(baseline)]) == 0
     assert "1 test(s) compared under cpu/x1" in capsys.readouterr().out  # the failed one not
     assert main(["upgrade", str(old)]) == 0
-    assert "record version 1 -> 3" in capsys.readouterr().out
+    assert f"record version 1 -> {RECORD_VERSION}" in capsys.readouterr().out
     upgraded = json.loads(old.read_text())
     assert upgraded["version"] == 3
     tests = upgraded["tests"]

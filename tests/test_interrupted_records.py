@@ -68,3 +68,62 @@ def test_flaky_reads_no_outcome_of_an_interrupted_run(
     assert f"{cut}: not read: an interrupted run (exit status 2)" in captured.err
     report = json.loads(captured.out)
     assert report["envs"]["cpu/x1"]["runs"] == 1
+
+
+INTERRUPTED_IN_A_TEST = """
+import os, signal
+
+def test_a():
+    pass
+
+def test_b():
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while test_b runs
+
+def test_c():
+    pass
+"""
+
+
+@pytest.mark.parametrize("runner", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_the_test_running_when_the_run_was_interrupted_is_interrupted_not_passed(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], runner: list[str]
+) -> None:
+    """It once read as passed (its setup had passed), and ``coverage --min-pct 100`` then
+    passed on the partial record with exit status 0."""
+    if runner:
+        pytest.importorskip("xdist")
+    pytester.makepyfile(test_cut=INTERRUPTED_IN_A_TEST)
+    result = pytester.runpytest_subprocess(
+        "--perf-record=r.json", "--accel-min-coverage=10", "-p", "no:randomly", *runner
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    # In the run: the gate is not judged on a part of the suite, and says so.
+    result.stdout.fnmatch_lines(
+        ["coverage: *; --accel-min-coverage 10: not judged (an interrupted run)"]
+    )
+    record = json.loads((pytester.path / "r.json").read_text())
+    assert record["run"]["exitstatus"] == 2
+    outcome = dict(zip(record["tests"]["id"], _expanded(record["tests"]["outcome"]), strict=True))
+    # Serial: it was running when Ctrl-C came.  Under xdist the signal took its worker
+    # down (crashed).  Never "passed".
+    assert outcome["test_cut.py::test_b"] == ("crashed" if runner else "interrupted")
+    capsys.readouterr()
+    path = str(pytester.path / "r.json")
+    # Offline, no gate passes on it either.
+    assert main(["coverage", path, "--min-pct", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "interrupted" in out
+    assert "--min-pct 0: below on cpu/x1 (an interrupted run)" in out
+    baseline = str(pytester.path / "b.json")
+    pytester.runpytest("--perf-baseline=b.json", "--perf-update-baseline", "-k", "test_a")
+    assert main(["compare", path, "--baseline", baseline, "--fail"]) == 1
+    assert "interrupted: the run was interrupted (exit status 2)" in capsys.readouterr().out
+
+
+def _expanded(column: Any) -> list[str]:
+    """A record's outcome column, run-length encoded where it repeats."""
+    if isinstance(column, dict):
+        return [
+            v for v, n in zip(column["values"], column["counts"], strict=True) for _ in range(n)
+        ]
+    return list(column)

@@ -64,6 +64,9 @@ OUTCOME_RANK = {
     "error": 2,
     "failed": 3,
     "crashed": 4,
+    # Running when the run was interrupted (Ctrl-C, SIGTERM): it never finished, so
+    # nothing is known of it; never passed, never covered.
+    "interrupted": 5,
 }
 OUTCOMES = frozenset(OUTCOME_RANK)  # what a record may say of a test
 
@@ -129,5 +132,6 @@ class RunColumns:
     quarantined: frozenset[str] = frozenset()
     platform_skips: Mapping[str, str] = field(default_factory=dict)
     started: str | None = None  # this run's start (UTC, as the files write it)
+    interrupted: bool = False  # the run was interrupted: a part of the suite, no verdict
     compiles: Mapping[str, int] | None = None  # XLA compilations per test (None: no JAX)
     earlier_starts: Sequence[str] = ()  # earlier runs of this key the baseline holds

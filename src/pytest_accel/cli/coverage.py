@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     latest = {key: runs[-1] for key, runs in keyed.items()}
     found = gaps(latest)
     below = sorted(
-        k for k, c in latest.items() if args.min_pct is not None and c.pct < args.min_pct
+        k for k, c in latest.items() if args.min_pct is not None and c.below(args.min_pct)
     )
     if args.format == "json":
         payload = {
@@ -113,9 +113,12 @@ def text(
         if len(named) > top:
             lines.append(f"  ... and {len(named) - top} more (--top)")
     if min_pct is not None:
+        keys = [
+            f"{key} (an interrupted run)" if keyed[key][-1].interrupted else key for key in below
+        ]
         lines.append(
             f"--min-pct {min_pct:g}: "
-            + (f"below on {', '.join(below)}" if below else "every key within")
+            + (f"below on {', '.join(keys)}" if below else "every key within")
         )
     return "".join(one_line(line) + "\n" for line in lines)
 

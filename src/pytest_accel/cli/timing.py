@@ -97,7 +97,8 @@ def compare(args: argparse.Namespace) -> int:
     comparison = compare_files(
         args.record, args.baseline, rule_of(args), args.key, new_slow=args.new_slow
     )
-    failing = bool(args.fail and comparison.alarms)
+    # An interrupted run is a part of the suite: --fail never passes on it.
+    failing = bool(args.fail and (comparison.alarms or comparison.interrupted))
     if args.format == "json":
         sys.stdout.buffer.write(dumps(comparison.to_json(), indent=True))
     elif args.format == "markdown":

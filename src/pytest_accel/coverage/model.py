@@ -18,8 +18,17 @@ from typing import Any
 
 from pytest_accel.outcomes import FAILING, RunColumns
 
-BUCKETS = ("passed", "failed", "quarantined", "xfailed", "skipped_platform", "skipped_other")
+BUCKETS = (
+    "passed",
+    "failed",
+    "quarantined",
+    "xfailed",
+    "skipped_platform",
+    "skipped_other",
+    "interrupted",
+)
 LABELS = {
+    "interrupted": "interrupted",
     "passed": "passed",
     "failed": "failed",
     "quarantined": "quarantined",
@@ -37,6 +46,9 @@ class Coverage:
     counts: Mapping[str, int]  # per bucket
     platform_reasons: Mapping[str, int] = field(default_factory=dict)  # reason -> tests
     states: Mapping[str, str] = field(default_factory=dict)  # test -> bucket
+    # The run was interrupted: its tests are a part of the suite, and the test that was
+    # running never finished.  No gate passes on it.
+    interrupted: bool = False
 
     @property
     def tests(self) -> int:
@@ -58,12 +70,18 @@ class Coverage:
             **{bucket: self.counts.get(bucket, 0) for bucket in BUCKETS},
             "covered_pct": round(self.pct, 2),
             "platform_reasons": dict(self.platform_reasons),
+            "interrupted": self.interrupted,
         }
+
+    def below(self, minimum: float) -> bool:
+        """Whether a gate of ``minimum`` percent fails it: an interrupted run's never
+        passes, whatever share of its tests passed."""
+        return self.interrupted or self.pct < minimum
 
 
 def bucket_of(outcome: str, test: str, run: RunColumns) -> str:
-    if outcome == "passed":
-        return "passed"
+    if outcome in ("passed", "interrupted"):
+        return outcome
     if outcome in FAILING:
         return "quarantined" if test in run.quarantined else "failed"
     if outcome in ("xfailed", "xpassed"):
@@ -77,7 +95,9 @@ def coverage_of(run: RunColumns) -> Coverage:
         for test, outcome in zip(run.ids, run.outcomes, strict=True)
     }
     reasons = Counter(run.platform_skips[t] for t, b in states.items() if b == "skipped_platform")
-    return Coverage(run.key, run.started, Counter(states.values()), dict(reasons), states)
+    return Coverage(
+        run.key, run.started, Counter(states.values()), dict(reasons), states, run.interrupted
+    )
 
 
 @dataclass(frozen=True)
@@ -133,11 +153,18 @@ def describe(coverage: Coverage, top_reasons: int = 3) -> str:
         f"{counts.get('skipped_platform', 0)} skipped by pytest-accel markers",
         f"{counts.get('skipped_other', 0)} skipped otherwise",
     ]
+    if counts.get("interrupted"):
+        parts.append(f"{counts['interrupted']} interrupted")
     reasons = sorted(coverage.platform_reasons.items(), key=lambda pair: (-pair[1], pair[0]))
     why = "; ".join(f"{n}x {reason}" for reason, n in reasons[:top_reasons])
+    partial = (
+        "; an interrupted run: a part of the suite, never a coverage to pass a gate on"
+        if coverage.interrupted
+        else ""
+    )
     return (
         f"{coverage.covered} of {coverage.tests} test(s) pass on {coverage.key}"
-        f" ({coverage.pct:.2f}%); {', '.join(parts)}" + (f" ({why})" if why else "")
+        f" ({coverage.pct:.2f}%); {', '.join(parts)}" + (f" ({why})" if why else "") + partial
     )
 
 

@@ -21,15 +21,15 @@ class CoverageGate:
 
     @property
     def below(self) -> bool:
-        return self.coverage is not None and self.coverage.pct < self.minimum
+        return self.coverage is not None and self.coverage.below(self.minimum)
 
     def pytest_accel_record_sections(
         self, session: pytest.Session, run: RunColumns
     ) -> dict[str, Any] | None:
-        if session.exitstatus not in RAN_THROUGH:
-            return None  # interrupted, or stopped before its tests: nothing to judge
+        if session.exitstatus not in RAN_THROUGH and not run.interrupted:
+            return None  # stopped before its tests: nothing to judge
         self.coverage = coverage = coverage_of(run)
-        if self.below:
+        if self.below and not coverage.interrupted:  # interrupted: exit status 2 says it
             fail_session(
                 session,
                 f"coverage {coverage.pct:.2f}% on {coverage.key} is below --accel-min-coverage"
@@ -43,6 +43,8 @@ class CoverageGate:
     def line(self) -> str:
         assert self.coverage is not None
         verdict = "below" if self.below else "within"
+        if self.coverage.interrupted:
+            verdict = "not judged (an interrupted run)"
         return (
             f"coverage: {describe(self.coverage)}; --accel-min-coverage {self.minimum:g}: {verdict}"
         )

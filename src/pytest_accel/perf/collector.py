@@ -250,8 +250,9 @@ class ResultsCollector:
         if rerun_teardown:
             table.teardowns[row] += rerun_teardown
 
-    def session_table(self) -> TimingTable:
-        """The table with every report of the session in it (added once, at the end)."""
+    def session_table(self, interrupted: bool = False) -> TimingTable:
+        """The table with every report of the session in it (added once, at the end);
+        of an ``interrupted`` session, the test that was running said so."""
         if self.complete:
             return self.table
         self.complete = True
@@ -269,6 +270,8 @@ class ResultsCollector:
         self._fold_subtests(subtests, rows)
         if self.pauses:
             self._place_pauses(reports, starts, rows)
+        if interrupted:
+            self.table.mark_interrupted()
         return self.table
 
     def _fold_subtests(self, subtests: list[pytest.TestReport], rows: dict[str, int]) -> None:

@@ -47,7 +47,9 @@ def compare_files(
     run = timings(data)
     if key:
         run.key = key
-    return compare_with_baseline(run, load_baseline(baseline_path), rule, new_slow=new_slow)
+    comparison = compare_with_baseline(run, load_baseline(baseline_path), rule, new_slow=new_slow)
+    comparison.interrupted = interrupted(data)
+    return comparison
 
 
 @dataclass(frozen=True)

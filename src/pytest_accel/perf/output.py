@@ -183,6 +183,11 @@ def scope_notes(comparison: Comparison) -> list[str]:
     """What the timings were judged on, and which baseline runs were left out, where
     that is not simply all of them."""
     notes = []
+    if comparison.interrupted:
+        notes.append(
+            "interrupted: the run was interrupted (exit status 2): a part of the suite,"
+            " compared as it is; no gate passes on it"
+        )
     if comparison.runs is not None and comparison.runs < comparison.min_samples:
         notes.append(
             f"learning: {comparison.runs} of {comparison.min_samples} runs: the baseline"

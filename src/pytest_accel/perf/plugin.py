@@ -105,7 +105,8 @@ class PerfPlugin:
         shard = self.config.hook.pytest_accel_shard(config=self.config)
         env = self.baseline.for_key(self.key) if self.baseline is not None else None
         earlier_starts = [r.identity.started for r in env.runs if r.identity.started] if env else []
-        table = self.results.session_table()
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        table = self.results.session_table(interrupted)
         warmup, totals = table.warmup(), table.totals()
         groups = table.grouped(self.results.deselected, warmup, totals)
         # What the baseline compares and keeps and the page draws; a record alone does not.
@@ -154,7 +155,6 @@ class PerfPlugin:
             with isolated(session, f"write the timing record {self.options.record}"):
                 write_atomic(self.options.record, result.record())
                 self.record_written = True
-        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         # A cut-short run's timings are not a sample of the suite.
         baseline = self.options.baseline
         if run is not None and baseline and self.options.update_baseline and not interrupted:
@@ -265,6 +265,7 @@ class PerfPlugin:
             started=identity.started,
             earlier_starts=earlier_starts,
             compiles=table.compile_counts(),
+            interrupted=int(head["run"]["exitstatus"]) == pytest.ExitCode.INTERRUPTED,
         )
 
     def _add_sections(

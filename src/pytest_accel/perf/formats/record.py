@@ -28,7 +28,7 @@ from pytest_accel.fields import (
     utc_timestamp,
 )
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
-from pytest_accel.outcomes import OUTCOMES, RunColumns
+from pytest_accel.outcomes import OUTCOMES, RunColumns, interrupted
 from pytest_accel.perf.model import runlength
 from pytest_accel.perf.model.table import GroupSections, TimingTable, rounded
 from pytest_accel.perf.model.timings import (
@@ -41,7 +41,7 @@ from pytest_accel.perf.model.timings import (
 )
 
 RECORD_SCHEMA = "pytest-accel/record"
-RECORD_VERSION = 3
+RECORD_VERSION = 4  # 4: a test running when the run was interrupted says "interrupted"
 SECONDS = ("setup", "call", "teardown", "total")
 PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
 TEXTS = ("class", "module", "worker")
@@ -445,6 +445,7 @@ def run_columns(data: Mapping[str, Any]) -> RunColumns:
         tests.get(PLATFORM_SKIPS, {}),
         run.get("started"),
         compiles=tests.get(COMPILES),
+        interrupted=interrupted(data),
     )
 
 

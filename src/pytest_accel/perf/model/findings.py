@@ -173,6 +173,8 @@ class Comparison:
     # Slower by every gate but the samples a verdict needs: no alarm yet ("learning").
     learning: list[Finding] = field(default_factory=list)
     runs: int | None = None  # the baseline's runs it was compared with (None: not known)
+    # The run was interrupted: a part of the suite, compared as it is; no gate passes.
+    interrupted: bool = False
     min_samples: int = 3  # the samples a verdict needs (``--perf-min-samples``)
 
     @property
@@ -213,6 +215,7 @@ class Comparison:
             "recompiles_judged": self.recompiles_judged,
             "compilation": None if self.compilation is None else self.compilation.to_json(),
             "learning": [f.to_json() for f in self.learning],
+            "interrupted": self.interrupted,
             "runs": self.runs,
             "min_samples": self.min_samples,
         }

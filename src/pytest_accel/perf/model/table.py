@@ -204,6 +204,13 @@ class TimingTable:
             self.starts[row] = start
         self.stops[row] = max(self.stops[row], stop)
 
+    def mark_interrupted(self) -> None:
+        """The run was interrupted: a test whose attempt has reports but no teardown
+        was running then, and never finished (its setup report alone said "passed")."""
+        for row, state in enumerate(self.attempt_state):
+            if state == 1:
+                self.outcomes[row] = "interrupted"
+
     def attempt(self, row: int) -> AttemptTuple:
         return (self.outcomes[row], self.setups[row], self.calls[row], self.teardowns[row])
 
