@@ -461,3 +461,50 @@ def test_while_a_baseline_is_being_built_a_slowdown_is_learning_not_a_regression
     result.stdout.fnmatch_lines(["REGRESSION test test_sleepy.py::test_a: *(*x, 3 sample(s)*"])
     result.stdout.no_fnmatch_line("learning: *")
     result.stdout.no_fnmatch_line("LEARNING *")
+
+
+def test_a_test_the_window_leaves_without_samples_is_named(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--perf-window`` counts runs: after that many runs in which a test failed, the
+    baseline holds nothing of it, which once went unsaid."""
+    pytester.makepyfile(
+        test_w="""
+        import os
+
+        def test_steady():
+            pass
+
+        def test_breaks():
+            assert os.environ.get("BROKEN") != "1"
+        """
+    )
+    update = ["--perf-baseline=b.json", "--perf-update-baseline", "--perf-window=3"]
+    pytester.runpytest(*update).assert_outcomes(passed=2)
+    monkeypatch.setenv("BROKEN", "1")
+    for _ in range(2):  # two of the three runs kept: one sample is still there
+        result = pytester.runpytest(*update)
+        result.stdout.no_fnmatch_line("*no sample left*")
+    result = pytester.runpytest(*update, "--perf-record=r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "perf: 1 test(s) have no sample left in the baseline's last 3 run(s) of cpu/x1"
+            " (--perf-window counts runs; *): they failed or did not pass in each, and"
+            " compare as new until they pass (test_w.py::test_breaks)"
+        ]
+    )
+    env = json.loads((pytester.path / "b.json").read_text())["envs"]["cpu/x1"]
+    assert "test_w.py::test_breaks" not in env["tests"] + env["warmup"]
+    # The same from records, offline: one passing run, then three that fail it.
+    monkeypatch.delenv("BROKEN")
+    pytester.runpytest("--perf-record=ok.json").assert_outcomes(passed=2)
+    monkeypatch.setenv("BROKEN", "1")
+    for name in ("one", "two", "three"):
+        pytester.runpytest(f"--perf-record={name}.json").assert_outcomes(passed=1, failed=1)
+    paths = [str(pytester.path / f"{n}.json") for n in ("ok", "one", "two", "three")]
+    from pytest_accel.cli import main
+
+    capsys.readouterr()
+    assert main(["baseline", *paths, "--into", str(pytester.path / "c.json"), "--window", "3"]) == 0
+    assert "no sample left in the baseline's last 3 run(s)" in capsys.readouterr().err

@@ -75,13 +75,20 @@ def fold_records(paths: Sequence[str], into: str, window: int, time: str = "exec
         runs.append((path, timings(data)))
     runs.sort(key=lambda pair: pair[1].identity.started or "")
     held: list[RunTimings] = []
+    dropped: list[tuple[str, str]] = []
     if runs:
-        baseline = update_baseline_file(into, [run for _, run in runs], window, held, time)
+        baseline = update_baseline_file(
+            into, [run for _, run in runs], window, held, time=time, dropped=dropped
+        )
     else:  # nothing to add: the file stays as it is, or is not made
         baseline = load_baseline(into) if os.path.exists(into) else Baseline({}, window)
     notes += [
         f"{path}: not added: {into} holds this run already" for path, run in runs if run in held
     ]
+    if dropped:
+        from pytest_accel.perf.output import dropped_line
+
+        notes.append(dropped_line(dropped, window).removeprefix("perf: "))
     return Folded(baseline, len(runs) - len(held), notes)
 
 

@@ -122,7 +122,8 @@ OPTIONS = OptionGroup(
         ),
         OptionSpec(
             "--perf-window",
-            "Samples kept per test when updating the baseline (default 20).",
+            "Runs kept per hardware key when updating the baseline (default 20); a test"
+            " keeps the samples of the runs among them it passed in.",
             metavar="N",
             default="20",
         ),

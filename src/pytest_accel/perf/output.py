@@ -342,3 +342,17 @@ def compilation_section(compilation: Mapping[str, float | int]) -> Section:
     return Section(
         ["### pytest-accel compilation", "", escape_cell(compilation_line(compilation)), ""]
     )
+
+
+def dropped_line(dropped: list[tuple[str, str]], window: int) -> str:
+    """The tests a baseline update left without a sample: they failed, were skipped or
+    did not run in each of the window's runs, and compare as new until they pass."""
+    tests = [test for _, test in dropped]
+    keys = sorted({key for key, _ in dropped})
+    shown = ", ".join(tests[:3]) + (" ..." if len(tests) > 3 else "")
+    return one_line(
+        f"perf: {len(tests)} test(s) have no sample left in the baseline's last {window}"
+        f" run(s) of {', '.join(keys)} (--perf-window counts runs; a test keeps the samples of"
+        f" those it passed in): they failed or did not pass in each, and compare as new"
+        f" until they pass ({shown})"
+    )

@@ -82,6 +82,8 @@ class PerfPlugin:
         self.run_id = new_run_id()
         self.result: TimingResult | None = None
         self.record_written = False
+        # Tests the baseline update left without a sample (its window of runs).
+        self.dropped: list[tuple[str, str]] = []
         # No baseline file yet (a cold CI cache) is not an error: the run says so.
         self.baseline_missing = options.baseline is not None and not Path(options.baseline).exists()
 
@@ -162,7 +164,11 @@ class PerfPlugin:
                 from pytest_accel.perf.formats.baseline import update_baseline_file
 
                 update_baseline_file(
-                    baseline, [run], self.options.window, time=self.options.rule.time
+                    baseline,
+                    [run],
+                    self.options.window,
+                    time=self.options.rule.time,
+                    dropped=self.dropped,
                 )
 
     def _run_timings(
@@ -386,6 +392,10 @@ class PerfPlugin:
                     " timed whole, compilation included"
                 )
             )
+        if self.dropped:
+            from pytest_accel.perf import output
+
+            write(output.dropped_line(self.dropped, self.options.window), yellow=True)
         if self.record_written:
             write(
                 one_line(

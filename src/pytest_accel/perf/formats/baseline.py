@@ -307,10 +307,11 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
 
 def add_run(
     env: EnvHistory, run: RunTimings, window: int, wall: Mapping[str, float] | None = None
-) -> None:
+) -> list[str]:
     """Append one run's comparable timings (see ``RunTimings``), keep the last ``window``
-    runs, and drop ids that no kept run has a sample of.  ``wall``: the run's tests'
-    wall seconds as measured, each test's newest (``EnvHistory.walls``)."""
+    runs, and drop ids that no kept run has a sample of (the tests dropped are returned:
+    they failed or did not run in every kept run).  ``wall``: the run's tests' wall
+    seconds as measured, each test's newest (``EnvHistory.walls``)."""
     if wall:
         env.walls().update((ident, round(seconds, 6)) for ident, seconds in wall.items())
     current = {
@@ -342,12 +343,15 @@ def add_run(
         )
     )
     del env.runs[:-window]
-    _compact(env)
+    dropped = _compact(env)
     env.changed()
+    return dropped
 
 
-def _compact(env: EnvHistory) -> None:
-    """Ids without a sample in any kept run go; trailing empty entries are not written."""
+def _compact(env: EnvHistory) -> list[str]:
+    """Ids without a sample in any kept run go; trailing empty entries are not written.
+    Returns the tests that went (neither a test's nor a warm-up's sample left)."""
+    gone: dict[str, list[str]] = {}
     for kind in KINDS:
         ids = env.ids[kind]
         alive = [False] * len(ids)
@@ -358,12 +362,18 @@ def _compact(env: EnvHistory) -> None:
         if all(alive):
             continue
         keep = [i for i, live in enumerate(alive) if live]
+        gone[kind] = [ids[i] for i, live in enumerate(alive) if not live]
         if kind == "tests":
-            env.forget_walls([ids[i] for i, live in enumerate(alive) if not live])
+            env.forget_walls(gone[kind])
         env.ids[kind] = [ids[i] for i in keep]
         for run in env.runs:
             column = run.values[kind]
             run.values[kind] = [column[i] if i < len(column) else None for i in keep]
+    went = dict.fromkeys([*gone.get("tests", ()), *gone.get("warmup", ())])
+    if not went:
+        return []
+    still = set(env.ids["tests"]) | set(env.ids["warmup"])
+    return [test for test in went if test not in still]
 
 
 def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, Any]) -> None:
@@ -429,12 +439,16 @@ def update_baseline_file(
     runs: Iterable[RunTimings],
     window: int,
     held: list[RunTimings] | None = None,
+    *,
     time: str = "execution",
+    dropped: list[tuple[str, str]] | None = None,
 ) -> Baseline:
     """Add runs to the baseline at ``path`` (created if missing) under a file lock:
     read, add and atomic replace happen while holding it, so parallel jobs lose nothing.
-    A run the baseline holds already is not added again; it goes into ``held``."""
+    A run the baseline holds already is not added again; it goes into ``held``.  The
+    tests the window left without a sample go into ``dropped``, with their key."""
     held = [] if held is None else held
+    dropped = [] if dropped is None else dropped
 
     def load_own(target: str) -> Baseline:
         baseline = load_baseline(target)
@@ -454,9 +468,10 @@ def update_baseline_file(
             if env.run_holding(run.identity, run.comparable(env.test_metric)) is not None:
                 held.append(measured)  # folded in already: a second copy would count it twice
                 continue
-            add_run(env, run, window, wall=measured.comparable("total"))
-        for env in baseline.envs.values():  # a smaller window trims every key
+            gone = add_run(env, run, window, wall=measured.comparable("total"))
+            dropped.extend((run.key, test) for test in gone)
+        for key, env in baseline.envs.items():  # a smaller window trims every key
             del env.runs[:-window]
-            _compact(env)
+            dropped.extend((key, test) for test in _compact(env))
 
     return update_locked(path, load_own, lambda: Baseline({}, window), add_runs, to_json)
