@@ -508,3 +508,23 @@ def test_a_test_the_window_leaves_without_samples_is_named(
     capsys.readouterr()
     assert main(["baseline", *paths, "--into", str(pytester.path / "c.json"), "--window", "3"]) == 0
     assert "no sample left in the baseline's last 3 run(s)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["record", "durations"])
+def test_updating_a_record_or_a_durations_map_is_refused_before_any_test(
+    pytester: pytest.Pytester, kind: str
+) -> None:
+    """Once refused only after the whole suite ran (exit 1)."""
+    pytester.makepyfile(test_sleepy="def test_first(): pass\n" + SLEEPY_SUITE)
+    if kind == "record":
+        pytester.runpytest("--perf-record=old.json").assert_outcomes(passed=3)
+    else:
+        (pytester.path / "old.json").write_text(json.dumps({"test_sleepy.py::test_a": 0.2}))
+    before = (pytester.path / "old.json").read_bytes()
+    result = pytester.runpytest("--perf-baseline=old.json", "--perf-update-baseline")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --perf-update-baseline: old.json is a {kind} file, not a baseline; *"]
+    )
+    result.stdout.no_fnmatch_line("*passed*")
+    assert (pytester.path / "old.json").read_bytes() == before

@@ -415,9 +415,17 @@ def load_for_session(options: PerfOptions) -> Baseline | None:
     try:
         if not resolved(options.baseline).exists():
             return Baseline({})
-        return load_baseline(options.baseline)
+        baseline = load_baseline(options.baseline)
     except InputError as exc:
         raise pytest.UsageError(f"--perf-baseline: {exc}") from None
+    if options.update_baseline and baseline.source != "baseline":
+        # Refused now, not after the whole suite ran (the update would refuse it then).
+        raise pytest.UsageError(
+            f"--perf-update-baseline: {options.baseline} is a {baseline.source} file, not a"
+            " baseline; give --perf-baseline a baseline path to update (it is created on"
+            " first use), or drop --perf-update-baseline to compare with it"
+        )
+    return baseline
 
 
 baseline_key = pytest.StashKey["Baseline | None"]()
