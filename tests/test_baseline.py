@@ -417,19 +417,6 @@ def test_loading_reports_the_path_in_every_error(tmp_path: Path) -> None:
         parse_baseline("x", {"schema": BASELINE_SCHEMA, "version": 2})
 
 
-def test_updating_a_record_or_a_durations_map_is_refused(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_ok(): pass")
-    (pytester.path / "d.json").write_text('{"t::a": 0.1}')
-    result = pytester.runpytest("--perf-baseline=d.json", "--perf-update-baseline")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(
-        [
-            "pytest-accel: exit status 1: could not update the baseline d.json: *is a durations"
-            " file, not a baseline*"
-        ]
-    )
-
-
 def test_while_a_baseline_is_being_built_a_slowdown_is_learning_not_a_regression(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

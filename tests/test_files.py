@@ -138,6 +138,30 @@ def test_only_old_temp_files_of_ours_are_cleaned_up(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == sorted([fresh.name, other.name])
 
 
+def test_a_temp_file_of_a_dead_writer_on_this_host_goes_at_once_a_live_ones_stays(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from pytest_accel.files import _writer_tag
+
+    host = _writer_tag().split("-")[0]
+    target = tmp_path / "record.json"
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as live:
+        finished = subprocess.Popen([sys.executable, "-c", "pass"])
+        finished.wait()
+        gone = tmp_path / f".record.json.{host}-{finished.pid}.x1{TEMP_SUFFIX}"
+        running = tmp_path / f".record.json.{host}-{live.pid}.x2{TEMP_SUFFIX}"
+        elsewhere = tmp_path / f".record.json.00000000-{finished.pid}.x3{TEMP_SUFFIX}"
+        for path in (gone, running, elsewhere):
+            path.write_text("")
+        remove_stale_temp_files(target)
+        live.kill()
+    # Another host's writer cannot be asked: its file waits for the hour.
+    assert leftovers(tmp_path) == sorted([running.name, elsewhere.name])
+
+
 def test_compact_and_indented_json_both_end_with_a_newline() -> None:
     assert dumps({"a": [1, 2]}) == b'{"a":[1,2]}\n'
     assert dumps({"a": 1}, indent=True) == b'{\n  "a": 1\n}\n'

@@ -290,7 +290,7 @@ def test_a_version_2_record_of_lists_is_read_and_upgraded_to_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = json.loads(valid_record(tmp_path).read_text())
-    assert data["version"] == 3
+    assert data["version"] == RECORD_VERSION
     assert data["tests"]["outcome"] == {"values": ["passed"], "counts": [2]}
     for name in ("outcome", "class", "module", "worker"):
         column = data["tests"][name]
@@ -304,7 +304,7 @@ def test_a_version_2_record_of_lists_is_read_and_upgraded_to_runs(
     assert main(["upgrade", str(old)]) == 0
     assert f"record version 2 -> {RECORD_VERSION}" in capsys.readouterr().out
     upgraded = json.loads(old.read_text())
-    assert upgraded["version"] == 3
+    assert upgraded["version"] == RECORD_VERSION
     assert upgraded["tests"]["outcome"] == {"values": ["passed"], "counts": [2]}
     assert upgraded["tests"]["worker"] == {"values": [None], "counts": [2]}
     assert upgraded["tests"]["class"] == ["t.py::TestA", None]  # as runs, no shorter
@@ -356,7 +356,7 @@ def test_a_version_1_record_is_read_and_upgraded_to_the_current_version(
     assert main(["upgrade", str(old)]) == 0
     assert f"record version 1 -> {RECORD_VERSION}" in capsys.readouterr().out
     upgraded = json.loads(old.read_text())
-    assert upgraded["version"] == 3
+    assert upgraded["version"] == RECORD_VERSION
     tests = upgraded["tests"]
     assert tests["id"] == ["t.py::TestA::test_one", "t.py::test_two"]
     assert tests["call"] == [0.2, 0.3]

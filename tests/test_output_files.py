@@ -149,7 +149,7 @@ def test_a_fifo_as_an_output_path_is_refused_before_the_first_test(
     os.mkfifo(pytester.path / "pipe.json")
     result = pytester.runpytest("--perf-record=pipe.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --perf-record: pipe.json: is not a regular file*"])
+    result.stderr.fnmatch_lines(["ERROR: --perf-record: pipe.json: is a FIFO, not a regular file*"])
 
 
 def test_an_unwritable_job_summary_is_refused_before_the_first_test(
@@ -240,10 +240,12 @@ def test_kill_9_in_the_middle_of_a_write_leaves_the_old_file_whole(tmp_path: Pat
         writer.wait(timeout=30)
     assert json.loads(target.read_text()) == {"old": True}
     (leftover,) = [p for p in tmp_path.iterdir() if p.name.endswith(TEMP_SUFFIX)]
-    old = time.time() - STALE_TEMP_SECONDS - 60
-    os.utime(leftover, (old, old))
-    write_atomic(target, [b'{"new": true}\n'])  # the next writer cleans up
+    assert f"-{writer.pid}." in leftover.name  # its writer, named
+    # The next writer cleans up at once: the writer on this host is gone (it once
+    # waited for the leftover to be an hour old).
+    write_atomic(target, [b'{"new": true}\n'])
     assert files_beside(tmp_path) == {"record.json"}
+    assert json.loads(target.read_text()) == {"new": True}
 
 
 SLOW_SUITE = """
@@ -294,3 +296,23 @@ def test_sigterm_ends_the_run_like_ctrl_c_records_what_ran_and_adds_nothing_to_h
     }
     assert outcomes["test_quick"] == "passed"
     assert not (pytester.path / "history.json").exists()  # an interrupted run adds nothing
+
+
+def test_a_dangling_link_as_an_output_makes_no_directory_where_it_points(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """It once created the link target's missing parent directories, wherever they were."""
+    pytester.makepyfile("def test_a(): pass\n")
+    far = tmp_path / "elsewhere" / "deep" / "r.json"
+    (pytester.path / "link.json").symlink_to(far)
+    result = pytester.runpytest("--perf-record=link.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --perf-record: link.json: is a link to *r.json, whose directory does not exist*"]
+    )
+    assert not (tmp_path / "elsewhere").exists()
+    # A dangling link into a directory that exists is written through, as before.
+    far.parent.mkdir(parents=True)
+    pytester.runpytest("--perf-record=link.json").assert_outcomes(passed=1)
+    assert (pytester.path / "link.json").is_symlink()
+    assert json.loads(far.read_text())["schema"] == "pytest-accel/record"

@@ -369,3 +369,34 @@ def test_a_file_github_appends_to_is_not_one_of_ours(
         [f"ERROR: *b.json: named by both --perf-baseline (read) and {variable} (written)*"]
     )
     assert (pytester.path / "b.json").read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "nan", "inf", "1_0"])
+def test_a_bad_lock_timeout_is_refused_before_anything_runs(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    value: str,
+) -> None:
+    """``abc``, ``-5`` and ``nan`` once meant 300 seconds without a word."""
+    monkeypatch.setenv("PYTEST_ACCEL_LOCK_TIMEOUT", value)
+    pytester.makepyfile(PASSING)
+    result = pytester.runpytest("--flaky-history=h.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: PYTEST_ACCEL_LOCK_TIMEOUT: {value!r} is not a number of seconds*"]
+    )
+    assert not (pytester.path / "h.json").exists()
+    assert main(["baseline", str(a_record_file(pytester)), "--into", "b.json"]) == 2
+    assert "PYTEST_ACCEL_LOCK_TIMEOUT" in capsys.readouterr().err
+    monkeypatch.setenv("PYTEST_ACCEL_LOCK_TIMEOUT", "0.5")
+    pytester.runpytest("--flaky-history=h.json").assert_outcomes(passed=2)
+
+
+def a_record_file(pytester: pytest.Pytester) -> Path:
+    """A record written by hand (the plugin refuses to run with a bad lock timeout)."""
+    from bench import synthetic
+
+    path = pytester.path / "made.json"
+    path.write_text(json.dumps(synthetic.record({"t.py::test_a": 0.1})))
+    return path

@@ -97,15 +97,50 @@ TEMP_SUFFIX = ".pytest-accel.tmp"
 STALE_TEMP_SECONDS = 3600  # a temp file of ours this old belongs to a killed writer
 
 
+def _writer_tag() -> str:
+    """This writer in a temp file's name: its host (hashed: a name safe in a file name)
+    and process, ``1a2b3c4d-12345``, so the next writer on the host can tell that it is
+    gone (``kill -9`` leaves no chance to clean up)."""
+    import socket
+    import zlib
+
+    host = zlib.crc32(socket.gethostname().encode()) & 0xFFFFFFFF
+    return f"{host:08x}-{os.getpid()}"
+
+
+def _dead_writer(middle: str, tag: str) -> bool:
+    """Whether a temp file's name (``middle``: ``<host>-<pid>.<random>``) says its
+    writer ran on this host and is gone.  Older names carry no writer: never."""
+    writer = middle.split(".", 1)[0]
+    host, dash, pid = writer.partition("-")
+    if not dash or host != tag.partition("-")[0] or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
 def resolved(path: str | os.PathLike[str]) -> Path:
     """Where ``path`` really is: a symlinked file is written through its link, which
-    stays a link (a dangling link creates its target).  A symlink loop is an error."""
+    stays a link (a dangling link creates its target, in a directory that exists: no
+    directory is made where a link points).  A symlink loop is an error."""
     try:
         return Path(os.path.realpath(os.fspath(path), strict=True))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise InputError(path, f"cannot be resolved: {exc.strerror}") from None
-    return Path(os.path.realpath(os.fspath(path)))  # not there yet: written on first use
+    target = Path(os.path.realpath(os.fspath(path)))  # not there yet: written on first use
+    if os.path.islink(path) and not target.parent.is_dir():
+        raise InputError(
+            path,
+            f"is a link to {capped(str(target), 200)}, whose directory does not exist;"
+            " a write goes through a link but makes no directory where it points",
+        )
+    return target
 
 
 def write_atomic(path: str | os.PathLike[str], chunks: Iterable[bytes]) -> None:
@@ -143,7 +178,7 @@ def _write_atomic(target: Path, chunks: Iterable[bytes]) -> None:
     import tempfile  # only a write needs it: `compare` and a run without files do not
 
     fd, temp_name = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX
+        dir=target.parent, prefix=f".{target.name}.{_writer_tag()}.", suffix=TEMP_SUFFIX
     )
     try:
         os.fchmod(fd, mode)  # mkstemp makes 0600; the result should read like any other file
@@ -162,14 +197,22 @@ def _write_atomic(target: Path, chunks: Iterable[bytes]) -> None:
 
 def remove_stale_temp_files(target: Path, now: float | None = None) -> None:
     """Temp files of ours for ``target`` left by a writer that was killed (kill -9 leaves
-    no chance to clean up) and older than an hour: no live writer takes that long."""
+    no chance to clean up): one whose writer ran on this host and is gone, at once; any
+    other once it is an hour old (no live writer takes that long; a writer on another
+    host sharing the directory cannot be asked)."""
     now = time.time() if now is None else now
+    tag = _writer_tag()
+    prefix = f".{target.name}."
     with contextlib.suppress(OSError):
         for name in os.listdir(target.parent):
-            if name.startswith(f".{target.name}.") and name.endswith(TEMP_SUFFIX):
+            if name.startswith(prefix) and name.endswith(TEMP_SUFFIX):
                 stale = target.parent / name
+                middle = name[len(prefix) : -len(TEMP_SUFFIX)]
                 with contextlib.suppress(OSError):
-                    if now - stale.lstat().st_mtime > STALE_TEMP_SECONDS:
+                    if (
+                        _dead_writer(middle, tag)
+                        or now - stale.lstat().st_mtime > STALE_TEMP_SECONDS
+                    ):
                         stale.unlink()
 
 
@@ -355,6 +398,18 @@ def _check_writable(path: str | os.PathLike[str]) -> Path:
     if names_a_directory(path):
         raise InputError(
             path, "ends like a directory ('/', '.' or '..'); give a file path such as record.json"
+        )
+    try:  # what the path is, followed as a write would follow it (/dev/stdout: a pipe)
+        info = os.stat(path)
+    except (OSError, ValueError):
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
+        raise InputError(
+            path,
+            f"is {kind}, not a regular file: files are written whole and atomically (a"
+            " temporary file beside it, then renamed over it), which a device or a pipe"
+            " cannot take; give a file path such as record.json",
         )
     target = resolved(path)
     if target.is_dir():

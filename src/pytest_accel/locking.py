@@ -64,13 +64,29 @@ def lock_path(target: Path) -> Path:
 
 
 def lock_timeout() -> float:
-    """Seconds to wait for a lock: ``PYTEST_ACCEL_LOCK_TIMEOUT``, else 300."""
+    """Seconds to wait for a lock: ``PYTEST_ACCEL_LOCK_TIMEOUT`` (a non-negative decimal
+    number), else 300.  A value that is not one is an InputError naming the variable:
+    ``abc``, ``-5`` or ``nan`` once meant 300 without a word.  The plugin and the
+    command check it before they start (``check_lock_timeout``)."""
+    from pytest_accel.settings import number_value
+
     text = os.environ.get(LOCK_TIMEOUT_ENV, "")
-    try:
-        value = float(text)
-    except ValueError:
+    if not text.strip():
         return DEFAULT_LOCK_TIMEOUT
-    return value if 0 <= value < float("inf") else DEFAULT_LOCK_TIMEOUT
+    value = number_value(text)
+    if value is None:
+        raise InputError(
+            LOCK_TIMEOUT_ENV,
+            f"{text[:40]!r} is not a number of seconds to wait for a lock (0 or more, e.g."
+            f" {DEFAULT_LOCK_TIMEOUT:g})",
+        )
+    return value
+
+
+def check_lock_timeout() -> None:
+    """Before anything runs: a bad ``PYTEST_ACCEL_LOCK_TIMEOUT`` is refused now, not when
+    a shared file is updated at the end."""
+    lock_timeout()
 
 
 @contextlib.contextmanager

@@ -29,6 +29,7 @@ from pytest_accel import (
 )
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import InputError, names_a_directory
+from pytest_accel.locking import check_lock_timeout
 from pytest_accel.settings import OptionGroup, add_group, given, usage_error
 
 OPTION_GROUPS: tuple[OptionGroup, ...] = (
@@ -73,6 +74,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        check_lock_timeout()
+    except InputError as exc:
+        raise usage_error(str(exc)) from None
     hardware.setup(config)
     hardware.register(config)
     scaleout.register(config)

@@ -18,6 +18,7 @@ from pytest_accel import __version__
 from pytest_accel.cli import coverage, detect, flaky, report, shard, timing
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliError, HelpFormatter
 from pytest_accel.files import InputError, gc_paused
+from pytest_accel.locking import check_lock_timeout
 from pytest_accel.settings import usage_errors
 from pytest_accel.text import capped, one_line, problem
 
@@ -67,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     try:
+        check_lock_timeout()
         # A short-lived process whose large structures (parsed files, their columns) hold
         # no cycles: a collection would only walk them again, 0.1-0.4 s at 100,000 tests.
         with gc_paused():

@@ -82,8 +82,11 @@ def fold_records(paths: Sequence[str], into: str, window: int, time: str = "exec
         )
     else:  # nothing to add: the file stays as it is, or is not made
         baseline = load_baseline(into) if os.path.exists(into) else Baseline({}, window)
+    kept_already = {id(run) for run in held}  # by identity: a run's == compares every sample
     notes += [
-        f"{path}: not added: {into} holds this run already" for path, run in runs if run in held
+        f"{path}: not added: {into} holds this run already"
+        for path, run in runs
+        if id(run) in kept_already
     ]
     if dropped:
         from pytest_accel.perf.output import dropped_line

@@ -306,12 +306,19 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
 
 
 def add_run(
-    env: EnvHistory, run: RunTimings, window: int, wall: Mapping[str, float] | None = None
+    env: EnvHistory,
+    run: RunTimings,
+    window: int,
+    wall: Mapping[str, float] | None = None,
+    *,
+    compact: bool = True,
 ) -> list[str]:
     """Append one run's comparable timings (see ``RunTimings``), keep the last ``window``
     runs, and drop ids that no kept run has a sample of (the tests dropped are returned:
     they failed or did not run in every kept run).  ``wall``: the run's tests' wall
-    seconds as measured, each test's newest (``EnvHistory.walls``)."""
+    seconds as measured, each test's newest (``EnvHistory.walls``).  ``compact=False``:
+    the caller adds more runs and compacts once, after the last (a pass over every kept
+    run's samples per run added made folding N records quadratic)."""
     if wall:
         env.walls().update((ident, round(seconds, 6)) for ident, seconds in wall.items())
     current = {
@@ -343,7 +350,7 @@ def add_run(
         )
     )
     del env.runs[:-window]
-    dropped = _compact(env)
+    dropped = _compact(env) if compact else []
     env.changed()
     return dropped
 
@@ -468,9 +475,11 @@ def update_baseline_file(
             if env.run_holding(run.identity, run.comparable(env.test_metric)) is not None:
                 held.append(measured)  # folded in already: a second copy would count it twice
                 continue
-            gone = add_run(env, run, window, wall=measured.comparable("total"))
-            dropped.extend((run.key, test) for test in gone)
-        for key, env in baseline.envs.items():  # a smaller window trims every key
+            add_run(env, run, window, wall=measured.comparable("total"), compact=False)
+        for (
+            key,
+            env,
+        ) in baseline.envs.items():  # once, after the last run; a smaller window trims every key
             del env.runs[:-window]
             dropped.extend((key, test) for test in _compact(env))
 
