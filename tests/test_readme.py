@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -159,10 +160,49 @@ def test_the_exit_status_table_lists_every_status_pytest_and_the_command_use() -
         (["--flaky-max-pct=abc"], 4),
         (["-k", "nothing_matches_this"], 5),
         ([], 0),
+        # Issue 35's defects, each a usage error before any test now.
+        (["--accel-report=r.json/"], 4),
+        (["--perf-record=/dev/null"], 4),
+        (["--perf-baseline=d.json", "--log-file=d.json"], 4),
+        (["--perf-baseline=d.json", "--debug=d.json"], 4),
+        (["--perf-baseline=d.json", "--perf-update-baseline"], 4),
+        (["--accel-cost-budget=0", "--accel-price=cpu/*=1"], 4),
+        (["--accel-price=cpu/*=1_000"], 4),
     ],
 )
 def test_the_statuses_in_the_table_are_the_ones_a_run_gives(
     pytester: pytest.Pytester, args: list[str], status: int
 ) -> None:
     pytester.makepyfile("def test_ok(): pass")
+    (pytester.path / "d.json").write_text('{"test_ok.py::test_ok": 0.1}')  # a durations map
     assert int(pytester.runpytest(*args).ret) == status
+    assert (pytester.path / "d.json").read_text() == '{"test_ok.py::test_ok": 0.1}'
+
+
+def test_a_bad_lock_timeout_is_status_4_and_the_commands_2(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_accel.cli import EXIT_USAGE, main
+
+    pytester.makepyfile("def test_ok(): pass")
+    pytester.runpytest("--perf-record=r.json")
+    monkeypatch.setenv("PYTEST_ACCEL_LOCK_TIMEOUT", "nan")
+    assert int(pytester.runpytest().ret) == 4
+    assert main(["coverage", str(pytester.path / "r.json")]) == EXIT_USAGE
+
+
+def test_an_interrupted_record_never_passes_a_command_s_gate(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_accel.cli import EXIT_FINDINGS, main
+
+    pytester.makepyfile("def test_ok(): pass")
+    pytester.runpytest("--perf-record=r.json", "--perf-baseline=b.json", "--perf-update-baseline")
+    record = pytester.path / "r.json"
+    data = json.loads(record.read_text())
+    data["run"]["exitstatus"] = 2
+    record.write_text(json.dumps(data))
+    assert main(["coverage", str(record), "--min-pct", "0"]) == EXIT_FINDINGS
+    baseline = str(pytester.path / "b.json")
+    assert main(["compare", str(record), "--baseline", baseline, "--fail"]) == EXIT_FINDINGS
+    capsys.readouterr()
