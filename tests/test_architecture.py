@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "pytest_accel"
 SHARED = {
     "reports",
     "files",
@@ -237,3 +238,42 @@ def test_the_architecture_page_names_every_hook_and_no_other() -> None:
     doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     specs = {n for n in _defined_names(sources()["hookspecs.py"]) if n.startswith("pytest_accel_")}
     assert set(re.findall(r"pytest_accel_[a-z_]+", doc)) == specs
+
+
+def test_the_alarm_kinds_are_listed_in_one_module_and_every_output_reads_them() -> None:
+    """What --perf-fail fails on was written four times (the count, the warnings, the
+    annotations, the summary); a kind forgotten in one failed the run unannotated.  Now
+    ``ALARM_KINDS`` is the list, ``Comparison.alarm_list`` the one reading of it, and
+    an alarm of each kind reaches every output."""
+    from pytest_accel.github import Location
+    from pytest_accel.perf import output
+    from pytest_accel.perf.model import findings
+    from pytest_accel.perf.model.findings import Change, Comparison, Finding, Recompiled
+    from pytest_accel.perf.model.timings import RunIdentity
+    from pytest_accel.text import Tone
+
+    defined = [
+        path
+        for path in SRC.rglob("*.py")
+        if re.search(r"^ALARM_KINDS\s*=", path.read_text(encoding="utf-8"), re.M)
+    ]
+    assert defined == [SRC / "perf" / "model" / "findings.py"]
+    assert set(output.ALARM_LABELS) == set(output.ALARM_TITLES) == set(findings.ALARM_KINDS)
+    one_of_each = Comparison(
+        "cpu/x1",
+        regressions=[Finding("test", "t.py::a", 0.1, 0.5, 5.0, 10)],
+        changes=[Change("test", "t.py::b", 0.2, 0.6, 3, RunIdentity("abc"))],
+        recompiled=[Recompiled("t.py::c", 9, 0, 5)],
+    )
+    # The most severe first, whatever its kind: 9 recompilations against none, 5x, 3x.
+    assert [a.kind for a in one_of_each.alarm_list] == ["recompiled", "regression", "slowdown"]
+    assert one_of_each.alarms == len(findings.ALARM_KINDS)
+    rows = output.terminal_rows(one_of_each, top=20)
+    assert sum(row.tone is Tone.ALARM for row in rows) == len(findings.ALARM_KINDS)
+    annotations = output.workflow_commands(one_of_each, lambda *_: Location("t.py", 1))
+    assert len(annotations) == len(findings.ALARM_KINDS)
+    table = output.summary_section(one_of_each, failing=True).rows
+    assert [row.split("|")[1].strip() for row in table] == ["recompiled", "regression", "change"]
+    assert output.alarm_count(one_of_each) == (
+        "1 regression(s) and 1 slowdown change(s) and 1 recompiling test(s)"
+    )

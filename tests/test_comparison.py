@@ -673,10 +673,46 @@ def test_a_cost_that_moved_inside_its_class_in_a_run_ordered_otherwise_is_not_a_
     assert (result.layout, result.baseline_layout) == ("xdist 2", "serial")
     rows = terminal_rows(result, 20)
     assert any(
-        row.startswith("order: this run was xdist 2, the baseline's runs serial") for row in rows
+        row.text.startswith("order: this run was xdist 2, the baseline's runs serial")
+        for row in rows
     )
 
     # A real slowdown moves its class's total too, in any order.
     slower = replace(run_of(moved | {ids[3]: 0.7}, 99, groups=groups), layout="xdist 2")
     result = compare(slower, env, Rule())
     assert [(f.kind, f.id) for f in result.regressions] == [("test", ids[3])]
+
+
+def test_a_regression_row_is_red_and_minus_q_keeps_only_what_matters(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression rows were never red: the colour was chosen by matching a word no row
+    had.  It comes from the row's tone now, as pytest's from a status's category."""
+    pytester.makepyfile(test_mod=SUITE)
+    suite_baseline(pytester)
+    monkeypatch.setenv("SLEEP_A", "0.45")
+    args = ["--perf-baseline=baseline.json", "--perf-record=r.json", "--color=yes"]
+    result = pytester.runpytest(*args)
+    red = "\x1b[31m\x1b[1m"  # pytest's red and bold, as its own failures are shown
+    green = "\x1b[32m"
+    out = result.stdout.str()
+    assert f"{red}REGRESSION test test_mod.py::test_a: " in out
+    assert f"{red}perf: 1 regression(s), " in out
+    # Nothing regressed: the summary is green, and nothing is red.
+    monkeypatch.setenv("SLEEP_A", "0.2")
+    calm = pytester.runpytest(*args).stdout.str()
+    assert f"{green}perf: 0 regression(s), " in calm
+    assert red not in calm
+    # -q: no section bars and no notes; the alarm and the verdict stay.
+    monkeypatch.setenv("SLEEP_A", "0.45")
+    quiet = pytester.runpytest(*args[:2], "-q")
+    quiet.stdout.no_fnmatch_line("*- pytest-accel performance -*")
+    quiet.stdout.no_fnmatch_line("pytest-accel: timing record of *")
+    quiet.stdout.fnmatch_lines(["REGRESSION test test_mod.py::test_a: *", "perf: 1 regression(s)*"])
+    # -qq: alarms only (the verdict is one when something regressed) ...
+    quieter = pytester.runpytest(*args[:2], "-qq")
+    quieter.stdout.fnmatch_lines(["REGRESSION test test_mod.py::test_a: *", "perf: 1 regr*"])
+    # ... and nothing at all where nothing did.
+    monkeypatch.setenv("SLEEP_A", "0.2")
+    silent = pytester.runpytest(*args[:2], "-qq")
+    silent.stdout.no_fnmatch_line("perf: *")

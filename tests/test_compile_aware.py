@@ -388,7 +388,7 @@ def test_a_run_laid_out_unlike_the_baseline_judges_no_group_and_says_so() -> Non
     from pytest_accel.perf.output import terminal_rows
 
     assert any(
-        row.startswith("layout: too few baseline runs laid out as this one (xdist 2; most")
+        row.text.startswith("layout: too few baseline runs laid out as this one (xdist 2; most")
         for row in terminal_rows(result, 20)
     )
 
@@ -489,7 +489,7 @@ def test_compile_time_that_grew_is_reported_apart_and_is_no_alarm() -> None:
     assert grown.alarms == 0  # execution 0.7 s as before; compiling is not an alarm
     assert (
         "COMPILE TIME suite: 1.5s compiling vs 0.3s (5.00x) in the 4 baseline run(s) of this layout"
-        in terminal_rows(grown, 20)
+        in [row.text for row in terminal_rows(grown, 20)]
     )
     same = compare(_compiling(run_of({SLOW: 1.0}, 4), 0.35), env, Rule())
     assert same.compilation is not None

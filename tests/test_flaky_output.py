@@ -14,6 +14,7 @@ from pytest_accel.flaky.findings import Findings, Quarantined
 from pytest_accel.flaky.history import History, KeyOutcomes
 from pytest_accel.flaky.output import summary_line, summary_section, terminal_lines
 from pytest_accel.flaky.quarantine import Entry
+from pytest_accel.text import Tone, texts
 
 
 def findings(**fields: Any) -> Findings:
@@ -25,13 +26,31 @@ def verdict(test: str, status: str = "flaky", failures: int = 3, runs: int = 20)
     return Classification(test, runs, failures, 1, status, 0.25)
 
 
+def lines_of(found: Findings, top: int = 20) -> list[str]:
+    return texts(terminal_lines(found, top))
+
+
+def test_each_line_s_tone_says_what_it_is_not_its_words() -> None:
+    """Colour comes from the tone (an alarm red, a flaky test yellow, a verdict that
+    holds green), as pytest's from a status's category: never from the line's text."""
+    assert [line.tone for line in terminal_lines(findings(mass_failure=(60, 60)))] == [
+        Tone.ALARM,
+        Tone.OK,
+    ]
+    found = findings(flaky=[("t.py::test_1", ["failed", "passed"])])
+    assert [line.tone for line in terminal_lines(found)] == [Tone.CHANGE, Tone.OK]
+    over = findings(flaky=[("t.py::test_1", ["failed", "passed"])], max_pct=0.0)
+    assert over.over_limit
+    assert terminal_lines(over)[-1].tone is Tone.ALARM
+
+
 def test_a_clean_run_says_its_share_in_one_line() -> None:
-    assert terminal_lines(findings()) == ["flaky: 0 of 40 test(s) (0.00%) on cpu: 0 in this run"]
+    assert lines_of(findings()) == ["flaky: 0 of 40 test(s) (0.00%) on cpu: 0 in this run"]
 
 
 def test_a_test_that_passed_on_a_rerun_is_one_flaky_line_with_its_attempts() -> None:
     found = findings(flaky=[("t.py::test_1", ["failed", "passed"])])
-    assert terminal_lines(found) == [
+    assert lines_of(found) == [
         "FLAKY t.py::test_1 (2 attempts: failed, passed)",
         "flaky: 1 of 40 test(s) (2.50%) on cpu: 1 in this run",
     ]
@@ -42,7 +61,7 @@ def test_what_the_history_knows_of_a_flaky_test_is_on_the_same_line() -> None:
         flaky=[("t.py::test_1", ["failed", "passed"])],
         context={"t.py::test_1": verdict("t.py::test_1")},
     )
-    assert terminal_lines(found)[0] == (
+    assert lines_of(found)[0] == (
         "FLAKY t.py::test_1 (2 attempts: failed, passed); flaky across 20 run(s): failed 3,"
         " flaky in 1"
     )
@@ -52,7 +71,7 @@ def test_a_new_test_run_several_times_says_so() -> None:
     found = findings(
         flaky=[("t.py::test_new", ["failed", "passed"])], new_tests={"t.py::test_new": 3}
     )
-    assert terminal_lines(found)[:2] == [
+    assert lines_of(found)[:2] == [
         "NEW AND FLAKY t.py::test_new (a new test, ran 3 times: failed, passed)",
         "new tests: 1 ran 3 times each (--flaky-new-runs); 1 of them flaky",
     ]
@@ -61,7 +80,7 @@ def test_a_new_test_run_several_times_says_so() -> None:
 def test_a_quarantined_failure_names_its_entry_outcome_and_message() -> None:
     entry = Entry("t.py::test_2", reason="races on v5e", issue="#42")
     found = findings(quarantined=[Quarantined("t.py::test_2", entry, "failed", "AssertionError")])
-    assert terminal_lines(found) == [
+    assert lines_of(found) == [
         "QUARANTINED t.py::test_2 (races on v5e; #42) [failed] - AssertionError",
         "flaky: 0 of 40 test(s) (0.00%) on cpu: 0 in this run; 1 quarantined failure(s)"
         " did not fail the run",
@@ -71,7 +90,7 @@ def test_a_quarantined_failure_names_its_entry_outcome_and_message() -> None:
 def test_a_module_entry_shows_the_test_it_covered() -> None:
     entry = Entry("t.py", reason="whole module")
     found = findings(quarantined=[Quarantined("t.py::test_3", entry, "failed")])
-    assert terminal_lines(found)[0] == "QUARANTINED t.py::test_3 [failed]"
+    assert lines_of(found)[0] == "QUARANTINED t.py::test_3 [failed]"
 
 
 def test_quarantine_notes_are_cut_at_top_with_a_pointer_to_the_report() -> None:
@@ -82,7 +101,7 @@ def test_quarantine_notes_are_cut_at_top_with_a_pointer_to_the_report() -> None:
         expired=[Entry("t.py::test_5", expires=date(2026, 1, 31))],
         stale=stale,
     )
-    lines = terminal_lines(found, top=3)
+    lines = lines_of(found, top=3)
     assert lines[:4] == [
         "passed while quarantined, candidate for removal: t.py::test_4",
         "expired quarantine entry (since 2026-01-31; its failures count again): t.py::test_5",
@@ -94,7 +113,7 @@ def test_quarantine_notes_are_cut_at_top_with_a_pointer_to_the_report() -> None:
 def test_a_quarantined_test_that_passed_but_is_flaky_across_runs_is_kept() -> None:
     entry = Entry("t.py::test_6")
     kept = (Quarantined("t.py::test_6", entry, "passed"), verdict("t.py::test_6"))
-    assert terminal_lines(findings(kept=[kept]))[0] == (
+    assert lines_of(findings(kept=[kept]))[0] == (
         "quarantined, keep it: t.py::test_6 passed this run, but is flaky across 20 run(s)"
         " (failed 3)"
     )
@@ -102,7 +121,7 @@ def test_a_quarantined_test_that_passed_but_is_flaky_across_runs_is_kept() -> No
 
 def test_across_runs_findings_and_the_rest_of_them() -> None:
     across = [verdict(f"t.py::test_{i}", failures=i + 2) for i in range(3)]
-    lines = terminal_lines(findings(across_runs=across), top=2)
+    lines = lines_of(findings(across_runs=across), top=2)
     assert lines[:3] == [
         "flaky across runs: t.py::test_0: failed 2 of 20 run(s), flaky in 1, flip rate 0.25",
         "flaky across runs: t.py::test_1: failed 3 of 20 run(s), flaky in 1, flip rate 0.25",
@@ -112,7 +131,7 @@ def test_across_runs_findings_and_the_rest_of_them() -> None:
 
 
 def test_a_mass_failure_comes_first_and_says_what_it_stopped() -> None:
-    lines = terminal_lines(findings(mass_failure=(60, 60)))
+    lines = lines_of(findings(mass_failure=(60, 60)))
     assert lines[0] == (
         "mass failure: 60 of 60 test(s) (100%) failed: reruns stopped, and the history"
         " infers no flakiness from this run"
@@ -120,9 +139,9 @@ def test_a_mass_failure_comes_first_and_says_what_it_stopped() -> None:
 
 
 def test_the_rerun_budget_says_when_it_ran_out() -> None:
-    assert "rerun budget: 2 of 5 rerun(s) used" in terminal_lines(findings(budget=(5, 2, 0)))
+    assert "rerun budget: 2 of 5 rerun(s) used" in lines_of(findings(budget=(5, 2, 0)))
     assert "rerun budget: 5 of 5 rerun(s) used; it ran out: 3 failure(s) were not rerun" in (
-        terminal_lines(findings(budget=(5, 5, 3)))
+        lines_of(findings(budget=(5, 5, 3)))
     )
 
 
@@ -150,7 +169,7 @@ def test_a_history_without_this_key_has_zero_runs() -> None:
 
 def test_lines_never_break_whatever_the_test_id() -> None:
     found = findings(flaky=[("t.py::test[\n::error::x]", ["failed", "passed"])])
-    assert all("\n" not in line for line in terminal_lines(found))
+    assert all("\n" not in line for line in lines_of(found))
 
 
 def test_the_job_summary_has_the_share_and_a_row_per_finding() -> None:

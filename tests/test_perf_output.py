@@ -10,6 +10,7 @@ from pytest_accel.github import Location
 from pytest_accel.perf import output
 from pytest_accel.perf.model.findings import Change, Comparison, Finding
 from pytest_accel.perf.model.timings import RunIdentity
+from pytest_accel.text import Tone
 
 SLOWER = Finding("test", "t.py::test_a", 0.21, 0.43, 0.43 / 0.21, 20, z=9.5)
 FASTER = Finding("test", "t.py::test_b", 1.0, 0.5, 0.5, 12, z=-6.0)
@@ -103,25 +104,33 @@ def test_a_baseline_without_this_hardware_says_which_keys_it_has() -> None:
     assert "(it has: none)" in output.missing_env_line(comparison(found=False), "b.json")
 
 
-def test_terminal_rows_come_in_order_and_are_cut_at_top() -> None:
-    many = [Finding("test", f"t.py::r{i}", 0.1, 0.3, 3.0, 10) for i in range(5)]
+def test_terminal_rows_list_every_alarm_most_severe_first_and_cut_the_rest_at_top() -> None:
+    """An alarm is never cut (a "... and 1 more regression row(s)" once hid one); the
+    worst comes first whatever its kind; each row's tone decides its colour."""
+    many = [Finding("test", f"t.py::r{i}", 0.1, 0.1 * (2.5 + i), 2.5 + i, 10) for i in range(5)]
+    faster = [Finding("test", f"t.py::f{i}", 1.0, 0.5, 0.5, 12) for i in range(3)]
     rows = output.terminal_rows(
         comparison(
             regressions=many,
             changes=[STEP],
-            improvements=[FASTER],
+            improvements=faster,
             new_slow=[("t.py::slow_new", 2.5)],
         ),
         top=2,
     )
-    assert rows == [
-        "REGRESSION test t.py::r0: 0.300s vs baseline 0.100s (3.00x, 10 sample(s))",
-        "REGRESSION test t.py::r1: 0.300s vs baseline 0.100s (3.00x, 10 sample(s))",
-        "... and 3 more regression row(s)",
+    assert [row.text for row in rows] == [
+        "REGRESSION test t.py::r4: 0.650s vs baseline 0.100s (6.50x, 10 sample(s))",
+        "REGRESSION test t.py::r3: 0.550s vs baseline 0.100s (5.50x, 10 sample(s))",
+        "REGRESSION test t.py::r2: 0.450s vs baseline 0.100s (4.50x, 10 sample(s))",
+        "REGRESSION test t.py::r1: 0.350s vs baseline 0.100s (3.50x, 10 sample(s))",
+        "REGRESSION test t.py::r0: 0.250s vs baseline 0.100s (2.50x, 10 sample(s))",
         "CHANGED test t.py::test_c: 0.2s -> 0.4s (2.00x) since 4f2c9e1aa0b1, 3 runs",
-        "improved   test t.py::test_b: 0.500s vs baseline 1.000s (0.50x, 12 sample(s))",
+        "improved   test t.py::f0: 0.500s vs baseline 1.000s (0.50x, 12 sample(s))",
+        "improved   test t.py::f1: 0.500s vs baseline 1.000s (0.50x, 12 sample(s))",
+        "... and 1 more improved row(s)",
         "NEW SLOW test t.py::slow_new: 2.5s (no baseline yet)",
     ]
+    assert [row.tone for row in rows] == [Tone.ALARM] * 6 + [Tone.OK] * 3 + [Tone.CHANGE]
 
 
 def test_warm_ups_and_reordered_tests_are_explained_not_listed_one_by_one() -> None:
@@ -134,7 +143,8 @@ def test_warm_ups_and_reordered_tests_are_explained_not_listed_one_by_one() -> N
         ),
         top=5,
     )
-    assert rows == [
+    assert {row.tone for row in rows} == {Tone.NOTE}
+    assert [row.text for row in rows] == [
         "not judged: 4 test(s) ran first in their process and paid its warm-up, which no"
         " baseline run saw them pay (a, b, c ...)",
         "order: this run was xdist 2, the baseline's runs serial; 1 test(s) that moved while"
@@ -165,7 +175,7 @@ def test_the_job_summary_is_a_table_with_one_row_per_finding() -> None:
     )
     assert section.head[0] == "### pytest-accel performance"
     assert section.head[-2:] == [
-        "| | kind | id | baseline (s) | current (s) | ratio | evidence |",
+        "| | kind | id | baseline (wall, s) | current (wall, s) | ratio | evidence |",
         "| --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
     assert section.rows == [

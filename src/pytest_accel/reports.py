@@ -17,7 +17,7 @@ import pytest
 from pytest_accel.files import InputError, check_writable
 from pytest_accel.github import JobSummary, in_github_actions
 from pytest_accel.outcomes import Parents, test_id
-from pytest_accel.text import line_start, one_line, problem
+from pytest_accel.text import Line, Tone, line_start, one_line, problem
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:
@@ -177,3 +177,34 @@ def _last_line(config: pytest.Config, line: str, *, red: bool = False) -> None:
         terminal.write_line(one_line(line), red=red)
     else:
         sys.stderr.write(one_line(line) + "\n")
+
+
+# A tone's colour in the terminal, as pytest colours its own statuses.
+MARKUP: dict[Tone, dict[str, bool]] = {
+    Tone.ALARM: {"red": True, "bold": True},
+    Tone.CHANGE: {"yellow": True},
+    Tone.OK: {"green": True},
+    Tone.NOTE: {},
+}
+# The lowest verbosity (``-q`` is -1, ``-qq`` -2) at which a tone's lines are shown:
+# alarms always, verdicts from -q on, notes at the default.
+LEAST_VERBOSITY = {Tone.ALARM: -99, Tone.CHANGE: -1, Tone.OK: -1, Tone.NOTE: 0}
+
+
+def shown_at(lines: list[Line], verbosity: int) -> list[Line]:
+    """The lines a run at ``verbosity`` shows."""
+    return [line for line in lines if verbosity >= LEAST_VERBOSITY[line.tone]]
+
+
+def write_section(terminal: pytest.TerminalReporter, title: str, lines: list[Line]) -> None:
+    """A feature's section of the terminal summary: its lines coloured by tone, those
+    the verbosity shows; the section's title bar only at the default verbosity and
+    above (``-q`` keeps pytest's own output to what matters, and so does this)."""
+    verbosity = terminal.config.get_verbosity()
+    kept = shown_at(lines, verbosity)
+    if not kept:
+        return
+    if verbosity >= 0:
+        terminal.section(title, sep="-")
+    for line in kept:
+        terminal.write_line(line.text, **MARKUP[line.tone])

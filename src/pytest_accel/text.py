@@ -7,7 +7,9 @@ Python writes them.  Values quoted in messages are cut short.
 
 from __future__ import annotations
 
+import enum
 import re
+from dataclasses import dataclass
 
 # C0 and C1 controls (tab and line breaks included) and Unicode's line separators.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -57,3 +59,30 @@ def problem(exc: BaseException, context: str = "") -> str:
     if isinstance(exc, ValueError | LookupError | TypeError):
         return f"{type(exc).__name__}: {exc}"  # a bug of ours: say so, in one line
     return str(exc) or type(exc).__name__
+
+
+class Tone(enum.Enum):
+    """What a line of output says, which decides its colour and at which verbosity it is
+    shown (``reports.write_section``), as pytest decides a status's colour from its
+    category (``_color_for_type``), never from the words of the line."""
+
+    ALARM = "alarm"  # what fails a gate, or would with its option: a regression, over a limit
+    CHANGE = "change"  # worth a look, no alarm: a flaky test, a finding still learning
+    OK = "ok"  # a verdict that holds: nothing regressed, within a limit, an improvement
+    NOTE = "note"  # how it was judged, what was written: shown at the default verbosity
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a feature's output and its tone; the text is made one line."""
+
+    tone: Tone
+    text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", one_line(self.text))
+
+
+def texts(lines: list[Line]) -> list[str]:
+    """The lines' words alone (the command line tool prints no colour)."""
+    return [line.text for line in lines]

@@ -107,7 +107,7 @@ def compare(args: argparse.Namespace) -> int:
         sys.stdout.write(output.missing_env_line(comparison, args.baseline) + "\n")
     else:
         for row in output.terminal_rows(comparison, args.top):
-            sys.stdout.write(row + "\n")
+            sys.stdout.write(row.text + "\n")
         sys.stdout.write(output.summary_line(comparison, failing, "--fail") + "\n")
     return EXIT_FINDINGS if failing else EXIT_OK
 

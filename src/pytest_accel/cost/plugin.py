@@ -21,8 +21,8 @@ from pytest_accel.files import InputError
 from pytest_accel.github import Section, escape_cell
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RAN_THROUGH, RunColumns
-from pytest_accel.reports import fail_session, is_xdist_worker, job_summary
-from pytest_accel.text import one_line
+from pytest_accel.reports import fail_session, is_xdist_worker, job_summary, write_section
+from pytest_accel.text import Line, Tone
 
 TERMINAL_MODULES = 5
 
@@ -61,14 +61,14 @@ class CostPlugin:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.cost is None:
             return
-        terminalreporter.section("pytest-accel cost", sep="-")
-        for line in terminal_lines(self.cost, self.options.budget):
-            terminalreporter.write_line(one_line(line), red=line.startswith("over budget"))
+        write_section(
+            terminalreporter, "pytest-accel cost", terminal_lines(self.cost, self.options.budget)
+        )
 
 
-def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
+def terminal_lines(cost: RunCost, budget: float | None) -> list[Line]:
     """The run's cost, its reruns' share, the projection, the costliest modules and
-    tests."""
+    tests, the CPU-tier candidates and the budget's verdict, each with its tone."""
     at = (
         f"at {money(cost.price)} per device-hour ({cost.price_source}"
         + (f", prices as of {cost.as_of}" if cost.as_of else "")
@@ -77,38 +77,57 @@ def terminal_lines(cost: RunCost, budget: float | None) -> list[str]:
         else "(no price for this key: device-seconds only; --accel-price KEY=USD)"
     )
     lines = [
-        f"cost on {cost.key} {at}: this run {money(cost.run.usd)}"
-        f" ({quantity(cost.run.device_seconds)} device-seconds: {cost.device_count} device(s)"
-        f" for {quantity(cost.run.device_seconds / cost.device_count)} s); its tests"
-        f" {money(cost.tests.usd)} ({quantity(cost.tests.device_seconds)} device-seconds), reruns"
-        f" {money(cost.reruns.usd)}{_share(cost.reruns.device_seconds, cost.tests.device_seconds)}"
+        Line(
+            Tone.NOTE,
+            f"cost on {cost.key} {at}: this run {money(cost.run.usd)}"
+            f" ({quantity(cost.run.device_seconds)} device-seconds: {cost.device_count} device(s)"
+            f" for {quantity(cost.run.device_seconds / cost.device_count)} s); its tests"
+            f" {money(cost.tests.usd)} ({quantity(cost.tests.device_seconds)} device-seconds),"
+            f" reruns {money(cost.reruns.usd)}"
+            f"{_share(cost.reruns.device_seconds, cost.tests.device_seconds)}",
+        )
     ]
     per_month = cost.per_month_usd
     if per_month is not None and cost.runs_per_month is not None:
         lines.append(
-            f"about {money(per_month)} a month at {cost.runs_per_month:,.1f} run(s) a month (the"
-            " baseline's runs of this key)"
+            Line(
+                Tone.NOTE,
+                f"about {money(per_month)} a month at {cost.runs_per_month:,.1f} run(s) a month"
+                " (the baseline's runs of this key)",
+            )
         )
     elif cost.price is not None:
-        lines.append(projection_pending(cost))
+        lines.append(Line(Tone.NOTE, projection_pending(cost)))
     costly = list(cost.modules.items())[:TERMINAL_MODULES]
     if costly:
-        lines.append("costliest modules: " + ", ".join(f"{n} {_spent(s)}" for n, s in costly))
+        named = ", ".join(f"{n} {_spent(s)}" for n, s in costly)
+        lines.append(Line(Tone.NOTE, f"costliest modules: {named}"))
     if cost.top_tests:
         top = cost.top_tests[:TERMINAL_MODULES]
-        lines.append("costliest tests: " + ", ".join(f"{t} {_spent(s)}" for t, s in top))
+        named = ", ".join(f"{t} {_spent(s)}" for t, s in top)
+        lines.append(Line(Tone.NOTE, f"costliest tests: {named}"))
     if cost.cpu_candidates:
         spent = sum(s.device_seconds for _, s in cost.cpu_candidates)
         usd = None if cost.price is None else spent / 3600 * cost.price
         named = ", ".join(f"{t} {_spent(s)}" for t, s in cost.cpu_candidates[:TERMINAL_MODULES])
         lines.append(
-            f"CPU-tier candidates: {len(cost.cpu_candidates)} test(s) passed on {cost.key} and"
-            f" compiled nothing ({money(usd) if usd is not None else f'{quantity(spent)} device-s'}"
-            f" a run): {named}"
+            Line(
+                Tone.CHANGE,
+                f"CPU-tier candidates: {len(cost.cpu_candidates)} test(s) passed on {cost.key}"
+                " and compiled nothing"
+                f" ({money(usd) if usd is not None else f'{quantity(spent)} device-s'} a run):"
+                f" {named}",
+            )
         )
     if budget is not None and cost.run.usd is not None:
-        verdict = "over budget" if cost.run.usd > budget else "within budget"
-        lines.append(f"{verdict}: {money(cost.run.usd)} of --accel-cost-budget {money(budget)}")
+        over = cost.run.usd > budget
+        verdict = "over budget" if over else "within budget"
+        lines.append(
+            Line(
+                Tone.ALARM if over else Tone.OK,
+                f"{verdict}: {money(cost.run.usd)} of --accel-cost-budget {money(budget)}",
+            )
+        )
     return lines
 
 
@@ -141,7 +160,7 @@ def summary_section(cost: RunCost, budget: float | None) -> Section:
     """The job summary's cost: the run, its reruns, the projection, then the costliest
     modules as rows."""
     head = ["### pytest-accel cost", ""]
-    head += [escape_cell(line) for line in terminal_lines(cost, budget)[:2]] + [""]
+    head += [escape_cell(line.text) for line in terminal_lines(cost, budget)[:2]] + [""]
     head += ["| module | device-seconds | cost |", "| --- | ---: | ---: |"]
     rows = [
         f"| {escape_cell(name)} | {quantity(spend.device_seconds)} | {money(spend.usd)} |"

@@ -10,8 +10,8 @@ import pytest
 from pytest_accel.coverage.model import Coverage, coverage_of, describe
 from pytest_accel.github import Section, escape_cell
 from pytest_accel.outcomes import RAN_THROUGH, RunColumns
-from pytest_accel.reports import fail_session, is_xdist_worker, job_summary
-from pytest_accel.text import one_line
+from pytest_accel.reports import fail_session, is_xdist_worker, job_summary, write_section
+from pytest_accel.text import Line, Tone
 
 
 class CoverageGate:
@@ -51,8 +51,8 @@ class CoverageGate:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.coverage is not None:
-            terminalreporter.section("pytest-accel coverage", sep="-")
-            terminalreporter.write_line(one_line(self.line()), red=self.below)
+            tone = Tone.ALARM if self.below and not self.coverage.interrupted else Tone.OK
+            write_section(terminalreporter, "pytest-accel coverage", [Line(tone, self.line())])
 
 
 def register_feature(config: pytest.Config, minimum: float) -> None:

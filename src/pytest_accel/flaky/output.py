@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from pytest_accel.flaky.findings import Findings
 from pytest_accel.github import MAX_SUMMARY_BYTES, Section, escape_cell, fit
-from pytest_accel.text import line_start, one_line
+from pytest_accel.text import Line, Tone, line_start, one_line
 
 
 def summary_line(findings: Findings) -> str:
@@ -37,32 +37,35 @@ def _history_of(findings: Findings, test: str) -> str:
     )
 
 
-def terminal_lines(findings: Findings, top: int = 20) -> list[str]:
+def terminal_lines(findings: Findings, top: int = 20) -> list[Line]:
     """One line per test with something to say, and one status per test: what this run
-    saw, and what the history says where it has more."""
-    lines = []
+    saw, and what the history says where it has more; each with its tone."""
+    lines: list[Line] = []
     if findings.mass_failure is not None:
         executed, failed = findings.mass_failure
         lines.append(
-            f"mass failure: {failed} of {executed} test(s) ({100 * failed / executed:.0f}%)"
-            " failed: reruns stopped, and the history infers no flakiness from this run"
+            Line(
+                Tone.ALARM,
+                f"mass failure: {failed} of {executed} test(s) ({100 * failed / executed:.0f}%)"
+                " failed: reruns stopped, and the history infers no flakiness from this run",
+            )
         )
     for test, attempts in findings.flaky:
         runs = findings.new_tests.get(test)
         if runs:
-            lines.append(
-                f"NEW AND FLAKY {test} (a new test, ran {runs} times: {', '.join(attempts)})"
-            )
+            text = f"NEW AND FLAKY {test} (a new test, ran {runs} times: {', '.join(attempts)})"
         else:
-            lines.append(
-                f"FLAKY {test} ({len(attempts)} attempts: {', '.join(attempts)})"
-                + _history_of(findings, test)
-            )
+            text = f"FLAKY {test} ({len(attempts)} attempts: {', '.join(attempts)})"
+            text += _history_of(findings, test)
+        lines.append(Line(Tone.CHANGE, text))
     for q in findings.quarantined:
         detail = f" - {q.message}" if q.message else ""
         lines.append(
-            f"QUARANTINED {q.entry.describe() if q.entry.test == q.test else q.test}"
-            f" [{q.outcome}]{detail}{_history_of(findings, q.test)}"
+            Line(
+                Tone.CHANGE,
+                f"QUARANTINED {q.entry.describe() if q.entry.test == q.test else q.test}"
+                f" [{q.outcome}]{detail}{_history_of(findings, q.test)}",
+            )
         )
     notes = [
         f"quarantined, keep it: {q.test} passed this run, but is {v.status} across"
@@ -79,33 +82,44 @@ def terminal_lines(findings: Findings, top: int = 20) -> list[str]:
     notes += [
         f"stale quarantine entry (matches no collected test): {e.test}" for e in findings.stale
     ]
-    lines += notes[:top]
+    lines += [Line(Tone.NOTE, note) for note in notes[:top]]
     if len(notes) > top:
-        lines.append(f"... and {len(notes) - top} more quarantine notes (see --flaky-report)")
+        lines.append(
+            Line(
+                Tone.NOTE, f"... and {len(notes) - top} more quarantine notes (see --flaky-report)"
+            )
+        )
     shown = findings.across_runs[:top]
     for v in shown:
         lines.append(
-            f"{v.status} across runs: {v.test}: failed {v.failures} of {v.runs} run(s)"
-            + (f", flaky in {v.flaky_runs}" if v.flaky_runs else "")
-            + f", flip rate {v.flip_rate:.2f}"
+            Line(
+                Tone.CHANGE,
+                f"{v.status} across runs: {v.test}: failed {v.failures} of {v.runs} run(s)"
+                + (f", flaky in {v.flaky_runs}" if v.flaky_runs else "")
+                + f", flip rate {v.flip_rate:.2f}",
+            )
         )
     if len(findings.across_runs) > len(shown):
-        lines.append(f"... and {len(findings.across_runs) - len(shown)} more (see --flaky-report)")
+        more = len(findings.across_runs) - len(shown)
+        lines.append(Line(Tone.CHANGE, f"... and {more} more (see --flaky-report)"))
     if findings.new_tests:
         runs = max(findings.new_tests.values())
         flaky_new = sum(t in findings.new_tests for t, _ in findings.flaky)
         lines.append(
-            f"new tests: {len(findings.new_tests)} ran {runs} times each"
-            f" (--flaky-new-runs); {flaky_new} of them flaky"
+            Line(
+                Tone.NOTE,
+                f"new tests: {len(findings.new_tests)} ran {runs} times each"
+                f" (--flaky-new-runs); {flaky_new} of them flaky",
+            )
         )
     if findings.budget is not None:
         total, used, refused = findings.budget
-        line = f"rerun budget: {used} of {total} rerun(s) used"
+        text = f"rerun budget: {used} of {total} rerun(s) used"
         if refused:
-            line += f"; it ran out: {refused} failure(s) were not rerun"
-        lines.append(line)
-    lines.append(summary_line(findings))
-    return [one_line(line) for line in lines]
+            text += f"; it ran out: {refused} failure(s) were not rerun"
+        lines.append(Line(Tone.CHANGE if refused else Tone.NOTE, text))
+    lines.append(Line(Tone.ALARM if findings.over_limit else Tone.OK, summary_line(findings)))
+    return lines
 
 
 def summary_section(findings: Findings) -> Section:

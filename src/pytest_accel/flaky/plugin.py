@@ -49,8 +49,9 @@ from pytest_accel.reports import (
     job_summary,
     report_stats,
     warn,
+    write_section,
 )
-from pytest_accel.text import one_line
+from pytest_accel.text import Line, Tone, one_line
 
 if TYPE_CHECKING:
     from pytest_accel.flaky.reruns import Rerunner
@@ -243,23 +244,25 @@ class FlakyPlugin:
         findings = self.findings
         if findings is None:
             return
-        terminalreporter.section("pytest-accel flaky tests", sep="-")
-        for line in terminal_lines(findings):
-            terminalreporter.write_line(
-                line,
-                yellow=not line.startswith("flaky:"),
-                red=line.startswith("flaky:") and findings.over_limit,
-                green=line.startswith("flaky:") and not findings.over_limit,
-            )
+        lines = terminal_lines(findings)
         if self.history_written:
-            terminalreporter.write_line(
-                f"pytest-accel: flaky history for {self.key!r} updated in {self.options.history}"
+            lines.append(
+                Line(
+                    Tone.NOTE,
+                    f"pytest-accel: flaky history for {self.key!r} updated in"
+                    f" {self.options.history}",
+                )
             )
         rerunner = self.rerunner
         if rerunner is not None and rerunner.deferred:
-            terminalreporter.write_line(
-                f"pytest-accel: {rerunner.deferred} test(s) left to pytest-rerunfailures' reruns"
+            lines.append(
+                Line(
+                    Tone.NOTE,
+                    f"pytest-accel: {rerunner.deferred} test(s) left to pytest-rerunfailures'"
+                    " reruns",
+                )
             )
+        write_section(terminalreporter, "pytest-accel flaky tests", lines)
 
 
 def register_feature(config: pytest.Config, options: FlakyOptions) -> None:

@@ -15,8 +15,16 @@ from pytest_accel.github import (
     fit,
     mermaid_line_chart,
 )
-from pytest_accel.perf.model.findings import Change, Comparison, Compilation, Finding, Recompiled
-from pytest_accel.text import one_line
+from pytest_accel.perf.model.findings import (
+    ALARM_KINDS,
+    Alarm,
+    Change,
+    Comparison,
+    Compilation,
+    Finding,
+    Recompiled,
+)
+from pytest_accel.text import Line, Tone, one_line
 
 
 def seconds(value: float) -> str:
@@ -90,19 +98,42 @@ def describe_compilation(compilation: Compilation) -> str | None:
     )
 
 
+# Each alarm kind's label in the terminal and its annotation's title (``ALARM_KINDS``).
+ALARM_LABELS = {"regression": "REGRESSION", "slowdown": "CHANGED", "recompiled": "RECOMPILED"}
+ALARM_TITLES = {
+    "regression": "perf regression",
+    "slowdown": "perf change",
+    "recompiled": "recompilation",
+}
+_ALARM_COUNTS = {
+    "regression": "regression(s)",
+    "slowdown": "slowdown change(s)",
+    "recompiled": "recompiling test(s)",
+}
+
+
+def describe_alarm(alarm: Alarm) -> str:
+    """An alarm in one line, as every output words it."""
+    found = alarm.finding
+    if isinstance(found, Finding):
+        return describe(found)
+    if isinstance(found, Change):
+        return describe_change(found)
+    return describe_recompiled(found)
+
+
 def alarm_count(comparison: Comparison) -> str:
     """``2 regression(s) and 1 slowdown change(s)``: what ``--perf-fail`` fails on."""
+    kinds = [alarm.kind for alarm in comparison.alarm_list]
     parts = [f"{len(comparison.regressions)} regression(s)"]
-    if comparison.slowdowns:
-        parts.append(f"{len(comparison.slowdowns)} slowdown change(s)")
-    if comparison.recompiled:
-        parts.append(f"{len(comparison.recompiled)} recompiling test(s)")
+    parts += [f"{kinds.count(k)} {_ALARM_COUNTS[k]}" for k in ALARM_KINDS[1:] if k in kinds]
     return " and ".join(parts)
 
 
 def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--perf-fail") -> str:
     """The one-line summary; ``fail_option`` names the option that fails on findings as
-    the reader typed it (``--fail`` for ``pytest-accel compare``)."""
+    the reader typed it (``--fail`` for ``pytest-accel compare``).  Its tone:
+    ``summary_tone``."""
     new = f"{len(comparison.new)} new"
     if comparison.new_slow:
         new += f" ({len(comparison.new_slow)} slow)"
@@ -126,6 +157,10 @@ def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--pe
     return one_line(line)
 
 
+def summary_tone(comparison: Comparison) -> Tone:
+    return Tone.ALARM if comparison.alarms else Tone.OK
+
+
 def missing_env_line(comparison: Comparison, source: str) -> str:
     keys = ", ".join(comparison.available_keys) or "none"
     return one_line(
@@ -134,49 +169,57 @@ def missing_env_line(comparison: Comparison, source: str) -> str:
     )
 
 
-def terminal_rows(comparison: Comparison, top: int) -> list[str]:
-    """Regressions, changes (slower first), improvements, new slow tests: ``top`` rows
-    of each, and a line for what is left out."""
-    sections = [
-        ("REGRESSION", [describe(f) for f in comparison.regressions]),
-        ("CHANGED", [describe_change(c) for c in comparison.changes]),
-        ("RECOMPILED", [describe_recompiled(r) for r in comparison.recompiled]),
-        ("improved  ", [describe(f) for f in comparison.improvements]),
+def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
+    """Every alarm, the most severe first (never cut: an alarm a reader cannot see is
+    one too many); then changes to faster, improvements, findings still learning, new
+    slow tests, ``top`` rows of each and a line for what is left out; then the notes."""
+    rows = [
+        Line(Tone.ALARM, f"{ALARM_LABELS[alarm.kind]} {describe_alarm(alarm)}")
+        for alarm in comparison.alarm_list
+    ]
+    sections: list[tuple[str, Tone, list[str]]] = [
+        ("CHANGED", Tone.OK, [describe_change(c) for c in comparison.changes if not c.slower]),
+        ("improved  ", Tone.OK, [describe(f) for f in comparison.improvements]),
         (
             "LEARNING",
+            Tone.CHANGE,
             [describe_learning(f, comparison) for f in comparison.learning],
         ),
         (
             "NEW SLOW",
+            Tone.CHANGE,
             [f"test {t}: {seconds(s)} (no baseline yet)" for t, s in comparison.new_slow],
         ),
     ]
     grew = None if comparison.compilation is None else describe_compilation(comparison.compilation)
     if grew is not None:
-        sections.append(("COMPILE TIME", [grew]))
-    rows: list[str] = []
-    for label, lines in sections:
-        rows += [one_line(f"{label} {line}") for line in lines[:top]]
+        sections.append(("COMPILE TIME", Tone.CHANGE, [grew]))
+    for label, tone, lines in sections:
+        rows += [Line(tone, f"{label} {line}") for line in lines[:top]]
         if len(lines) > top:
-            rows.append(f"... and {len(lines) - top} more {label.strip().lower()} row(s)")
+            rows.append(
+                Line(tone, f"... and {len(lines) - top} more {label.strip().lower()} row(s)")
+            )
     if comparison.warmup:
         shown = _first(comparison.warmup)
         rows.append(
-            one_line(
+            Line(
+                Tone.NOTE,
                 f"not judged: {len(comparison.warmup)} test(s) ran first in their process and"
-                f" paid its warm-up, which no baseline run saw them pay ({shown})"
+                f" paid its warm-up, which no baseline run saw them pay ({shown})",
             )
         )
     if comparison.unconfirmed:
         rows.append(
-            one_line(
+            Line(
+                Tone.NOTE,
                 f"order: this run was {comparison.layout}, the baseline's runs"
                 f" {comparison.baseline_layout}; {len(comparison.unconfirmed)} test(s) that"
                 f" moved while their class and module held are not findings"
-                f" ({_first(comparison.unconfirmed)})"
+                f" ({_first(comparison.unconfirmed)})",
             )
         )
-    return rows + scope_notes(comparison)
+    return rows + [Line(Tone.NOTE, note) for note in scope_notes(comparison)]
 
 
 def scope_notes(comparison: Comparison) -> list[str]:
@@ -235,18 +278,15 @@ Locate = Callable[[str, str], Location | None]  # (kind, id) -> where it is
 def workflow_commands(
     comparison: Comparison, locate: Locate, limit: int = MAX_ANNOTATIONS
 ) -> list[str]:
-    """``::warning`` workflow commands for the worst regressions and slowdown changes,
-    at most ``limit``."""
-    alarms: list[tuple[str, str, str, str]] = [
-        (f.kind, f.id, describe(f), "perf regression") for f in comparison.regressions
-    ]
-    alarms += [(c.kind, c.id, describe_change(c), "perf change") for c in comparison.slowdowns]
-    alarms += [
-        ("test", r.id, describe_recompiled(r), "recompilation") for r in comparison.recompiled
-    ]
+    """``::warning`` workflow commands for the most severe alarms, at most ``limit``."""
     return [
-        annotation("warning", text, locate(kind, ident), f"{title} ({kind})")
-        for kind, ident, text, title in alarms[:limit]
+        annotation(
+            "warning",
+            describe_alarm(alarm),
+            locate(alarm.scope, alarm.id),
+            f"{ALARM_TITLES[alarm.kind]} ({alarm.scope})",
+        )
+        for alarm in comparison.alarm_list[:limit]
     ]
 
 
@@ -262,16 +302,8 @@ def summary_section(
         title = f"Suite total per run, {comparison.key}"
         head += [*mermaid_line_chart(title, labels, totals, "seconds"), ""]
     head += [escape_cell(note) + "  " for note in scope_notes(comparison)]
-    rows = [_row("regression", f, _evidence(f)) for f in comparison.regressions]
-    rows += [
-        _row("change", c, f"since {escape_cell(c.since.describe())}, {c.runs} runs")
-        for c in comparison.changes
-    ]
-    rows += [
-        f"| recompiled | test | {escape_cell(r.id)} | {r.baseline} | {r.current} | |"
-        f" recompilations, most of {r.samples} baseline runs |"
-        for r in comparison.recompiled
-    ]
+    rows = [_alarm_row(alarm) for alarm in comparison.alarm_list]  # the most severe first
+    rows += [_change_row(c) for c in comparison.changes if not c.slower]
     c = comparison.compilation
     if c is not None and c.grew:
         rows.append(
@@ -289,11 +321,30 @@ def summary_section(
     ]
     if not rows:
         return Section(head)
+    time = comparison.time  # what every seconds cell is: execution or wall time
     head += [
-        "| | kind | id | baseline (s) | current (s) | ratio | evidence |",
+        f"| | kind | id | baseline ({time}, s) | current ({time}, s) | ratio | evidence |",
         "| --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
     return Section(head, rows)
+
+
+def _alarm_row(alarm: Alarm) -> str:
+    found = alarm.finding
+    if isinstance(found, Finding):
+        return _row("regression", found, _evidence(found))
+    if isinstance(found, Change):
+        return _change_row(found)
+    return (
+        f"| recompiled | test | {escape_cell(found.id)} | {found.baseline} | {found.current} | |"
+        f" recompilations, most of {found.samples} baseline runs |"
+    )
+
+
+def _change_row(change: Change) -> str:
+    return _row(
+        "change", change, f"since {escape_cell(change.since.describe())}, {change.runs} runs"
+    )
 
 
 def _evidence(finding: Finding) -> str:

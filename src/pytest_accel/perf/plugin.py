@@ -44,8 +44,9 @@ from pytest_accel.reports import (
     isolated,
     job_summary,
     warn,
+    write_section,
 )
-from pytest_accel.text import one_line
+from pytest_accel.text import Line, Tone
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
     from pytest_accel.perf.formats.baseline import Baseline
@@ -335,17 +336,11 @@ class PerfPlugin:
         comparison = result.comparison
         assert comparison is not None
         escalated = 0
-        alarms: list[tuple[str, str, str]] = [
-            (f.kind, f.id, output.describe(f)) for f in comparison.regressions
-        ]
-        alarms += [(c.kind, c.id, output.describe_change(c)) for c in comparison.slowdowns]
-        alarms += [("test", r.id, output.describe_recompiled(r)) for r in comparison.recompiled]
-        for kind, ident, text in alarms:
-            where = self.location(kind, ident)
+        for alarm in comparison.alarm_list:
+            where = self.location(alarm.scope, alarm.id)
             path = where.path if where else str(self.options.baseline)
-            if not warn(
-                self.config, PerfRegressionWarning(text), path, where.line if where else None
-            ):
+            warning = PerfRegressionWarning(output.describe_alarm(alarm))
+            if not warn(self.config, warning, path, where.line if where else None):
                 escalated += 1
         if escalated:
             fail_session(session, f"{escalated} PerfRegressionWarning(s) turned into errors by -W")
@@ -357,52 +352,57 @@ class PerfPlugin:
         result = self.result
         if result is None:
             return  # the session's end did not get as far (its error says why)
-        write = terminalreporter.write_line
-        if self.options.baseline is not None:
+        write_section(terminalreporter, "pytest-accel performance", self.terminal_lines(result))
+        if github.in_github_actions() and result.comparison is not None:
             from pytest_accel.perf import output
 
-            terminalreporter.section("pytest-accel performance", sep="-")
+            # Workflow commands are read from the job's stdout, where the terminal writes.
+            for line in output.workflow_commands(result.comparison, self.location):
+                terminalreporter.write_line(line)
+
+    def terminal_lines(self, result: TimingResult) -> list[Line]:
+        """The section's lines, each with its tone (``text.Tone``)."""
+        from pytest_accel.perf import output
+
+        lines: list[Line] = []
         comparison = result.comparison
         if result.baseline_missing:
             starts = " (this run starts it)" if self.options.update_baseline else ""
-            write(one_line(f"perf: no baseline at {self.options.baseline} yet{starts}"))
+            missing = f"perf: no baseline at {self.options.baseline} yet{starts}"
+            lines.append(Line(Tone.NOTE, missing))
         elif comparison is not None and not comparison.found:
-            write(output.missing_env_line(comparison, str(self.options.baseline)))
-        elif comparison is not None:
-            for row in output.terminal_rows(comparison, self.options.top):
-                write(row, red=row.startswith(("REGRESSION", "CHANGED")) and "slower" in row)
-            write(
-                output.summary_line(comparison, self.failing(comparison)),
-                red=bool(comparison.alarms),
-                green=not comparison.alarms,
+            lines.append(
+                Line(Tone.CHANGE, output.missing_env_line(comparison, str(self.options.baseline)))
             )
-            if github.in_github_actions():
-                # Workflow commands are read from the job's stdout, which is where the
-                # terminal writer goes.
-                for line in output.workflow_commands(comparison, self.location):
-                    write(line)
+        elif comparison is not None:
+            lines += output.terminal_rows(comparison, self.options.top)
+            lines.append(
+                Line(
+                    output.summary_tone(comparison),
+                    output.summary_line(comparison, self.failing(comparison)),
+                )
+            )
         if result.compilation is not None and result.compilation["count"]:
-            from pytest_accel.perf import output
-
-            write(output.compilation_line(result.compilation))
+            lines.append(Line(Tone.NOTE, output.compilation_line(result.compilation)))
         if result.compile_problem is not None:
-            write(
-                one_line(
+            lines.append(
+                Line(
+                    Tone.CHANGE,
                     f"compilation: not measured ({result.compile_problem}); tests are"
-                    " timed whole, compilation included"
+                    " timed whole, compilation included",
                 )
             )
         if self.dropped:
-            from pytest_accel.perf import output
-
-            write(output.dropped_line(self.dropped, self.options.window), yellow=True)
+            lines.append(Line(Tone.CHANGE, output.dropped_line(self.dropped, self.options.window)))
         if self.record_written:
-            write(
-                one_line(
+            lines.append(
+                Line(
+                    Tone.NOTE,
                     f"pytest-accel: timing record of {len(result.table)} test(s) written to"
-                    f" {self.options.record}"
+                    f" {self.options.record}",
                 )
             )
+        return lines
 
 
 def load_for_session(options: PerfOptions) -> Baseline | None:

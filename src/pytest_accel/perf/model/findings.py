@@ -134,6 +134,37 @@ class Change:
         }
 
 
+# What --perf-fail fails on: every consumer (the gate, the warnings, the annotations,
+# the job summary, the exit reason, the report) reads ``Comparison.alarm_list``, so a kind
+# added here reaches all of them and none can be forgotten in one.
+ALARM_KINDS = ("regression", "slowdown", "recompiled")
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """One finding that fails a run under --perf-fail, and its kind (``ALARM_KINDS``)."""
+
+    kind: str
+    finding: Finding | Change | Recompiled
+
+    @property
+    def scope(self) -> str:
+        """``test``, ``class``, ``module`` or ``session``."""
+        return "test" if isinstance(self.finding, Recompiled) else self.finding.kind
+
+    @property
+    def id(self) -> str:
+        return self.finding.id
+
+    @property
+    def severity(self) -> float:
+        """How far from its baseline: a ratio (recompilations: against at least one)."""
+        found = self.finding
+        if isinstance(found, Recompiled):
+            return found.current / max(found.baseline, 1)
+        return found.ratio
+
+
 @dataclass
 class Comparison:
     key: str  # the hardware key it was compared under (the file says "env")
@@ -182,10 +213,19 @@ class Comparison:
         return [c for c in self.changes if c.slower]
 
     @property
+    def alarm_list(self) -> list[Alarm]:
+        """What ``--perf-fail`` fails on, the most severe first (``ALARM_KINDS``)."""
+        of_kind: dict[str, list[Finding] | list[Change] | list[Recompiled]] = {
+            "regression": self.regressions,
+            "slowdown": self.slowdowns,
+            "recompiled": self.recompiled,
+        }
+        found = [Alarm(kind, finding) for kind in ALARM_KINDS for finding in of_kind[kind]]
+        return sorted(found, key=lambda alarm: -alarm.severity)
+
+    @property
     def alarms(self) -> int:
-        """What ``--perf-fail`` fails on: regressions, slowdown changes and tests that
-        recompile."""
-        return len(self.regressions) + len(self.slowdowns) + len(self.recompiled)
+        return len(self.alarm_list)
 
     def to_json(self) -> dict[str, Any]:
         return {
