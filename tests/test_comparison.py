@@ -716,3 +716,66 @@ def test_a_regression_row_is_red_and_minus_q_keeps_only_what_matters(
     monkeypatch.setenv("SLEEP_A", "0.2")
     silent = pytester.runpytest(*args[:2], "-qq")
     silent.stdout.no_fnmatch_line("perf: *")
+
+
+IGNORED_SUITE = """
+import os
+import time
+
+import pytest
+
+
+def test_first():
+    pass
+
+
+@pytest.mark.perf(ignore=True)
+def test_a():
+    time.sleep(float(os.environ.get("SLEEP_A", "0.2")))
+
+
+@pytest.mark.perf(threshold=3.0)
+def test_b():
+    time.sleep(float(os.environ.get("SLEEP_B", "0.15")))
+"""
+
+
+def test_the_commands_judge_a_record_as_its_session_did(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An ignored test 4x slower: the session said 0 regressions, while ``compare`` and
+    ``report`` on the same record and baseline once said REGRESSION 3.88x (the record
+    kept neither the marks nor the rule's options)."""
+    pytester.makepyfile(test_mod=IGNORED_SUITE)
+    suite_baseline(pytester)
+    monkeypatch.setenv("SLEEP_A", "0.8")  # 4x, ignored by its mark
+    result = pytester.runpytest(
+        "--perf-baseline=baseline.json", "--perf-record=r.json", "--perf-min-delta=0.04"
+    )
+    result.stdout.fnmatch_lines(["perf: 0 regression(s), *"])
+    record = load(pytester.path / "r.json")
+    assert record["judgement"]["overrides"] == {
+        "test_mod.py::test_a": {"threshold": None, "min_delta": None, "ignore": True},
+        "test_mod.py::test_b": {"threshold": 3.0, "min_delta": None, "ignore": False},
+    }
+    assert record["judgement"]["rule"]["min_delta"] == 0.04
+    session = record["comparison"]
+    capsys.readouterr()
+    path, baseline = str(pytester.path / "r.json"), str(pytester.path / "baseline.json")
+    assert main(["compare", path, "--baseline", baseline, "--format", "json"]) == 0
+    offline = json.loads(capsys.readouterr().out)
+    for field in ("regressions", "changes", "improvements", "recompiled", "learning"):
+        assert offline[field] == session[field], field
+    assert offline["judged_by"] == (
+        "judged as the run was: by the record's rule and its 2 @pytest.mark.perf override(s)"
+    )
+    page = str(pytester.path / "p.html")
+    assert main(["report", path, "--baseline", baseline, "-o", page]) == 0
+    assert "REGRESSION" not in Path(page).read_text()
+    # A rule option given to the command applies on top, and the output says so.
+    assert main(["compare", path, "--baseline", baseline, "--threshold", "1.05"]) == 0
+    text = capsys.readouterr().out
+    assert "given here, on top: --threshold 1.05" in text
+    assert "test_mod.py::test_a" not in text  # still ignored: its mark is the record's

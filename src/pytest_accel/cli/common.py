@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.model.timings import TIMES
-from pytest_accel.perf.options import RULE_FLAGS, rule_from
+from pytest_accel.perf.options import RULE_FLAGS, rule_from, rule_settings
 from pytest_accel.perf.options import option as perf_option
 from pytest_accel.settings import count_value
+
+if TYPE_CHECKING:
+    from pytest_accel.perf.offline import Given
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -96,3 +99,16 @@ def add_rule_options(parser: argparse.ArgumentParser) -> None:
 def rule_of(args: argparse.Namespace) -> Rule:
     values = {flag: getattr(args, cli_flag(flag)[2:].replace("-", "_")) for flag in RULE_FLAGS}
     return rule_from(values, cli_flag)
+
+
+def given_of(args: argparse.Namespace) -> Given:
+    """The rule options (and ``--new-slow``) given on the command line, alone: applied on
+    top of what a record's run was judged by."""
+    from pytest_accel.perf.offline import Given
+
+    values = {flag: getattr(args, cli_flag(flag)[2:].replace("-", "_")) for flag in RULE_FLAGS}
+    flags = [f"{cli_flag(flag)} {value}" for flag, value in values.items() if value is not None]
+    new_slow = getattr(args, "new_slow", None)
+    if new_slow is not None:
+        flags.append(f"--new-slow {new_slow:g}")
+    return Given(rule_settings(values, cli_flag), new_slow, tuple(flags))

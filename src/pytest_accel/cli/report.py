@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from pytest_accel.cli.common import EXIT_OK, CliError, add_command, add_rule_options, rule_of
+from pytest_accel.cli.common import EXIT_OK, CliError, add_command, add_rule_options, given_of
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import check_writable, read_json, write_atomic
 from pytest_accel.text import line_start
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     records = [(path, check_record(path, read_json(path))) for path in args.records]
     baseline = load_baseline(args.baseline) if args.baseline else None
     history = load_history(args.history) if args.history else None
-    page = render(build(records, baseline, history, rule_of(args)))
+    page = render(build(records, baseline, history, given_of(args)))
     write_atomic(args.output, [page.encode("utf-8")])
     size = len(page.encode("utf-8"))
     sys.stdout.write(line_start(f"{args.output}: HTML report, {size / 1024:.0f} KiB") + "\n")

@@ -12,6 +12,7 @@ from pytest_accel.cli.common import (
     CliError,
     add_command,
     add_rule_options,
+    given_of,
     non_negative_float,
     positive_int,
     rule_of,
@@ -85,22 +86,22 @@ def _add_compare(commands: Any) -> None:
     comp.add_argument(
         "--new-slow",
         type=non_negative_float,
-        default=1.0,
+        default=None,
         metavar="SECONDS",
-        help="name a new test that took SECONDS or more (default 1.0)",
+        help="name a new test that took SECONDS or more (default: what the run used, 1.0"
+        " where the record does not say)",
     )
     add_rule_options(comp)
     comp.set_defaults(handler=compare)
 
 
 def compare(args: argparse.Namespace) -> int:
-    comparison = compare_files(
-        args.record, args.baseline, rule_of(args), args.key, new_slow=args.new_slow
-    )
+    comparison, judged_by = compare_files(args.record, args.baseline, given_of(args), args.key)
     # An interrupted run is a part of the suite: --fail never passes on it.
     failing = bool(args.fail and (comparison.alarms or comparison.interrupted))
     if args.format == "json":
-        sys.stdout.buffer.write(dumps(comparison.to_json(), indent=True))
+        payload = {**comparison.to_json(), "judged_by": judged_by}
+        sys.stdout.buffer.write(dumps(payload, indent=True))
     elif args.format == "markdown":
         sys.stdout.write(output.markdown(comparison, failing, "--fail"))
     elif not comparison.found:
@@ -108,6 +109,7 @@ def compare(args: argparse.Namespace) -> int:
     else:
         for row in output.terminal_rows(comparison, args.top):
             sys.stdout.write(row.text + "\n")
+        sys.stdout.write(one_line(judged_by) + "\n")
         sys.stdout.write(output.summary_line(comparison, failing, "--fail") + "\n")
     return EXIT_FINDINGS if failing else EXIT_OK
 

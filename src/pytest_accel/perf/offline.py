@@ -4,7 +4,7 @@ with a baseline, add records to a baseline, accept changes, read expected durati
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -25,31 +25,74 @@ from pytest_accel.perf.formats.baseline import (
     to_json,
     update_baseline_file,
 )
-from pytest_accel.perf.formats.record import RECORD_SCHEMA, check_record, load_record, timings
-from pytest_accel.perf.model.findings import Change, Comparison
+from pytest_accel.perf.formats.record import (
+    RECORD_SCHEMA,
+    check_record,
+    judgement_of,
+    load_record,
+    timings,
+)
+from pytest_accel.perf.model.findings import Change, Comparison, Override
 from pytest_accel.perf.model.timings import RunTimings
+from pytest_accel.perf.options import build_rule
 
 LARGE_BASELINE = 1 << 20  # bytes: thousands of tests' samples, compared with numpy anyway
+
+
+@dataclass(frozen=True)
+class Given:
+    """What a command was given on top of what a record's run was judged by: rule
+    settings keyed by ``Rule`` field, ``--new-slow``, and the flags as typed (for the
+    note that says so)."""
+
+    rule: Mapping[str, Any]
+    new_slow: float | None = None
+    flags: tuple[str, ...] = ()
+
+
+def judged_like_its_run(
+    path: str, record: Mapping[str, Any], given: Given
+) -> tuple[Rule, Mapping[str, Override], float, str]:
+    """The rule, ``@perf`` overrides and new-slow threshold a record's run was judged
+    by (its ``judgement``), with what the command was given applied on top; and a note
+    that says which: a command reading a record says what the run said."""
+    stored = judgement_of(path, record)
+    settings = {**(stored.rule if stored else {}), **given.rule}
+    new_slow = given.new_slow
+    if new_slow is None:
+        new_slow = stored.new_slow if stored and stored.new_slow is not None else 1.0
+    overrides = stored.overrides if stored else {}
+    if stored is None:
+        note = "judged by the default rule: the record (from before 0.4) keeps none of its own"
+    else:
+        marks = f" and its {len(overrides)} @pytest.mark.perf override(s)" if overrides else ""
+        note = f"judged as the run was: by the record's rule{marks}"
+    if given.flags:
+        note += f"; given here, on top: {', '.join(given.flags)}"
+    return build_rule(settings), overrides, new_slow, note
 
 
 def compare_files(
     record_path: str,
     baseline_path: str,
-    rule: Rule,
+    given: Given | None = None,
     key: str | None = None,
-    *,
-    new_slow: float = 1.0,
-) -> Comparison:
-    """The plugin's comparison, from a record and a baseline (under the record's key)."""
+) -> tuple[Comparison, str]:
+    """The plugin's comparison, from a record and a baseline (under the record's key),
+    by what the record says its run was judged by (``judged_like_its_run``); and the
+    note of what that was."""
     if os.path.getsize(baseline_path) > LARGE_BASELINE:
         import numpy  # noqa: F401  # read in bulk: the samples' check makes the arrays
     _, data = load_record(record_path)
+    rule, overrides, new_slow, note = judged_like_its_run(record_path, data, given or Given({}))
     run = timings(data)
     if key:
         run.key = key
-    comparison = compare_with_baseline(run, load_baseline(baseline_path), rule, new_slow=new_slow)
+    comparison = compare_with_baseline(
+        run, load_baseline(baseline_path), rule, overrides, new_slow=new_slow
+    )
     comparison.interrupted = interrupted(data)
-    return comparison
+    return comparison, note
 
 
 @dataclass(frozen=True)

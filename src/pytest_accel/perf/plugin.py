@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,8 @@ from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.formats.record import RunInfo, record_head
+from pytest_accel.perf.formats.record import RunInfo, judgement_json, record_head
+from pytest_accel.perf.model.findings import Override
 from pytest_accel.perf.model.table import GroupSections, TimingTable
 from pytest_accel.perf.model.timings import (
     RunIdentity,
@@ -208,18 +209,20 @@ class PerfPlugin:
             )
         return without_pauses(measured, table.pauses)
 
+    def overrides(self) -> dict[str, Override]:
+        """Each test's ``@pytest.mark.perf`` override of the rule."""
+        return {
+            nodeid: Override(threshold, min_delta, ignore)
+            for nodeid, (threshold, min_delta, ignore) in self.results.marks.items()
+        }
+
     def _compare(self, run: RunTimings) -> Comparison | None:
         if self.baseline is None:
             return None
         from pytest_accel.perf.analysis.comparison import compare_with_baseline
-        from pytest_accel.perf.model.findings import Override
 
-        overrides = {
-            nodeid: Override(threshold, min_delta, ignore)
-            for nodeid, (threshold, min_delta, ignore) in self.results.marks.items()
-        }
         return compare_with_baseline(
-            run, self.baseline, self.options.rule, overrides, new_slow=self.options.new_slow
+            run, self.baseline, self.options.rule, self.overrides(), new_slow=self.options.new_slow
         )
 
     def _record_head(
@@ -241,6 +244,10 @@ class PerfPlugin:
             run_id=identity.run_id,
         )
         head = record_head(run, self.detection, self.key, framework_versions(), pytest.__version__)
+        # What the run was judged by, so that a command reading the record judges alike.
+        head["judgement"] = judgement_json(
+            asdict(self.options.rule), self.options.new_slow, self.overrides()
+        )
         if comparison is not None:
             head["comparison"] = comparison.to_json()
         if compilation is not None:

@@ -21,13 +21,14 @@ from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory
 from pytest_accel.perf.formats.record import GROUP_SECTIONS, run_columns, timings
-from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison
+from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison, Override
 from pytest_accel.perf.model.timings import RunTimings, run_labels
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from pytest_accel.perf.offline import Given
     from pytest_accel.perf.result import TimingResult
 
 TRENDS = 30  # findings drawn with their trend; the rest are listed
@@ -133,11 +134,18 @@ class RecordView:
     comparison: Comparison | None = None  # as judged already (the session's own)
     cost: Mapping[str, Any] | None = None  # the record's cost section
     compilation: Mapping[str, Any] | None = None
+    # A record's: what its run was judged by (the rule, its @perf overrides, the new-slow
+    # threshold), what a command gave on top applied (``offline.judged_like_its_run``).
+    judged: tuple[Rule, Mapping[str, Override], float] | None = None
 
 
-def view_of_record(path: str, record: Mapping[str, Any]) -> RecordView:
-    """A checked record (``record.check_record``) as the page reads it."""
+def view_of_record(path: str, record: Mapping[str, Any], given: Given | None = None) -> RecordView:
+    """A checked record (``record.check_record``) as the page reads it, judged as its run
+    was (with what ``given`` adds on top)."""
+    from pytest_accel.perf.offline import Given, judged_like_its_run
+
     cost, compilation = record.get("cost"), record.get("compilation")
+    rule, overrides, new_slow, _ = judged_like_its_run(path, record, given or Given({}))
     return RecordView(
         path,
         record["run"],
@@ -146,6 +154,7 @@ def view_of_record(path: str, record: Mapping[str, Any]) -> RecordView:
         {section: record.get(section) or {"id": [], "total": []} for section in GROUP_SECTIONS},
         cost=cost if isinstance(cost, dict) else None,
         compilation=compilation if isinstance(compilation, dict) else None,
+        judged=(rule, overrides, new_slow),
     )
 
 
@@ -172,11 +181,21 @@ def build(
     records: Sequence[tuple[str, Mapping[str, Any]]],
     baseline: Baseline | None = None,
     history: History | None = None,
-    rule: Rule | None = None,
+    given: Given | None = None,
 ) -> ReportData:
     """The report of checked records (``record.check_record``), a baseline and a flaky
-    history; any of them may be missing."""
-    return build_views([view_of_record(p, r) for p, r in records], baseline, history, rule)
+    history; any of them may be missing.  Each record is judged as its run was, what
+    ``given`` holds (a command's rule options) applied on top."""
+    from pytest_accel.perf.offline import Given
+
+    given = given or Given({})
+    views = [view_of_record(p, r, given) for p, r in records]
+    rule = views[-1].judged[0] if views and views[-1].judged else None
+    if not views:
+        from pytest_accel.perf.options import build_rule
+
+        rule = build_rule(given.rule)
+    return build_views(views, baseline, history, rule)
 
 
 def build_views(
@@ -194,13 +213,17 @@ def build_views(
         run = view.run
         env = baseline.for_key(run.key) if baseline is not None else None
         comparison = view.comparison
+        judged_by = view.judged[0] if view.judged else rule
         if comparison is None and baseline is not None:
-            comparison = compare_with_baseline(run, baseline, rule)
+            overrides, new_slow = (view.judged[1], view.judged[2]) if view.judged else ({}, 1.0)
+            comparison = compare_with_baseline(
+                run, baseline, judged_by, overrides, new_slow=new_slow
+            )
         if comparison is not None and not comparison.found:
             comparison = None  # as a key the baseline lacks reads: no comparison
         data.runs.append(_summary(view, comparison, label))
         if env is not None and comparison is not None:
-            _add_trends(data, run, env, comparison, rule)
+            _add_trends(data, run, env, comparison, judged_by)
             data.suite_trend = data.suite_trend or _suite_trend(comparison)
         _add_slowest(data, view, label if len(views) > 1 else "")
         data.shards += _shards(view)

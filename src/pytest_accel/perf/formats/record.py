@@ -30,6 +30,7 @@ from pytest_accel.fields import (
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.outcomes import OUTCOMES, RunColumns, interrupted
 from pytest_accel.perf.model import runlength
+from pytest_accel.perf.model.findings import Override
 from pytest_accel.perf.model.table import GroupSections, TimingTable, rounded
 from pytest_accel.perf.model.timings import (
     Groups,
@@ -180,6 +181,8 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
     _check_env(path, expect_object(path, "env", record.get("env")))
     if record.get("comparison") is not None:
         expect_object(path, "comparison", record["comparison"])
+    if record.get("judgement") is not None:
+        judgement_of(path, record)  # checked now: a command reads it later
     if record["version"] == 1:
         return {**record, **_columns_of_version_1(path, record)}
     runs = _check_columns(path, "tests", record.get("tests"), (*SECONDS, PAUSES), TEXTS)
@@ -468,3 +471,80 @@ def record_json(data: Mapping[str, Any]) -> dict[str, Any]:
 def started(path: str, data: Mapping[str, Any]) -> float:
     """A checked record's ``run.started`` as a POSIX time."""
     return parse_utc_timestamp(path, "run.started", data["run"]["started"])
+
+
+# The rule's fields a record keeps (``judgement.rule``), with the types they take: what
+# its run was judged by, so that ``compare`` and ``report`` judge it alike.
+RULE_FIELDS: dict[str, tuple[type, ...]] = {
+    "threshold": (int, float),
+    "min_delta": (int, float),
+    "min_duration": (int, float),
+    "min_samples": (int,),
+    "mad_k": (int, float),
+    "normalize": (bool,),
+    "large_ratio": (int, float),
+    "large_k_factor": (int, float),
+    "spread": (str,),
+    "log_space": (bool,),
+    "time": (str,),
+}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a record's run was judged by: the rule's settings (keyed by ``Rule`` field),
+    ``--perf-new-slow``, and each test's ``@pytest.mark.perf`` override."""
+
+    rule: Mapping[str, Any]
+    new_slow: float | None
+    overrides: Mapping[str, Override]
+
+
+def judgement_json(
+    rule: Mapping[str, Any], new_slow: float, overrides: Mapping[str, Override]
+) -> dict[str, Any]:
+    """The record's ``judgement`` section."""
+    return {
+        "rule": {name: value for name, value in rule.items() if name in RULE_FIELDS},
+        "new_slow": new_slow,
+        "overrides": {
+            test: {"threshold": o.threshold, "min_delta": o.min_delta, "ignore": o.ignore}
+            for test, o in sorted(overrides.items())
+        },
+    }
+
+
+def judgement_of(path: str, record: Mapping[str, Any]) -> Judgement | None:
+    """A record's ``judgement`` (None: a record written before 0.4 keeps none), each
+    field checked; a field of the rule this release does not know is left out."""
+    raw = record.get("judgement")
+    if raw is None:
+        return None
+    section = expect_object(path, "judgement", raw)
+    rule: dict[str, Any] = {}
+    for name, value in expect_object(path, "judgement.rule", section.get("rule", {})).items():
+        kinds = RULE_FIELDS.get(name)
+        if kinds is None:
+            continue
+        if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+            raise InputError(path, f"judgement.rule.{name}: {value!r:.40} is not what it takes")
+        rule[name] = value
+    new_slow = section.get("new_slow")
+    if new_slow is not None:
+        new_slow = expect_seconds(path, "judgement.new_slow", new_slow)
+    overrides: dict[str, Override] = {}
+    for test, entry in expect_object(
+        path, "judgement.overrides", section.get("overrides", {})
+    ).items():
+        where = f"judgement.overrides[{test!r}]"
+        fields = expect_object(path, where, entry)
+        numbers = {}
+        for name in ("threshold", "min_delta"):
+            value = fields.get(name)
+            if value is not None:
+                numbers[name] = expect_seconds(path, f"{where}.{name}", value)
+        ignore = fields.get("ignore", False)
+        if not isinstance(ignore, bool):
+            raise InputError(path, f"{where}.ignore: expected true or false")
+        overrides[test] = Override(numbers.get("threshold"), numbers.get("min_delta"), ignore)
+    return Judgement(rule, new_slow, overrides)
