@@ -179,8 +179,9 @@ def stretch_baseline(path: Path, runs: int) -> None:
     """A baseline made ``runs`` runs long from its newest run, each sample within 5% of
     it (a seeded wobble): the window full, as a suite's baseline is after ``runs``
     nightly runs.  Written by the plugin's own code, summary and all."""
-    from pytest_accel.perf.formats.baseline import KINDS, Run, load_baseline, to_json
+    from pytest_accel.perf.formats.baseline import KINDS, Run, load_baseline
     from pytest_accel.perf.model.columns import Columns
+    from pytest_accel.perf.offline import baseline_json
 
     baseline = load_baseline(path)
     wobble = random.Random(7)
@@ -203,7 +204,7 @@ def stretch_baseline(path: Path, runs: int) -> None:
             for _ in range(runs)
         ]
         env.changed()
-    path.write_bytes(orjson.dumps(to_json(baseline)))
+    path.write_bytes(orjson.dumps(baseline_json(baseline)))
 
 
 def measured_env() -> dict[str, str]:

@@ -21,8 +21,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import synthetic
-from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run, to_json
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run
 from pytest_accel.perf.formats.record import check_record, timings
+from pytest_accel.perf.offline import baseline_json
 
 KEY = "tpu/TPU v6 lite/x8"
 
@@ -67,7 +68,7 @@ def write_inputs(directory: Path, tests: int, runs: int = 20) -> list[str]:
     }
     paths = [directory / "record.json", directory / "baseline.json", directory / "history.json"]
     paths[0].write_bytes(orjson.dumps(record))
-    paths[1].write_bytes(orjson.dumps(to_json(Baseline({KEY: env}))))
+    paths[1].write_bytes(orjson.dumps(baseline_json(Baseline({KEY: env}))))
     paths[2].write_bytes(orjson.dumps(history))
     return [str(p) for p in paths]
 

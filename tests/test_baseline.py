@@ -16,7 +16,7 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.files import InputError
-from pytest_accel.perf.analysis.summary import expected_durations
+from pytest_accel.perf.analysis.summary import expected_durations, summary_of
 from pytest_accel.perf.formats.baseline import (
     BASELINE_SCHEMA,
     Baseline,
@@ -24,10 +24,10 @@ from pytest_accel.perf.formats.baseline import (
     add_run,
     load_baseline,
     parse_baseline,
-    to_json,
 )
 from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model import columns
+from pytest_accel.perf.offline import baseline_json
 from tests.fakesys import run_concurrently
 
 SLEEPY_SUITE = """
@@ -136,7 +136,7 @@ def test_version_1_baselines_are_read_with_their_samples_as_the_newest_runs() ->
     assert len(env.runs) == 3
     assert env.samples("tests") == {"t::a": [1.0, 2.0, 3.0], "t::b": [9.0]}
     assert env.runs[-1].values["tests"] == [3.0, 9.0]  # the last samples: the newest run
-    assert to_json(Baseline({"cpu/x1": env}))["version"] == 4
+    assert baseline_json(Baseline({"cpu/x1": env}))["version"] == 4
 
 
 def test_a_record_and_a_pytest_split_map_are_one_run_baselines(tmp_path: Path) -> None:
@@ -210,13 +210,15 @@ def test_a_run_the_baseline_holds_already_is_not_added_twice(tmp_path: Path) -> 
     path = tmp_path / "b.json"
     run = run_of({"t::a": 0.1, "t::b": 0.2})
     held: list[Any] = []
-    update_baseline_file(path, [run], 10, held)
-    update_baseline_file(path, [run, run_of({"t::a": 0.1, "t::b": 0.2}, started=2e9)], 10, held)
+    update_baseline_file(path, [run], 10, held, summarise=summary_of)
+    update_baseline_file(
+        path, [run, run_of({"t::a": 0.1, "t::b": 0.2}, started=2e9)], 10, held, summarise=summary_of
+    )
     assert held == [run]
     assert len(load(path)["envs"]["cpu/x1"]["runs"]) == 2
     # Two jobs that started in one second and timed only trivial tests are two runs.
     trivial = [run_of({"t::a": 0.000001}) for _ in range(2)]
-    update_baseline_file(tmp_path / "t.json", trivial, 10)
+    update_baseline_file(tmp_path / "t.json", trivial, 10, summarise=summary_of)
     assert len(load(tmp_path / "t.json")["envs"]["cpu/x1"]["runs"]) == 2
 
 
@@ -233,20 +235,22 @@ def test_runs_that_carry_ids_are_told_apart_by_them_not_by_start_and_samples(
 
     # Two jobs of one commit that started in one second and timed the same to 1 µs.
     held: list[Any] = []
-    update_baseline_file(tmp_path / "b.json", [with_id("aa"), with_id("bb")], 10, held)
+    update_baseline_file(
+        tmp_path / "b.json", [with_id("aa"), with_id("bb")], 10, held, summarise=summary_of
+    )
     assert held == []
-    update_baseline_file(tmp_path / "b.json", [with_id("bb")], 10, held)
+    update_baseline_file(tmp_path / "b.json", [with_id("bb")], 10, held, summarise=summary_of)
     assert len(held) == 1
     runs = load(tmp_path / "b.json")["envs"]["cpu/x1"]["runs"]
     assert [run["id"] for run in runs] == ["aa", "bb"]
     # Shards folded one by one, then merged and folded: the merged run holds them.
     merged = with_id("dd")
     merged = replace(merged, identity=replace(merged.identity, parts=("bb", "ee")))
-    update_baseline_file(tmp_path / "b.json", [merged], 10, held)
+    update_baseline_file(tmp_path / "b.json", [merged], 10, held, summarise=summary_of)
     assert len(held) == 2
     # A run written before ids is still recognised by its start and samples.
-    update_baseline_file(tmp_path / "old.json", [with_id(None)], 10)
-    update_baseline_file(tmp_path / "old.json", [with_id("cc")], 10, held)
+    update_baseline_file(tmp_path / "old.json", [with_id(None)], 10, summarise=summary_of)
+    update_baseline_file(tmp_path / "old.json", [with_id("cc")], 10, held, summarise=summary_of)
     assert len(held) == 3
     assert "id" not in load(tmp_path / "old.json")["envs"]["cpu/x1"]["runs"][0]
 
@@ -314,8 +318,10 @@ def test_a_smaller_window_trims_every_key(tmp_path: Path) -> None:
 
     path = tmp_path / "b.json"
     runs = [run_of({"t::a": 0.1}, key=k, started=1e9 + i) for i in range(4) for k in ("k1", "k2")]
-    update_baseline_file(path, runs, 10)
-    update_baseline_file(path, [run_of({"t::a": 0.1}, key="k1", started=2e9)], 2)
+    update_baseline_file(path, runs, 10, summarise=summary_of)
+    update_baseline_file(
+        path, [run_of({"t::a": 0.1}, key="k1", started=2e9)], 2, summarise=summary_of
+    )
     data = load(path)
     assert [len(data["envs"][k]["runs"]) for k in ("k1", "k2")] == [2, 2]
     assert data["window"] == 2

@@ -22,11 +22,11 @@ from pytest_accel.perf.formats.baseline import (
     accept,
     add_run,
     parse_baseline,
-    to_json,
 )
 from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model import columns
 from pytest_accel.perf.model.timings import RunTimings
+from pytest_accel.perf.offline import baseline_json
 
 
 def run_of(calls: dict[str, float], started: float = 0.0, commit: str = "abc") -> RunTimings:
@@ -122,7 +122,7 @@ def decoded(column: str) -> list[float | None]:
 
 def test_written_and_read_back_a_baseline_is_the_same() -> None:
     env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
-    data = to_json(Baseline({"cpu/x1": env}))
+    data = baseline_json(Baseline({"cpu/x1": env}))
     again = parse_baseline("b.json", data)
     assert again.envs["cpu/x1"].ids == env.ids
     assert again.envs["cpu/x1"].runs[0].values == env.runs[0].values
@@ -131,7 +131,7 @@ def test_written_and_read_back_a_baseline_is_the_same() -> None:
 
 def test_trailing_missing_samples_are_not_written_and_others_are_nan() -> None:
     env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3}, {"t.py::b": 0.4})
-    runs = to_json(Baseline({"cpu/x1": env}))["envs"]["cpu/x1"]["runs"]
+    runs = baseline_json(Baseline({"cpu/x1": env}))["envs"]["cpu/x1"]["runs"]
     assert decoded(runs[1]["tests"]) == [0.3]
     assert decoded(runs[2]["tests"]) == [None, 0.4]
     assert len(columns.decode(runs[2]["tests"])) == 16  # two doubles
@@ -140,7 +140,7 @@ def test_trailing_missing_samples_are_not_written_and_others_are_nan() -> None:
 
 def test_a_column_read_is_decoded_only_when_its_list_is_asked_for() -> None:
     env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
-    again = parse_baseline("b.json", to_json(Baseline({"cpu/x1": env}))).envs["cpu/x1"]
+    again = parse_baseline("b.json", baseline_json(Baseline({"cpu/x1": env}))).envs["cpu/x1"]
     run = again.runs[1]
     assert isinstance(run.values, columns.Columns)
     assert run.values.raw("tests") is not None
@@ -153,7 +153,7 @@ def test_a_column_read_is_decoded_only_when_its_list_is_asked_for() -> None:
     assert run.values["tests"] == [0.3]
     assert run.values.raw("tests") is None  # the list is what the run holds now
     run.values["tests"][0] = 0.5
-    assert to_json(Baseline({"cpu/x1": again}))["envs"]["cpu/x1"]["runs"][1]["tests"] == (
+    assert baseline_json(Baseline({"cpu/x1": again}))["envs"]["cpu/x1"]["runs"][1]["tests"] == (
         columns.encode(columns.Columns({"tests": [0.5]}), "tests")
     )
 
@@ -163,7 +163,7 @@ def test_a_version_2_baseline_is_read_and_written_back_as_version_4() -> None:
     data["envs"]["cpu/x1"]["runs"].append({"commit": "d", "tests": [0.2, 0.3]})
     env = parse_baseline("b.json", data).envs["cpu/x1"]
     assert env.samples("tests") == {"t.py::a": [0.1, 0.2], "t.py::b": [0.3]}
-    written = to_json(Baseline({"cpu/x1": env}))
+    written = baseline_json(Baseline({"cpu/x1": env}))
     assert written["version"] == 4
     assert [decoded(run["tests"]) for run in written["envs"]["cpu/x1"]["runs"]] == [
         [0.1],
@@ -237,7 +237,7 @@ def test_good_samples_are_kept_and_a_null_is_nan_in_the_matrix() -> None:
 
 def test_the_summary_is_written_with_the_samples_and_read_back_as_written() -> None:
     env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
-    written = to_json(Baseline({"cpu/x1": env}))["envs"]["cpu/x1"]["summary"]
+    written = baseline_json(Baseline({"cpu/x1": env}))["envs"]["cpu/x1"]["summary"]
     assert written["runs"] == 2
     assert written["tests"]["median"] == [0.2, 0.2]  # (0.1 + 0.3) / 2; b's one sample
     assert written["tests"]["peak"] == [0.3, 0.2]
@@ -246,7 +246,7 @@ def test_the_summary_is_written_with_the_samples_and_read_back_as_written() -> N
     assert written["tests"]["centre"] == centre
     assert written["speeds"] == [1.0, 1.0]  # fewer than 20 tests: no speed
     assert written["totals"] == [0.3, 0.3]
-    again = parse_baseline("b.json", to_json(Baseline({"cpu/x1": env})))
+    again = parse_baseline("b.json", baseline_json(Baseline({"cpu/x1": env})))
     summary = again.envs["cpu/x1"].stored_summary()
     assert summary is not None
     assert summary == summary_of(env)
@@ -254,12 +254,12 @@ def test_the_summary_is_written_with_the_samples_and_read_back_as_written() -> N
 
 def test_a_summary_written_without_the_centre_is_derived_again_with_it() -> None:
     env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
-    data = to_json(Baseline({"cpu/x1": env}))
+    data = baseline_json(Baseline({"cpu/x1": env}))
     del data["envs"]["cpu/x1"]["summary"]["tests"]["centre"]  # as a 0.2 pre-release wrote
     read = parse_baseline("b.json", data).envs["cpu/x1"]
     assert read.stored_summary() is None
     assert summary_of(read) == summary_of(env)
-    assert to_json(Baseline({"cpu/x1": read}))["envs"]["cpu/x1"]["summary"]["tests"]["centre"]
+    assert baseline_json(Baseline({"cpu/x1": read}))["envs"]["cpu/x1"]["summary"]["tests"]["centre"]
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,11 @@ from bench import synthetic
 from pytest_accel.cli import main
 from pytest_accel.perf.analysis.comparison import compare
 from pytest_accel.perf.analysis.rule import Rule
-from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run, to_json
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run
 from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model.findings import Comparison
 from pytest_accel.perf.model.timings import RunTimings
+from pytest_accel.perf.offline import baseline_json
 from pytest_accel.perf.output import terminal_rows
 
 WOBBLE = (1.00, 1.03, 0.98, 1.01, 0.97, 1.02, 0.99, 1.03, 0.97, 1.00)
@@ -71,7 +72,7 @@ def history(runs: Sequence[Mapping[str, float]], **kw: Any) -> EnvHistory:
 
 
 def write_baseline(path: Path, env: EnvHistory, key: str = "cpu/x1") -> Path:
-    path.write_text(json.dumps(to_json(Baseline({key: env}, window=50))))
+    path.write_text(json.dumps(baseline_json(Baseline({key: env}, window=50))))
     return path
 
 

@@ -21,9 +21,9 @@ from pytest_accel.perf.formats.baseline import (
     EnvHistory,
     add_run,
     parse_baseline,
-    to_json,
 )
 from pytest_accel.perf.model.timings import RunTimings
+from pytest_accel.perf.offline import baseline_json
 from tests.test_comparison import WOBBLE, run_of
 
 HEAVY = """
@@ -322,7 +322,7 @@ def test_a_baseline_of_wall_times_judges_a_jax_run_on_wall_time_until_it_has_eno
 def test_a_baseline_keeps_each_runs_time_compilation_and_recompilations(tmp_path: Path) -> None:
     env = EnvHistory()
     add_run(env, replace(_compiling(run_of({SLOW: 1.0}, 0), 0.6), recompiles={SLOW: 4}), 50)
-    (tmp_path / "b.json").write_text(json.dumps(to_json(Baseline({"cpu/x1": env}))))
+    (tmp_path / "b.json").write_text(json.dumps(baseline_json(Baseline({"cpu/x1": env}))))
     data = json.loads((tmp_path / "b.json").read_text())
     run = data["envs"]["cpu/x1"]["runs"][0]
     assert run["recompiles"] == {SLOW: 4}

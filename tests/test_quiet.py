@@ -16,9 +16,10 @@ from pytest_accel.perf.analysis.compilation import with_compilation
 from pytest_accel.perf.analysis.layouts import scope_of
 from pytest_accel.perf.analysis.quiet import quiet_comparison
 from pytest_accel.perf.analysis.rule import Rule
-from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, parse_baseline, to_json
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, parse_baseline
 from pytest_accel.perf.model.findings import Comparison
 from pytest_accel.perf.model.timings import RunTimings
+from pytest_accel.perf.offline import baseline_json
 from tests.test_comparison import history, run_of
 
 RULE = Rule()
@@ -27,7 +28,7 @@ FAST = {f"t_{i:03d}.py::test": 0.002 + 0.0001 * i for i in range(40)}
 
 def as_read(env: EnvHistory) -> EnvHistory:
     """``env`` written and read back, as a run finds it: with its stored summary."""
-    text = json.dumps(to_json(Baseline({"cpu/x1": env})))
+    text = json.dumps(baseline_json(Baseline({"cpu/x1": env})))
     read = parse_baseline("b.json", json.loads(text)).envs["cpu/x1"]
     assert read.stored_summary() is not None
     return read
@@ -165,5 +166,5 @@ def test_a_summary_left_behind_by_an_edit_of_the_runs_is_not_used() -> None:
     env = as_read(history([FAST] * 6))
     env.runs.pop(0)  # what a hand edit or an older tool could leave
     assert env.stored_summary() is None
-    data: Any = to_json(Baseline({"cpu/x1": env}))
+    data: Any = baseline_json(Baseline({"cpu/x1": env}))
     assert data["envs"]["cpu/x1"]["summary"]["runs"] == 5  # written afresh

@@ -197,13 +197,14 @@ def test_the_option_refuses_a_path_it_cannot_write_before_any_test(
 def test_the_job_summary_draws_the_suite_total_over_runs_as_a_mermaid_chart(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_accel.perf.formats.baseline import Baseline, to_json
+    from pytest_accel.perf.formats.baseline import Baseline
+    from pytest_accel.perf.offline import baseline_json
 
     pytester.makepyfile(test_mod=SUITE)
     hostile_key = 'cpu/x1 "]```<b>,'
     calls = dict.fromkeys(IDS, 0.0005) | {IDS[1]: 0.1, IDS[2]: 0.1}
     env = history([calls] * 10, warmup=True)
-    (pytester.path / "b.json").write_text(json.dumps(to_json(Baseline({hostile_key: env}))))
+    (pytester.path / "b.json").write_text(json.dumps(baseline_json(Baseline({hostile_key: env}))))
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -283,13 +284,14 @@ def test_a_real_browser_renders_the_regression_its_trend_and_the_flaky_grid(
 def test_the_same_tests_across_hardware_keys_side_by_side(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pytest_accel.perf.formats.baseline import Baseline, to_json
+    from pytest_accel.perf.formats.baseline import Baseline
+    from pytest_accel.perf.offline import baseline_json
 
     cpu = history([{"t.py::test_a": 0.4, "t.py::test_b": 0.1}] * 3)
     tpu = history([{"t.py::test_a": 0.05, "t.py::test_c": 0.2}] * 3, key="tpu/TPU v5 lite/x8")
     baseline = tmp_path / "b.json"
     envs = {"cpu/x1": cpu, "tpu/TPU v5 lite/x8": tpu}
-    baseline.write_text(json.dumps(to_json(Baseline(envs))))
+    baseline.write_text(json.dumps(baseline_json(Baseline(envs))))
     assert main(["report", "--baseline", str(baseline), "-o", str(tmp_path / "r.html")]) == 0
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
     table = html[html.index('id="across"') : html.index("</table>", html.index('id="across"'))]

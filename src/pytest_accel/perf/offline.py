@@ -15,7 +15,7 @@ from pytest_accel.locking import update_locked
 from pytest_accel.outcomes import interrupted
 from pytest_accel.perf.analysis.comparison import changes_in_runs, compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
-from pytest_accel.perf.analysis.summary import durations_basis, expected_durations
+from pytest_accel.perf.analysis.summary import durations_basis, expected_durations, summary_of
 from pytest_accel.perf.formats.baseline import (
     BASELINE_VERSION,
     Baseline,
@@ -35,6 +35,12 @@ from pytest_accel.perf.formats.record import (
 from pytest_accel.perf.model.findings import Change, Comparison, Override
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.options import build_rule
+
+
+def baseline_json(baseline: Baseline) -> dict[str, Any]:
+    """A baseline as its file holds it, each key's summary derived where it is not kept."""
+    return to_json(baseline, summary_of)
+
 
 LARGE_BASELINE = 1 << 20  # bytes: thousands of tests' samples, compared with numpy anyway
 
@@ -121,7 +127,13 @@ def fold_records(paths: Sequence[str], into: str, window: int, time: str = "exec
     dropped: list[tuple[str, str]] = []
     if runs:
         baseline = update_baseline_file(
-            into, [run for _, run in runs], window, held, time=time, dropped=dropped
+            into,
+            [run for _, run in runs],
+            window,
+            held,
+            summarise=summary_of,
+            time=time,
+            dropped=dropped,
         )
     else:  # nothing to add: the file stays as it is, or is not made
         baseline = load_baseline(into) if os.path.exists(into) else Baseline({}, window)
@@ -168,7 +180,7 @@ def accept_changes(
     def refuse() -> Baseline:
         raise InputError(path, "no such file")
 
-    update_locked(path, _load_own, refuse, accept_wanted, to_json)
+    update_locked(path, _load_own, refuse, accept_wanted, baseline_json)
     return accepted
 
 
@@ -234,5 +246,5 @@ def upgrade_file(path: str) -> tuple[str, int, int]:
     baseline = parse_baseline(path, data)
     if baseline.source != "baseline":
         raise InputError(path, f"is a {baseline.source} file, not a baseline or a record")
-    write_json_atomic(path, to_json(baseline))
+    write_json_atomic(path, baseline_json(baseline))
     return "baseline", int(version or 0), BASELINE_VERSION

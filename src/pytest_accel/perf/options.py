@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_accel.file_uses import FileUse
+from pytest_accel.perf.model.samples import DEFAULT_WINDOW  # --perf-window
 from pytest_accel.perf.model.timings import TIMES
 from pytest_accel.settings import (
     OptionGroup,
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
 
     from pytest_accel.perf.analysis.rule import Rule
 
+__all__ = ["DEFAULT_WINDOW", "OPTIONS", "PerfOptions", "file_uses", "resolve"]
+
 DEFAULT_TOP = 20
-DEFAULT_WINDOW = 20  # runs kept per hardware key in a baseline (--perf-window)
 
 OPTIONS = OptionGroup(
     "perf",

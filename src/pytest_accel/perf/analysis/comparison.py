@@ -56,14 +56,12 @@ from pytest_accel.perf.analysis.speed import (
 from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.model.columns import Values
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
-from pytest_accel.perf.model.samples import EnvHistory, Summary
+from pytest_accel.perf.model.samples import Baseline, EnvHistory, Summary
 from pytest_accel.perf.model.timings import RunIdentity, RunTimings
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
-
-    from pytest_accel.perf.formats.baseline import Baseline
 
     FloatArray = npt.NDArray[np.float64]
     IntArray = npt.NDArray[np.int64]

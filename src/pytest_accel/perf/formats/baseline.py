@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -32,21 +31,21 @@ from pytest_accel.fields import (
 )
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
-from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.record import RECORD_SCHEMA, check_record, timings
 from pytest_accel.perf.model import columns
 from pytest_accel.perf.model.columns import Values
 from pytest_accel.perf.model.samples import (
     ANY_ENV,
+    DEFAULT_WINDOW,
     KINDS,
     METRICS,
+    Baseline,
     EnvHistory,
     Run,
     Summary,
     has_sample,
 )
 from pytest_accel.perf.model.timings import TIMES, RunIdentity, RunTimings, judged_on
-from pytest_accel.perf.options import DEFAULT_WINDOW
 
 __all__ = [
     "ANY_ENV",
@@ -56,18 +55,6 @@ __all__ = [
     "EnvHistory",
     "Run",
 ]
-
-
-@dataclass
-class Baseline:
-    """A baseline file's hardware keys (or a record or pytest-split map read as one)."""
-
-    envs: dict[str, EnvHistory]
-    window: int = DEFAULT_WINDOW
-    source: str = "baseline"  # "baseline", "record" or "durations"
-
-    def for_key(self, key: str) -> EnvHistory | None:
-        return self.envs.get(key) or self.envs.get(ANY_ENV)
 
 
 BASELINE_SCHEMA = "pytest-accel/baseline"
@@ -394,16 +381,22 @@ def accept(env: EnvHistory, kind: str, ident: str, runs: int, note: dict[str, An
     env.changed()  # the samples changed in place
 
 
-def to_json(baseline: Baseline) -> dict[str, Any]:
+# What derives a key's summary from its samples (``perf.analysis.summary.summary_of``):
+# given by the caller, as this module reads and writes files and judges nothing.
+Summarise = Callable[[EnvHistory], Summary]
+
+
+def to_json(baseline: Baseline, summarise: Summarise) -> dict[str, Any]:
+    """The file's JSON, each key's summary as ``summarise`` derives it (or keeps it)."""
     return {
         "schema": BASELINE_SCHEMA,
         "version": BASELINE_VERSION,
         "window": baseline.window,
-        "envs": {key: _env_json(env) for key, env in sorted(baseline.envs.items())},
+        "envs": {key: _env_json(env, summarise) for key, env in sorted(baseline.envs.items())},
     }
 
 
-def _env_json(env: EnvHistory) -> dict[str, Any]:
+def _env_json(env: EnvHistory, summarise: Summarise) -> dict[str, Any]:
     data: dict[str, Any] = {"test_metric": env.test_metric, **env.ids}
     data["runs"] = [
         {
@@ -421,7 +414,7 @@ def _env_json(env: EnvHistory) -> dict[str, Any]:
     wall = env.wall_column()
     if wall:
         data["wall"] = wall
-    summary = summary_of(env)
+    summary = summarise(env)
     data["summary"] = {
         "revision": SUMMARY_REVISION,
         "runs": summary.runs,
@@ -447,6 +440,7 @@ def update_baseline_file(
     window: int,
     held: list[RunTimings] | None = None,
     *,
+    summarise: Summarise,
     time: str = "execution",
     dropped: list[tuple[str, str]] | None = None,
 ) -> Baseline:
@@ -483,4 +477,10 @@ def update_baseline_file(
             del env.runs[:-window]
             dropped.extend((key, test) for test in _compact(env))
 
-    return update_locked(path, load_own, lambda: Baseline({}, window), add_runs, to_json)
+    return update_locked(
+        path,
+        load_own,
+        lambda: Baseline({}, window),
+        add_runs,
+        partial(to_json, summarise=summarise),
+    )

@@ -491,7 +491,7 @@ RULE_FIELDS: dict[str, tuple[type, ...]] = {
 
 
 @dataclass(frozen=True)
-class Judgement:
+class JudgedBy:
     """What a record's run was judged by: the rule's settings (keyed by ``Rule`` field),
     ``--perf-new-slow``, and each test's ``@pytest.mark.perf`` override."""
 
@@ -514,7 +514,7 @@ def judgement_json(
     }
 
 
-def judgement_of(path: str, record: Mapping[str, Any]) -> Judgement | None:
+def judgement_of(path: str, record: Mapping[str, Any]) -> JudgedBy | None:
     """A record's ``judgement`` (None: a record written before 0.4 keeps none), each
     field checked; a field of the rule this release does not know is left out."""
     raw = record.get("judgement")
@@ -547,4 +547,4 @@ def judgement_of(path: str, record: Mapping[str, Any]) -> Judgement | None:
         if not isinstance(ignore, bool):
             raise InputError(path, f"{where}.ignore: expected true or false")
         overrides[test] = Override(numbers.get("threshold"), numbers.get("min_delta"), ignore)
-    return Judgement(rule, new_slow, overrides)
+    return JudgedBy(rule, new_slow, overrides)

@@ -88,6 +88,9 @@ class Summary:
         )
 
 
+DEFAULT_WINDOW = 20  # runs kept per hardware key in a baseline (--perf-window)
+
+
 @dataclass
 class EnvHistory:
     """One hardware key: its ids per kind and its runs, oldest first."""
@@ -240,3 +243,15 @@ class EnvHistory:
                 if value is not None:
                     result[ident].append(value)
         return {ident: values for ident, values in result.items() if values}
+
+
+@dataclass
+class Baseline:
+    """A baseline file's hardware keys (or a record or pytest-split map read as one)."""
+
+    envs: dict[str, EnvHistory]
+    window: int = DEFAULT_WINDOW
+    source: str = "baseline"  # "baseline", "record" or "durations"
+
+    def for_key(self, key: str) -> EnvHistory | None:
+        return self.envs.get(key) or self.envs.get(ANY_ENV)
