@@ -192,7 +192,7 @@ def test_a_clean_comparison_has_no_table() -> None:
 
 
 def test_the_suite_history_becomes_a_mermaid_chart_in_the_summary() -> None:
-    found = comparison(suite_history=[("abc1234", 10.0), ("def5678", 11.0)], suite_now=12.5)
+    found = comparison(suite_history=[("abc1234", 10.0), ("def5678", 11.0)], run_total=12.5)
     head = output.summary_section(found, failing=False).head
     assert "```mermaid" in head
     assert '    x-axis ["abc1234", "def5678", "this run"]' in head

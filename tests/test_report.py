@@ -367,7 +367,7 @@ def test_a_quarantined_failure_is_counted_as_quarantined_and_a_skip_is_not_ranke
     for page in ("p.html", "in-run.html"):
         tables = cells((pytester.path / page).read_text())
         summary = next(rows for rows in tables.values() if rows and rows[-1][1] == "cpu/x1")
-        assert "1 passed, 1 quarantined, 1 skipped" in summary[-1]
+        assert "1 passed, 1 skipped, 1 quarantined" in summary[-1]
         assert "failed" not in summary[-1]
         slowest = [row[1] for row in tables["slowest-tests"] if row]
         assert sorted(slowest) == ["test_q.py::test_known_bad", "test_q.py::test_ok"]

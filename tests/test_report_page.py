@@ -65,7 +65,7 @@ def test_the_slowest_tables_are_sortable_with_exact_values() -> None:
     data = ReportData(tests=[Row("t.py::slow", "cpu/x1", 1.23456789, "passed")])
     _, cells = parsed(data)
     assert cells.tables["slowest-tests"] == [
-        ["seconds", "test", "hardware key", "outcome"],
+        ["wall seconds", "test", "hardware key", "outcome"],
         ["1.235", "t.py::slow", "cpu/x1", "passed"],
     ]
     assert ("td", {"class": "n", "data-v": "1.234568"}) in cells.tags

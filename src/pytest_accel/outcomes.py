@@ -135,3 +135,47 @@ class RunColumns:
     interrupted: bool = False  # the run was interrupted: a part of the suite, no verdict
     compiles: Mapping[str, int] | None = None  # XLA compilations per test (None: no JAX)
     earlier_starts: Sequence[str] = ()  # earlier runs of this key the baseline holds
+    reruns: Mapping[str, int] = field(default_factory=dict)  # attempts before the last
+
+
+# The run's tally in pytest's words and order (``TerminalReporter``'s ``KNOWN_TYPES``,
+# then the plugin's own statuses as they come): what the terminal's last line says.
+TALLY_ORDER = (
+    "failed",
+    "passed",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "error",
+    "rerun",
+    "flaky",
+    "quarantined",
+    "crashed",
+    "interrupted",
+)
+_PLURALS = {"error": "errors"}
+
+
+def tally(run: RunColumns) -> dict[str, int]:
+    """How many tests of ``run`` ended each way, as the terminal's last line counts them:
+    a test that passed after a rerun is ``flaky`` (not passed), a failure a quarantine
+    list covered ``quarantined`` (not failed), and each rerun attempt a ``rerun``."""
+    counts: dict[str, int] = {}
+    for test, outcome in zip(run.ids, run.outcomes, strict=True):
+        shown = outcome
+        if outcome in FAILING and test in run.quarantined:
+            shown = "quarantined"
+        elif outcome == "passed" and run.reruns.get(test):
+            shown = "flaky"
+        counts[shown] = counts.get(shown, 0) + 1
+    reruns = sum(run.reruns.values())
+    if reruns:
+        counts["rerun"] = reruns
+    return {name: counts[name] for name in TALLY_ORDER if counts.get(name)}
+
+
+def tally_words(counts: Mapping[str, int]) -> str:
+    """``8 passed, 6 skipped, 2 rerun, 1 flaky, 1 quarantined``."""
+    return ", ".join(
+        f"{n} {_PLURALS.get(name, name) if n != 1 else name}" for name, n in counts.items()
+    )

@@ -244,7 +244,9 @@ def scope_notes(comparison: Comparison) -> list[str]:
             f"time: judged on {comparison.time} time; {comparison.left_out_time} baseline"
             f" run(s) timed on {other} time left out"
         )
-    layout = comparison.layout or "unknown"
+    # Its own layout, which every run has; "an unknown layout" only for a record from
+    # before layouts were kept.
+    layout = comparison.layout or comparison.run_layout or "an unknown layout"
     if comparison.left_out_layout:
         notes.append(
             f"layout: compared with the baseline's runs laid out as this one ({layout});"
@@ -296,9 +298,10 @@ def summary_section(
     """The job-summary section: the summary line, then one table row per finding."""
     line = summary_line(comparison, failing, fail_option)
     head = ["### pytest-accel performance", "", escape_cell(line), ""]
-    if comparison.suite_history and comparison.suite_now:
+    if comparison.suite_history and comparison.run_total:
+        # Runs' totals beside a run's total (each baseline run's tests, this run's).
         labels = [label for label, _ in comparison.suite_history] + ["this run"]
-        totals = [total for _, total in comparison.suite_history] + [comparison.suite_now]
+        totals = [total for _, total in comparison.suite_history] + [comparison.run_total]
         title = f"Suite total per run, {comparison.key}"
         head += [*mermaid_line_chart(title, labels, totals, "seconds"), ""]
     head += [escape_cell(note) + "  " for note in scope_notes(comparison)]

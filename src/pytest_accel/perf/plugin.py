@@ -282,6 +282,7 @@ class PerfPlugin:
             earlier_starts=earlier_starts,
             compiles=table.compile_counts(),
             interrupted=int(head["run"]["exitstatus"]) == pytest.ExitCode.INTERRUPTED,
+            reruns={table.nodeids[row]: len(tries) for row, tries in table.earlier.items()},
         )
 
     def _add_sections(

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from pytest_accel.coverage.model import Coverage, Gap, by_key, coverage_of, gaps
-from pytest_accel.flaky.classify import classify
+from pytest_accel.flaky.classify import FLAKY_MIN_RUNS, classify
 from pytest_accel.flaky.history import History
-from pytest_accel.outcomes import FAILING, RunColumns
+from pytest_accel.outcomes import RunColumns, tally
 from pytest_accel.perf.analysis.comparison import compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.analysis.summary import summary_of
@@ -47,6 +48,9 @@ class Trend:
     change_at: int | None  # index of the first run at the new level
     headline: str  # what was found, in one line
     slower: bool
+    reference: float | None = None  # drawn as a dashed line: the baseline runs' median
+    unit: str = "wall"  # what the seconds are: "execution" or "wall" time
+    severity: float = 0.0  # how far an alarm is from its baseline (a ratio), for order
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,9 @@ class RunSummary:
     duration: float
     outcomes: dict[str, int]
     comparison: Comparison | None  # None without a baseline for this key
-    suite_now: float  # sum of the compared tests' timings
-    suite_then: float  # ... of their baseline medians
+    suite_now: float  # this run's total, as the reference below is summed
+    suite_then: float  # the reference it is set against
+    suite_basis: str = ""  # what the reference is, in words
     compilation: str = ""  # with JAX: what compiling took (perf.output.compilation_line)
 
 
@@ -224,7 +229,8 @@ def build_views(
         data.runs.append(_summary(view, comparison, label))
         if env is not None and comparison is not None:
             _add_trends(data, run, env, comparison, judged_by)
-            data.suite_trend = data.suite_trend or _suite_trend(comparison)
+            if comparison.layout is None:  # a shard is never drawn among whole runs
+                data.suite_trend = data.suite_trend or _suite_trend(comparison)
         _add_slowest(data, view, label if len(views) > 1 else "")
         data.shards += _shards(view)
         if view.cost is not None:
@@ -265,12 +271,18 @@ def record_labels(paths: Sequence[str]) -> list[str]:
 
 def _summary(view: RecordView, comparison: Comparison | None, label: str) -> RunSummary:
     run, info = view.run, view.info
-    outcomes: dict[str, int] = {}
-    quarantined = view.columns.quarantined
-    for test, outcome in zip(run.ids, run.outcome, strict=True):
-        # A quarantined failure did not fail the run: counted as the terminal counts it.
-        shown = "quarantined" if test in quarantined and outcome in FAILING else outcome
-        outcomes[shown] = outcomes.get(shown, 0) + 1
+    now = then = 0.0
+    basis = ""
+    if comparison is not None and comparison.suite_history and comparison.layout is None:
+        # Runs' totals against a run's total: each baseline run's tests, this run's.
+        totals = [total for _, total in comparison.suite_history]
+        now, then = comparison.run_total, median(totals)
+        basis = f"the median of {len(totals)} baseline runs' totals, {comparison.time} time"
+    elif comparison is not None:
+        # Laid out unlike the baseline's runs (a shard among whole runs): its own tests'
+        # medians, never the whole suite's totals.
+        now, then = comparison.suite_now, comparison.suite_then
+        basis = f"the same tests' baseline medians, {comparison.time} time"
     return RunSummary(
         path=view.path,
         label=label,
@@ -281,10 +293,11 @@ def _summary(view: RecordView, comparison: Comparison | None, label: str) -> Run
         shard=info.get("shard"),
         layout=run.layout,
         duration=float(info.get("duration") or 0.0),
-        outcomes=outcomes,
+        outcomes=tally(view.columns),
         comparison=comparison,
-        suite_now=comparison.suite_now if comparison else 0.0,
-        suite_then=comparison.suite_then if comparison else 0.0,
+        suite_now=now,
+        suite_then=then,
+        suite_basis=basis,
         compilation=_compilation(view.compilation),
     )
 
@@ -334,7 +347,17 @@ def _add_trends(
         headline = "CHANGED " + output.describe_change(change)
         change_at = len(series) - change.runs
         items.append(
-            Trend(change.kind, change.id, labels, series, change_at, headline, change.slower)
+            Trend(
+                change.kind,
+                change.id,
+                labels,
+                series,
+                change_at,
+                headline,
+                change.slower,
+                unit=comparison.time,
+                severity=change.ratio if change.slower else 0.0,
+            )
         )
     for finding, word in [(f, "REGRESSION") for f in comparison.regressions] + [
         (f, "improved") for f in comparison.improvements
@@ -351,9 +374,12 @@ def _add_trends(
                 None,
                 f"{word} {output.describe(finding)}",
                 word == "REGRESSION",
+                unit=comparison.time,
+                severity=finding.ratio if word == "REGRESSION" else 0.0,
             )
         )
-    items.sort(key=lambda t: (not t.slower, t.kind, t.id))
+    # The most severe first, whatever its kind (the worst, 5.97x, once came sixth).
+    items.sort(key=lambda t: (not t.slower, -t.severity, t.kind, t.id))
     data.trends += items[:TRENDS]
     data.more_findings += [t.headline for t in items[TRENDS:]]
 
@@ -402,13 +428,25 @@ def _drop_repeated_trends(data: ReportData) -> None:
 
 
 def _suite_trend(comparison: Comparison) -> Trend | None:
-    """The suite total over the baseline's runs and this one, as the job summary's chart."""
+    """Each baseline run's total and this run's, as the job summary's chart, with their
+    median drawn as the reference: runs' totals beside a run's total."""
     if not comparison.suite_history:
         return None
     labels = [label for label, _ in comparison.suite_history] + ["this run"]
     totals: list[float | None] = [total for _, total in comparison.suite_history]
-    totals.append(comparison.suite_now)
-    return Trend("session", "suite total", labels, totals, None, "suite total", False)
+    reference = median([total for _, total in comparison.suite_history])
+    totals.append(comparison.run_total)
+    return Trend(
+        "session",
+        "suite total",
+        labels,
+        totals,
+        None,
+        "suite total",
+        False,
+        reference=reference,
+        unit=comparison.time,
+    )
 
 
 def _add_slowest(data: ReportData, view: RecordView, record: str) -> None:
@@ -487,10 +525,12 @@ def _add_flaky(data: ReportData, history: History) -> None:
             verdict = classify(test, letters)
             if verdict.status == "ok" and "F" not in letters and "K" not in letters:
                 continue
+            status, runs = verdict.status, verdict.runs
+            if status == "ok" and runs < FLAKY_MIN_RUNS:
+                # Rerun in 7 of 7 runs is not "ok": too few runs to judge, as the CLI says.
+                status = f"needs {FLAKY_MIN_RUNS - runs} more run(s)"
             rows.append(
-                FlakyRow(
-                    key, test, letters, verdict.status, verdict.flip_rate, verdict.failure_rate
-                )
+                FlakyRow(key, test, letters, status, verdict.flip_rate, verdict.failure_rate)
             )
     rows.sort(key=lambda r: (-r.flip_rate, -r.failure_rate, r.key, r.test))
     data.flaky = rows[:FLAKY_ROWS]

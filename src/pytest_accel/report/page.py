@@ -13,6 +13,7 @@ from html import escape
 
 from pytest_accel.cost.model import money
 from pytest_accel.coverage.model import BUCKETS, LABELS, trend_line
+from pytest_accel.outcomes import tally_words
 from pytest_accel.report import svg
 from pytest_accel.report.data import FlakyRow, ReportData, Row, RunSummary
 
@@ -61,7 +62,7 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
         "<th>findings</th><th>compilation (JAX)</th></tr></thead><tbody>"
     )
     for run in runs:
-        outcomes = ", ".join(f"{n} {o}" for o, n in sorted(run.outcomes.items()))
+        outcomes = tally_words(run.outcomes)  # as the terminal's last line says it
         comparison = run.comparison
         if comparison is None:
             suite, findings = '<span class="muted">no baseline for this key</span>', ""
@@ -70,7 +71,7 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
             cls = "slower" if ratio > 1.2 else "faster" if ratio < 1 / 1.2 else ""
             suite = (
                 f'<span class="{cls}">{run.suite_now:.2f} s vs {run.suite_then:.2f} s'
-                f" ({ratio:.2f}x)</span>"
+                f" ({ratio:.2f}x)</span> <small>against {escape(run.suite_basis)}</small>"
             )
             findings = (
                 f"{len(comparison.regressions)} regression(s), {len(comparison.changes)}"
@@ -139,7 +140,12 @@ def _slowest(data: ReportData) -> Iterator[str]:
             continue
         priced = any(row.usd is not None for row in rows)
         several = any(row.record for row in rows)
-        heads = ["seconds", name[:-1] if name != "classes" else "class", "hardware key", detail]
+        heads = [
+            "wall seconds",
+            name[:-1] if name != "classes" else "class",
+            "hardware key",
+            detail,
+        ]
         heads += ["record"] * several + ["cost"] * priced
         yield from _table(f"slowest-{name}", heads, _rows(rows, priced, several))
 

@@ -20,6 +20,7 @@ LEFT, RIGHT, TOP, BOTTOM = 64, 16, 48, 86
 LABEL_CHARS = 14
 LABEL_GAP = 24  # px between neighbouring labels' baselines, at their slant: no overlap
 SLOWER, FASTER, LINE, CURRENT, GRID = "#c0392b", "#1e7b34", "#2c5d8f", "#e67e22", "#d8dde3"
+GRID_DARK = "#7a8694"  # a reference line: the baseline runs' median
 
 
 def nice_ceiling(value: float) -> float:
@@ -43,6 +44,8 @@ def trend_chart(trend: Trend) -> str:
     it names."""
     values = trend.seconds
     present = [v for v in values if v is not None]
+    if trend.reference is not None:
+        present.append(trend.reference)
     top = nice_ceiling(max(present) * 1.1 if present else 1.0)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / max(len(values) - 1, 1)
@@ -73,8 +76,14 @@ def trend_chart(trend: Trend) -> str:
         )
     parts.append(
         f'<text x="14" y="{TOP + plot_h / 2:.1f}" transform="rotate(-90 14 {TOP + plot_h / 2:.1f})"'
-        ' text-anchor="middle">seconds</text>'
+        f' text-anchor="middle">seconds ({escape(trend.unit)})</text>'
     )
+    if trend.reference is not None:  # what this run is set against: drawn, not implied
+        ref = y(trend.reference)
+        parts.append(
+            f'<line class="reference" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{ref:.1f}"'
+            f' y2="{ref:.1f}" stroke="{GRID_DARK}" stroke-dasharray="3 3"/>'
+        )
     # Slanted labels sit step * sin(35 degrees) apart: every n-th is shown so that they
     # do not overlap, and always this run's, the last (dropping its neighbour if close).
     every = max(1, ceil(LABEL_GAP / (step * 0.57)))
@@ -115,7 +124,10 @@ def trend_chart(trend: Trend) -> str:
             f' fill="{CURRENT if last else LINE}"><title>{escape(trend.labels[index])}:'
             f" {_fmt(sample)} s</title></circle>"
         )
-    parts.append(_legend([(LINE, "duration (s)"), (CURRENT, "this run")], trend))
+    entries = [(LINE, "duration (s)"), (CURRENT, "this run")]
+    if trend.reference is not None:
+        entries.append((GRID_DARK, "baseline median"))
+    parts.append(_legend(entries, trend))
     parts.append("</svg>")
     return "".join(parts)
 

@@ -89,6 +89,7 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
     test judged on execution, the seconds it spent compiling."""
     run = scope.run
     result.time = run.basis
+    result.run_layout = run.layout
     result.left_out_time, result.left_out_layout = scope.left_out_time, scope.left_out_layout
     result.change_runs = None if scope.change_runs is None else len(scope.change_runs)
     judging = _judging_runs(scope)

@@ -93,6 +93,7 @@ def take_inventory(
         for ident in ignored.intersection(kept):
             del kept[ident]
     result.compared = len(compared) + len(warm_compared)
+    result.run_total = fsum(now.values()) + fsum(warm_now.values())
     return Compared(compared, warm_compared)
 
 

@@ -449,6 +449,7 @@ def run_columns(data: Mapping[str, Any]) -> RunColumns:
         run.get("started"),
         compiles=tests.get(COMPILES),
         interrupted=interrupted(data),
+        reruns={nodeid: len(runs) - 1 for nodeid, runs in tests.get("attempts", {}).items()},
     )
 
 

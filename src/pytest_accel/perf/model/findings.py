@@ -188,6 +188,12 @@ class Comparison:
     suite_then: float = 0.0
     # The suite total of each baseline run, oldest first: (its commit or start, seconds).
     suite_history: list[tuple[str, float]] = field(default_factory=list)
+    # This run's total as those are summed (every passing test, warm-ups included): what
+    # a chart draws beside them, a run's total beside runs' totals.
+    run_total: float = 0.0
+    # The run's own layout (``timings.layout_of``; None: not known), whatever the
+    # baseline's: what the notes name it by.
+    run_layout: str | None = None
     found: bool = True  # whether the baseline has the hardware key
     available_keys: list[str] = field(default_factory=list)  # its keys, when it has not
     time: str = "wall"  # what the timings were judged on: "execution" or "wall"
@@ -246,6 +252,7 @@ class Comparison:
                 "current": round(self.suite_now, 6),
                 "baseline": round(self.suite_then, 6),
                 "history": [{"run": run, "total": round(t, 6)} for run, t in self.suite_history],
+                "run_total": round(self.run_total, 6),
             },
             "available_envs": self.available_keys,
             "time": self.time,
