@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakesys import FakeSys
+
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "pytest_accel"
 SHARED = {
@@ -287,3 +289,94 @@ def test_the_alarm_kinds_are_listed_in_one_module_and_every_output_reads_them() 
     assert output.alarm_count(one_of_each) == (
         "1 regression(s) and 1 slowdown change(s) and 1 recompiling test(s)"
     )
+
+
+NPU_ROW = """
+from pytest_accel.hardware import platforms
+from pytest_accel.hardware.detection import Detection, apply_mask
+
+
+def probe_npu(ctx):
+    nodes = sorted(ctx.path("/dev").glob("npu[0-9]*"))
+    ctx.note(f"/dev/npu*: {len(nodes)} node(s)")
+    if not nodes:
+        return None
+    visible = apply_mask(ctx, "NPU_VISIBLE_DEVICES", len(nodes))
+    return Detection("npu", visible, "NPU v1", "dev", tuple(ctx.evidence)) if visible else None
+
+
+# The probe and the row: nothing else anywhere.
+platforms.PLATFORMS = (
+    *platforms.PLATFORMS,
+    platforms.Platform(
+        "npu",
+        probe=probe_npu,
+        masks=("NPU_VISIBLE_DEVICES",),
+        marker="npu(min_devices=1, kind=None): run only on NPUs.",
+        pinning=platforms.mask_pinning("NPU_VISIBLE_DEVICES"),
+    ),
+)
+"""
+
+NPU_SUITE = """
+import os
+import pathlib
+
+import pytest
+
+
+@pytest.mark.npu
+def test_on_npu(worker_id):
+    pathlib.Path(f"seen-{worker_id}").write_text(os.environ.get("NPU_VISIBLE_DEVICES", "-"))
+
+
+@pytest.mark.npu
+def test_on_npu_too(worker_id):
+    pathlib.Path(f"seen-{worker_id}").write_text(os.environ.get("NPU_VISIBLE_DEVICES", "-"))
+
+
+@pytest.mark.accel("npu", min_devices=8)
+def test_a_big_slice():
+    pass
+
+
+@pytest.mark.cpu_only
+def test_on_the_cpu_tier():
+    pass
+"""
+
+
+@pytest.mark.requires("xdist")
+def test_a_new_built_in_platform_is_its_probe_and_its_row(
+    pytester: pytest.Pytester, fakesys: FakeSys
+) -> None:
+    """Adding a platform once meant nine files in two features; now detection, the
+    options, the markers, the policy that refuses to pretend and the pinning of xdist
+    workers all read one table (``hardware/platforms.py``)."""
+    pytester.makepyfile(npu_row=NPU_ROW, test_npu=NPU_SUITE)
+    pytester.makeconftest(
+        "import pytest\n@pytest.fixture\ndef worker_id(request):\n"
+        "    return getattr(request.config, 'workerinput', {}).get('workerid', 'main')\n"
+    )
+    early = ["-p", "npu_row", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    # No NPU here: asking for one stops the run, with what was checked.
+    missing = pytester.runpytest_subprocess(*early, "--accel=npu")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["ERROR: --accel=npu: no npu device found *: 0 node(s)*"])
+    for index in range(4):
+        (fakesys.root / "dev" / f"npu{index}").write_text("")
+    result = pytester.runpytest_subprocess(*early, "--accel=npu", "-rs")
+    result.stdout.fnmatch_lines(["accel: npu x4 (NPU v1) via dev*"])
+    result.assert_outcomes(passed=2, skipped=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "SKIPPED * requires npu x8 (detected: npu x4 (NPU v1) via dev)",
+            "SKIPPED * cpu_only*",
+        ]
+    )
+    assert (pytester.path / "seen-main").read_text() == "-"
+    # Every worker runs every test (--dist each): each sees its own half.
+    pinned = pytester.runpytest_subprocess(*early, "--accel=npu", "-n", "2", "--dist", "each")
+    pinned.assert_outcomes(passed=4, skipped=4)
+    seen = {(pytester.path / f"seen-gw{i}").read_text() for i in (0, 1)}
+    assert seen == {"0,1", "2,3"}  # each worker its own half of the NPUs

@@ -172,3 +172,48 @@ def test_another_plugin_reads_each_features_one_result_of_the_session(
         "timing": [["test_a.py::test_ok", "test_a.py::test_bad"], False],
         "flaky": {"test_a.py::test_ok": "P", "test_a.py::test_bad": "F"},
     }
+
+
+SPYRE_PLUGIN = """
+from pytest_accel import Detection
+from pytest_accel.hardware.platforms import Platform, mask_pinning
+
+
+def pytest_accel_platforms():
+    # A row, not only a name: the card opts into a device set per xdist worker.
+    return [Platform("spyre", pinning=mask_pinning("SPYRE_VISIBLE_DEVICES"))]
+
+
+def pytest_accel_detect(context):
+    cards = sorted(context.path("/dev").glob("spyre[0-9]*"))
+    context.note(f"/dev/spyre*: {len(cards)} card(s)")
+    if not cards:
+        return None
+    return Detection("spyre", len(cards), "Spyre v1", "dev", tuple(context.evidence))
+"""
+
+
+@pytest.mark.requires("xdist")
+def test_a_third_party_platform_opts_into_pinning_through_its_row(
+    pytester: pytest.Pytester, fakesys: FakeSys
+) -> None:
+    """Pinning was hard-coded to cuda, rocm and tpu: a plugin's accelerator could not get
+    a device set per xdist worker."""
+    for index in range(4):
+        (fakesys.root / "dev" / f"spyre{index}").write_text("")
+    pytester.makepyfile(
+        spyre_plugin=SPYRE_PLUGIN,
+        test_cards="""
+        import os, pathlib, pytest
+
+        @pytest.mark.accel("spyre", min_devices=2)
+        def test_card(request):
+            worker = request.config.workerinput["workerid"]
+            pathlib.Path(f"seen-{worker}").write_text(os.environ["SPYRE_VISIBLE_DEVICES"])
+        """,
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "spyre_plugin", "--accel=spyre", "-n", "2", "--dist", "each", "-p", "no:randomly"
+    )
+    result.assert_outcomes(passed=2)
+    assert {(pytester.path / f"seen-gw{i}").read_text() for i in (0, 1)} == {"0,1", "2,3"}

@@ -18,9 +18,9 @@ from pytest_accel.hardware.detection import (
     cpu_device_count,
     describe_evidence,
     mask_entries,
-    platform_matches,
     read_mask,
 )
+from pytest_accel.hardware.platforms import platform_matches
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_accel.hardware.detection import Detection
+from pytest_accel.hardware.platforms import TPU_PORT_BASE
 from pytest_accel.scaleout.pinning import (
-    TPU_PORT_BASE,
     PinError,
     plan_pin,
     shareable,

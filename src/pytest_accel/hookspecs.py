@@ -28,14 +28,18 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_accel.hardware.detection import Detection, DetectionContext
+    from pytest_accel.hardware.platforms import Platform
     from pytest_accel.outcomes import RunColumns
 
 
 @pytest.hookspec
-def pytest_accel_platforms() -> Iterable[str]:  # type: ignore[empty-body]
-    """Return platform names this plugin can detect.
+def pytest_accel_platforms() -> Iterable[str | Platform]:  # type: ignore[empty-body]
+    """Return platform names this plugin can detect, or rows of the platform table
+    (``hardware.platforms.Platform``).
 
-    They become valid for ``--accel``, ``--accel-emulate`` and ``accel(...)``.
+    They become valid for ``--accel``, ``--accel-emulate`` and ``accel(...)``; a row
+    with a ``pinning`` gets a device set per pytest-xdist worker (from an installed
+    plugin, or one given with ``-p``: a worker pins itself before conftests load).
     """
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_accel.fields import check_version
 from pytest_accel.files import InputError, read_bytes
-from pytest_accel.hardware.detection import platform_matches
+from pytest_accel.hardware.platforms import platform_matches
 
 QUARANTINE_SCHEMA = "pytest-accel/quarantine"
 QUARANTINE_VERSION = 1

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-from pytest_accel.hardware.detection import (
-    ACCELERATOR_PROBE_ORDER,
-    BUILTIN_PLATFORMS,
-    PLATFORM_FAMILIES,
-    Detection,
-    DetectionContext,
-    cpu_detection,
+from pytest_accel.hardware.detection import Detection, DetectionContext, cpu_detection
+from pytest_accel.hardware.platforms import (
+    builtin_names,
+    families,
+    jax_names,
     platform_matches,
+    probe_order,
 )
-from pytest_accel.hardware.sysfs import PROBES
 from pytest_accel.text import plain, shown
-
-_SELECTOR_PLATFORMS = {
-    "cpu": "cpu",
-    "tpu": "tpu",
-    "cuda": "cuda",
-    "rocm": "rocm",
-    "gpu": "gpu",
-}
 
 
 def framework_selection(ctx: DetectionContext) -> tuple[list[str] | None, str | None]:
@@ -33,14 +23,15 @@ def framework_selection(ctx: DetectionContext) -> tuple[list[str] | None, str | 
         if not value:
             continue
         names = [part.strip().lower() for part in value.split(",")]
-        allowed = [_SELECTOR_PLATFORMS[p] for p in names if p in _SELECTOR_PLATFORMS]
+        selectors = jax_names()
+        allowed = [selectors[p] for p in names if p in selectors]
         setting = f"{variable}={plain(value)}"
         ctx.note(f"env {setting}")
-        unknown = [p for p in names if p not in _SELECTOR_PLATFORMS]
+        unknown = [p for p in names if p not in selectors]
         if unknown:
             ctx.ignore(
                 f"{variable} names {', '.join(map(shown, unknown))}, not a platform the built-in"
-                f" detectors know ({', '.join(_SELECTOR_PLATFORMS)})"
+                f" detectors know ({', '.join(selectors)})"
             )
         return allowed, setting
     return None, None
@@ -51,19 +42,20 @@ def detect_builtin(ctx: DetectionContext) -> Detection | None:
 
     Returning None lets third-party detectors and then the CPU fallback answer.
     """
-    if ctx.requested and ctx.requested not in (*BUILTIN_PLATFORMS, *PLATFORM_FAMILIES):
+    if ctx.requested and ctx.requested not in (*builtin_names(), *families()):
         return None  # a third-party platform was asked for: leave it to its detector
     allowed, setting = framework_selection(ctx)
     if allowed is not None and allowed and allowed[0] == "cpu":
         return cpu_detection(ctx, source=f"env {setting}")
-    order = list(ACCELERATOR_PROBE_ORDER)
+    probes = {row.name: row.probe for row in probe_order() if row.probe is not None}
+    order = list(probes)
     if ctx.requested and ctx.requested != "cpu":
         wanted = [p for p in order if platform_matches(ctx.requested, p)]
         order = wanted + [p for p in order if p not in wanted]
     if allowed:
         order = [p for p in order if any(platform_matches(a, p) for a in allowed)]
     for platform in order:
-        found = PROBES[platform](ctx)
+        found = probes[platform](ctx)
         if found:
             if setting:
                 return Detection(

@@ -19,11 +19,6 @@ from typing import Any
 
 from pytest_accel.text import one_line, shown
 
-BUILTIN_PLATFORMS: tuple[str, ...] = ("cpu", "cuda", "rocm", "tpu")
-# `gpu` is a family, not a platform: it matches whatever GPU platform was detected.
-PLATFORM_FAMILIES: Mapping[str, frozenset[str]] = {"gpu": frozenset({"cuda", "rocm"})}
-ACCELERATOR_PROBE_ORDER: tuple[str, ...] = ("tpu", "cuda", "rocm")
-
 
 @dataclass(frozen=True)
 class Detection:
@@ -124,11 +119,6 @@ _COUNT = re.compile(r"[0-9]{1,7}")  # ASCII digits only (int() also takes "²" a
 def count_of(text: str) -> int | None:
     stripped = text.strip()
     return int(stripped) if _COUNT.fullmatch(stripped) else None
-
-
-def platform_matches(wanted: str, platform: str) -> bool:
-    """``gpu`` matches ``cuda`` and ``rocm``; every other name matches itself."""
-    return platform == wanted or platform in PLATFORM_FAMILIES.get(wanted, frozenset())
 
 
 # --- CPU ----------------------------------------------------------------------------

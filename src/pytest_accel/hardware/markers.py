@@ -12,19 +12,19 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pytest_accel.hardware.detection import Detection, module_installed, platform_matches
+from pytest_accel.hardware.detection import Detection, module_installed
+from pytest_accel.hardware.platforms import platform_matches, shorthand_markers
 
+# Each platform's shorthand marker (``tpu``, ``tpu_ci``, ``gpu``, ...) comes from its row
+# in the platform table (``platforms.PLATFORMS``); the rest are the plugin's own.
+_PLATFORM_SHORTHANDS = {name: platform for name, (platform, _) in shorthand_markers().items()}
 MARKERS: dict[str, str] = {
     "accel": (
         "accel(*platforms, min_devices=1, kind=None): run only when the detected platform is"
         " one of platforms ('gpu' matches cuda and rocm), at least min_devices devices are"
         " visible and kind (case-insensitive glob, e.g. 'TPU v5*') matches the device kind."
     ),
-    "tpu": "tpu(min_devices=1, kind=None): run only on TPU; shorthand for accel('tpu').",
-    "tpu_ci": "tpu_ci(min_devices=1, kind=None): TPU CI tier; alias of tpu.",
-    "gpu": "gpu(min_devices=1, kind=None): run only on a GPU (cuda or rocm).",
-    "cuda": "cuda(min_devices=1, kind=None): run only on NVIDIA CUDA GPUs.",
-    "rocm": "rocm(min_devices=1, kind=None): run only on AMD ROCm GPUs.",
+    **{name: text for name, (_, text) in shorthand_markers().items()},
     "multi_gpu": "multi_gpu(n=2): run only with at least n GPUs; accel('gpu', min_devices=n).",
     "multi_device": (
         "multi_device(n=2): run only with at least n devices of any platform, CPU included"
@@ -40,8 +40,6 @@ MARKERS: dict[str, str] = {
     ),
 }
 
-# Markers whose arguments name a platform directly.
-_PLATFORM_SHORTHANDS = {"tpu": "tpu", "tpu_ci": "tpu", "gpu": "gpu", "cuda": "cuda", "rocm": "rocm"}
 REQUIREMENT_MARKERS = frozenset({*_PLATFORM_SHORTHANDS, "accel", "multi_gpu", "multi_device"})
 SELECTION_MARKERS = frozenset({*REQUIREMENT_MARKERS, "cpu_only", "ray"})
 # What each marker accepts: how many positional arguments (None: any) and which keywords.

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # detection loads when the options are read (not for the comm
     import pytest
 
     from pytest_accel.hardware.detection import Detection
+    from pytest_accel.hardware.platforms import Platform
 
 PROBE_MODES = ("auto", "none", "jax")
 PROBE_TIMEOUT = 120.0  # seconds the JAX probe may take by default
@@ -106,26 +107,37 @@ class AccelOptions:
 
 
 def valid_accel_choices(extra_platforms: Collection[str]) -> list[str]:
-    from pytest_accel.hardware.detection import BUILTIN_PLATFORMS, PLATFORM_FAMILIES
+    from pytest_accel.hardware.platforms import builtin_names, families
 
-    builtin = ["auto", *BUILTIN_PLATFORMS, *PLATFORM_FAMILIES]
+    builtin = ["auto", *sorted(builtin_names()), *families()]
     return builtin + sorted(set(extra_platforms) - set(builtin))
 
 
+def registered_rows(config: pytest.Config) -> list[Platform]:
+    """The rows plugins add to the platform table (``pytest_accel_platforms`` returning
+    ``Platform`` objects: a platform with its pinning, say)."""
+    from pytest_accel.hardware.platforms import Platform
+
+    return [
+        entry
+        for result in config.hook.pytest_accel_platforms()
+        for entry in result
+        if isinstance(entry, Platform)
+    ]
+
+
 def known_platforms(config: pytest.Config) -> list[str]:
+    """The platforms plugins register, by name or by row."""
     names: list[str] = []
     for result in config.hook.pytest_accel_platforms():
-        names.extend(str(n).lower() for n in result)
+        names.extend(str(getattr(n, "name", n)).lower() for n in result)
     return names
 
 
 def resolve_options(config: pytest.Config, extra_platforms: Collection[str]) -> AccelOptions:
     """Validate every ``--accel`` option up front."""
-    from pytest_accel.hardware.detection import (
-        PLATFORM_FAMILIES,
-        EmulationSpecError,
-        parse_emulation,
-    )
+    from pytest_accel.hardware.detection import EmulationSpecError, parse_emulation
+    from pytest_accel.hardware.platforms import families
 
     choices = valid_accel_choices(extra_platforms)
     accel = parse_choice("--accel", text_setting(config, option("--accel")), choices, "auto")
@@ -145,7 +157,7 @@ def resolve_options(config: pytest.Config, extra_platforms: Collection[str]) -> 
     emulate = None
     if emulate_text:
         try:
-            emulate = parse_emulation(emulate_text, known - set(PLATFORM_FAMILIES))
+            emulate = parse_emulation(emulate_text, known - set(families()))
         except EmulationSpecError as exc:
             raise usage_error(
                 f"--accel-emulate: invalid value {emulate_text!r}: {exc};"

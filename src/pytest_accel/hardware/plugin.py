@@ -20,7 +20,6 @@ from pytest_accel.hardware.detection import (
     DetectionContext,
     cpu_detection,
     framework_versions,
-    platform_matches,
 )
 from pytest_accel.hardware.facts import SessionFacts, session_facts
 from pytest_accel.hardware.markers import (
@@ -33,6 +32,7 @@ from pytest_accel.hardware.markers import (
     evaluate_marks,
 )
 from pytest_accel.hardware.options import option
+from pytest_accel.hardware.platforms import platform_matches
 from pytest_accel.outcomes import PLATFORM_SKIP_PROPERTY
 from pytest_accel.process_state import set_env
 from pytest_accel.settings import early_setting, parse_positive_int

@@ -17,13 +17,18 @@ from pytest_accel.hardware.detection import (
     cpu_detection,
     describe_evidence,
     module_installed,
-    platform_matches,
     sysroot_from_env,
 )
 from pytest_accel.hardware.options import AccelOptions
+from pytest_accel.hardware.platforms import jax_names, platform_matches
+
 
 # Platforms JAX itself can confirm; a third-party platform is its detector's word.
-JAX_PLATFORMS = frozenset({"tpu", "cuda", "rocm", "gpu"})
+def jax_accelerators() -> frozenset[str]:
+    """The platforms and families a JAX probe can confirm (``platforms.jax_names``)."""
+    return frozenset(name for name in jax_names().values() if name != "cpu")
+
+
 WORKERINPUT_DETECTION = "pytest_accel_detection"
 
 
@@ -70,7 +75,7 @@ def resolve_detection(
         return detection
     jax_installed = module_installed("jax")
     wants_probe = options.probe == "jax" or (
-        options.probe == "auto" and requested in JAX_PLATFORMS and jax_installed
+        options.probe == "auto" and requested in jax_accelerators() and jax_installed
     )
     if not wants_probe:
         return detection

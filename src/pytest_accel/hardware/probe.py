@@ -15,8 +15,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_accel.hardware.detection import Detection, platform_matches
+from pytest_accel.hardware.detection import Detection
 from pytest_accel.hardware.options import PROBE_TIMEOUT
+from pytest_accel.hardware.platforms import platform_matches
 
 _PROBE_SCRIPT = r"""
 import json, sys

@@ -163,6 +163,3 @@ def probe_rocm(ctx: DetectionContext) -> Detection | None:
     if visible == 0:
         return None
     return Detection("rocm", visible, kinds[0], "kfd", tuple(ctx.evidence))
-
-
-PROBES = {"tpu": probe_tpu, "cuda": probe_cuda, "rocm": probe_rocm}

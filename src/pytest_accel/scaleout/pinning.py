@@ -8,15 +8,11 @@ conftest files are imported, so a framework imported there sees only its slice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pytest_accel.hardware.detection import UUID_MASKS, Detection, count_of, mask_entries
-
-PINNED_PLATFORMS = ("cuda", "rocm", "tpu")
-TPU_PORT_BASE = 8476  # libtpu's default process port; one per worker from here
-# Chips of one process as libtpu's "x,y,z" bounds (single-host slices).
-_TPU_BOUNDS = {1: "1,1,1", 2: "1,2,1", 4: "2,2,1", 8: "2,4,1"}
+from pytest_accel.hardware.detection import Detection, count_of
+from pytest_accel.hardware.platforms import Platform, pinning_of
 
 
 class PinError(ValueError):
@@ -35,29 +31,17 @@ class Pin:
         return f"xdist worker {self.worker} holds {','.join(self.devices)} of {self.of}"
 
 
-def _visible(environ: Mapping[str, str], variable: str, count: int) -> list[str]:
-    value = environ.get(variable)
-    if value is None:
-        return [str(i) for i in range(count)]
-    return mask_entries(value, uuids=variable in UUID_MASKS)[:count]
+def shareable(
+    detection: Detection, environ: Mapping[str, str], extra: Iterable[Platform] = ()
+) -> list[str]:
+    """The device entries (mask entries or indexes) that workers may split: none where
+    the platform's row (``hardware.platforms``) has no pinning."""
+    pinning = pinning_of(detection.platform, extra)
+    return [] if pinning is None else pinning.shareable(detection, environ)
 
 
-def _devices_per_chip(detection: Detection) -> int:
-    return 2 if detection.device_kind in ("TPU v2", "TPU v3") else 1
-
-
-def shareable(detection: Detection, environ: Mapping[str, str]) -> list[str]:
-    """The device entries (mask entries or indexes) that workers may split."""
-    if detection.platform == "cuda":
-        return _visible(environ, "CUDA_VISIBLE_DEVICES", detection.device_count)
-    if detection.platform == "rocm":
-        if "HIP_VISIBLE_DEVICES" in environ:  # HIP indexes into what ROCR leaves
-            return _visible(environ, "HIP_VISIBLE_DEVICES", detection.device_count)
-        return _visible(environ, "ROCR_VISIBLE_DEVICES", detection.device_count)
-    if detection.platform == "tpu":
-        chips = detection.device_count // _devices_per_chip(detection)
-        return _visible(environ, "TPU_VISIBLE_CHIPS", chips)
-    return []
+def pinnable(platform: str, extra: Iterable[Platform] = ()) -> bool:
+    return pinning_of(platform, extra) is not None
 
 
 def worker_index(worker: str) -> int:
@@ -67,9 +51,19 @@ def worker_index(worker: str) -> int:
     return index
 
 
-def plan_pin(detection: Detection, environ: Mapping[str, str], worker: str, workers: int) -> Pin:
-    """The variables worker ``worker`` (``gwK``) of ``workers`` sets for its slice."""
-    devices = shareable(detection, environ)
+def plan_pin(
+    detection: Detection,
+    environ: Mapping[str, str],
+    worker: str,
+    workers: int,
+    extra: Iterable[Platform] = (),
+) -> Pin:
+    """The variables worker ``worker`` (``gwK``) of ``workers`` sets for its slice, as
+    the platform's row says (``hardware.platforms``)."""
+    pinning = pinning_of(detection.platform, extra)
+    if pinning is None:
+        raise PinError(f"{detection.platform} devices are not pinned per worker")
+    devices = pinning.shareable(detection, environ)
     per = len(devices) // workers if workers else 0
     if per == 0:
         raise PinError(
@@ -78,25 +72,6 @@ def plan_pin(detection: Detection, environ: Mapping[str, str], worker: str, work
         )
     index = worker_index(worker)
     mine = tuple(devices[index * per : (index + 1) * per])
-    joined = ",".join(mine)
-    env: dict[str, str]
-    count = len(mine)
-    if detection.platform == "cuda":
-        env = {"CUDA_VISIBLE_DEVICES": joined}
-    elif detection.platform == "rocm":
-        if "HIP_VISIBLE_DEVICES" in environ:
-            env = {"HIP_VISIBLE_DEVICES": joined}
-        else:
-            env = {
-                "ROCR_VISIBLE_DEVICES": joined,
-                "HIP_VISIBLE_DEVICES": ",".join(map(str, range(count))),
-            }
-    else:  # tpu
-        env = {
-            "TPU_VISIBLE_CHIPS": joined,
-            "TPU_CHIPS_PER_PROCESS_BOUNDS": _TPU_BOUNDS.get(count, f"1,{count},1"),
-            "TPU_PROCESS_BOUNDS": "1,1,1",
-            "TPU_PROCESS_PORT": str(TPU_PORT_BASE + index),
-        }
-        count *= _devices_per_chip(detection)
+    env = pinning.variables(detection, environ, mine, index)
+    count = len(mine) * pinning.devices_per_entry(detection)
     return Pin(worker, mine, env, count, len(devices))

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 import pytest
 
-from pytest_accel.hardware.builtin import detect_builtin
 from pytest_accel.hardware.detection import (
     Detection,
     DetectionContext,
@@ -23,11 +22,12 @@ from pytest_accel.hardware.detection import (
 )
 from pytest_accel.hardware.facts import SessionFacts, session_facts, setup
 from pytest_accel.hardware.options import option as accel_option
+from pytest_accel.hardware.options import registered_rows
 from pytest_accel.outcomes import test_id
 from pytest_accel.process_state import set_env
 from pytest_accel.reports import node_parents
 from pytest_accel.scaleout.options import ScaleoutOptions, option, resolve
-from pytest_accel.scaleout.pinning import PINNED_PLATFORMS, Pin, PinError, plan_pin, shareable
+from pytest_accel.scaleout.pinning import Pin, PinError, pinnable, plan_pin, shareable
 from pytest_accel.scaleout.sharding import Plan, make_units, plan, weights_for
 from pytest_accel.settings import early_setting
 
@@ -52,13 +52,15 @@ def pin_worker(early_config: pytest.Config) -> None:
         root = sysroot_from_env(os.environ)
     except DetectionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    found = detect_builtin(
-        DetectionContext(root, dict(os.environ), None if accel == "auto" else accel)
-    )
-    if found is None or found.platform not in PINNED_PLATFORMS:
+    # Every detector there is so far (the built-in ones, a plugin's: a conftest's comes
+    # later), the first to answer wins, as in the controller.
+    context = DetectionContext(root, dict(os.environ), None if accel == "auto" else accel)
+    found = early_config.hook.pytest_accel_detect(context=context)
+    extra = registered_rows(early_config)
+    if found is None or not pinnable(found.platform, extra):
         return
     try:
-        pin = plan_pin(found, os.environ, worker, workers)
+        pin = plan_pin(found, os.environ, worker, workers, extra)
     except PinError as exc:
         raise pytest.UsageError(f"--accel-pin: {exc}") from None
     set_env(early_config, pin.env)
@@ -87,11 +89,11 @@ def pinned_detection(detection: Detection, pin: Pin) -> Detection:
     )
 
 
-def _pinnable(options: ScaleoutOptions, facts: SessionFacts) -> bool:
+def _pinnable(config: pytest.Config, options: ScaleoutOptions, facts: SessionFacts) -> bool:
     return (
         options.pin == "auto"
         and facts.options.emulate is None
-        and facts.detection.platform in PINNED_PLATFORMS
+        and pinnable(facts.detection.platform, registered_rows(config))
         and not facts.detection.pinned
     )
 
@@ -99,9 +101,9 @@ def _pinnable(options: ScaleoutOptions, facts: SessionFacts) -> bool:
 def check_worker_count(config: pytest.Config, workers: int) -> None:
     """Refuse more xdist workers than devices before any worker starts."""
     facts = session_facts(config)
-    if not _pinnable(resolve(config), facts):
+    if not _pinnable(config, resolve(config), facts):
         return
-    devices = shareable(facts.detection, os.environ)
+    devices = shareable(facts.detection, os.environ, registered_rows(config))
     if workers > len(devices):
         raise pytest.UsageError(
             f"--accel-pin: -n {workers} workers cannot each hold one of {len(devices)}"
@@ -113,9 +115,9 @@ def check_worker_count(config: pytest.Config, workers: int) -> None:
 def auto_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on an accelerator runner: one worker per device (TPU: per chip)."""
     facts = setup(config)
-    if not _pinnable(resolve(config), facts):
+    if not _pinnable(config, resolve(config), facts):
         return None
-    return len(shareable(facts.detection, os.environ)) or None
+    return len(shareable(facts.detection, os.environ, registered_rows(config))) or None
 
 
 def _skipped(item: pytest.Item) -> bool:
