@@ -144,8 +144,9 @@ def test_a_feature_that_wants_the_runs_timings_gets_its_tests_without_timing_opt
 def test_another_plugin_reads_each_features_one_result_of_the_session(
     pytester: pytest.Pytester,
 ) -> None:
-    """``pytest_accel_session_results``: the timing feature's result (its comparison
-    included) and the flaky feature's findings, as the terminal showed them."""
+    """``pytest_accel_timing_result`` and ``pytest_accel_flaky_findings``: the timing
+    feature's result (its comparison included) and the flaky feature's findings, as the
+    terminal showed them, each through its typed hook."""
     pytester.makeconftest(
         """
         import json
@@ -154,12 +155,13 @@ def test_another_plugin_reads_each_features_one_result_of_the_session(
         @pytest.hookimpl(wrapper=True)
         def pytest_sessionfinish(session):
             yield
-            found = {}
-            for result in session.config.hook.pytest_accel_session_results(config=session.config):
-                if type(result).__name__ == "TimingResult":
-                    found["timing"] = [list(result.table.nodeids), result.comparison is not None]
-                elif type(result).__name__ == "Findings":
-                    found["flaky"] = dict(result.letters)
+            hook = session.config.hook
+            timing = hook.pytest_accel_timing_result(config=session.config)
+            flaky = hook.pytest_accel_flaky_findings(config=session.config)
+            found = {
+                "timing": [list(timing.table.nodeids), timing.comparison is not None],
+                "flaky": dict(flaky.letters),
+            }
             with open("seen.json", "w") as out:
                 json.dump(found, out)
         """

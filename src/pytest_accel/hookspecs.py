@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types for checking only, as pytest-xdist's newhooks.py has them
+    from pytest_accel.flaky.findings import Findings
     from pytest_accel.hardware.detection import Detection, DetectionContext
     from pytest_accel.hardware.platforms import Platform
     from pytest_accel.outcomes import RunColumns
+    from pytest_accel.perf.result import TimingResult
 
 
 @pytest.hookspec
@@ -108,12 +110,19 @@ def pytest_accel_wants_timings(config: pytest.Config) -> bool:  # type: ignore[e
     """
 
 
-@pytest.hookspec
-def pytest_accel_session_results(config: pytest.Config) -> object | None:
-    """Return what your feature made of this session, built once at its end, or None.
+@pytest.hookspec(firstresult=True)
+def pytest_accel_timing_result(config: pytest.Config) -> TimingResult | None:
+    """This session's timing result, built once at its end (``perf.result.TimingResult``:
+    the run as compared, its comparison, the record's header), or None.
 
-    The timing feature answers with its ``perf.result.TimingResult``, the flaky feature
-    with its ``flaky.findings.Findings``.  Asked after every feature's session end by
-    the output that shows them all (the HTML report), which renders them and computes
-    nothing of its own.
+    The timing feature answers it; asked after every feature's session end (from a
+    ``pytest_sessionfinish`` wrapper) by the output that shows everything (the HTML
+    report), which renders it and computes nothing of its own.
     """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_flaky_findings(config: pytest.Config) -> Findings | None:
+    """This session's flaky findings, built once at its end (``flaky.findings.Findings``,
+    with the history as updated), or None.  The flaky feature answers it; asked as
+    ``pytest_accel_timing_result`` is."""

@@ -85,8 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     flaky.register(config)
     cost.register(config)
     coverage.register(config)
-    # Last: its trylast session end then runs after theirs, reading what they made.
-    report.register(config)
+    report.register(config)  # its session end is a wrapper: it runs after theirs
 
 
 # pytest's own options that write a file, where the installed pytest has them (its

@@ -237,7 +237,7 @@ class FlakyPlugin:
         if escalated:
             fail_session(session, f"{escalated} FlakyQuarantineWarning(s) turned into errors by -W")
 
-    def pytest_accel_session_results(self) -> Findings | None:
+    def pytest_accel_flaky_findings(self) -> Findings | None:
         return self.findings
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

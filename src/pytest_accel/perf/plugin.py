@@ -296,7 +296,7 @@ class PerfPlugin:
                     raise ValueError(f"two features add the record section {name!r}")
                 head[name] = section
 
-    def pytest_accel_session_results(self) -> TimingResult | None:
+    def pytest_accel_timing_result(self) -> TimingResult | None:
         return self.result
 
     # --- rendering the result ---------------------------------------------------------

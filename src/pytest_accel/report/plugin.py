@@ -1,14 +1,17 @@
 """``--accel-report PATH``: the HTML report of this session, written at its end.
 
 Registered only with the option, and only in the process that owns the session.  It
-renders each feature's one result of the session, asked for through
-``pytest_accel_session_results`` (the timing feature's: the run as compared, the
-baseline as read; the flaky feature's findings, with the history), after they finished: like
-theirs its session-end hook is ``trylast``, and it is registered after them, so pluggy
-calls it after them (and before the terminal summary, which reports the file).
+renders each feature's one result of the session, asked for through typed hooks
+(``pytest_accel_timing_result``: the run as compared, the baseline as read;
+``pytest_accel_flaky_findings``: the findings, with the history), after they finished:
+its session end is the innermost ``pytest_sessionfinish`` wrapper, whose second half runs
+after every plain implementation (theirs) and before the outer wrappers (the terminal
+summary, which reports the file), whatever order the plugins were registered in.
 """
 
 from __future__ import annotations
+
+from collections.abc import Generator
 
 import pytest
 
@@ -24,20 +27,19 @@ class ReportWriter:
         self.path = path
         self.written = False
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None]:
+        result = yield  # every feature's session end, this run's results built
         with isolated(session, f"write the HTML report {self.path}"):
             self._write(session.config)
+        return result
 
     def _write(self, config: pytest.Config) -> None:
-        from pytest_accel.flaky.findings import Findings
-        from pytest_accel.perf.result import TimingResult
         from pytest_accel.report.data import build_views, view_of_session
         from pytest_accel.report.page import render
 
-        results = config.hook.pytest_accel_session_results(config=config)
-        timing = next((r for r in results if isinstance(r, TimingResult)), None)
-        flaky = next((r for r in results if isinstance(r, Findings)), None)
+        timing = config.hook.pytest_accel_timing_result(config=config)
+        flaky = config.hook.pytest_accel_flaky_findings(config=config)
         view = view_of_session(THIS_RUN, timing) if timing is not None else None
         data = build_views(
             [view] if view is not None else [],
