@@ -57,7 +57,7 @@ STEPS = [
     ("class, module and perf marks at collection", COLLECTOR, "collect_nodes"),
     ("reading the baseline", PERF, "load_for_session"),
     ("reading the flaky history", FLAKY, "_read_history"),
-    ("commit and branch", PERF, "vcs_info"),
+    ("commit and branch", "pytest_accel.vcs", "vcs_info"),
     ("sorting and folding the reports", COLLECTOR, "ResultsCollector.session_table"),
     ("classes and modules, once", "pytest_accel.perf.model.table", "TimingTable.grouped"),
     ("the run's timings for the comparison", PERF, "PerfPlugin._run_timings"),

@@ -28,8 +28,10 @@ SHARED = {
     "outcomes",
     "file_uses",
     "process_state",
+    "imports",
+    "vcs",
 }
-FEATURES = {"hardware", "scaleout", "perf", "flaky", "cost", "coverage"}
+FEATURES = {"hardware", "scaleout", "perf", "flaky", "cost", "coverage", "selection"}
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_accel.perf.formats.record import check_record
 from pytest_accel.perf.model.table import TimingTable
-from pytest_accel.perf.model.timings import vcs_info
+from pytest_accel.vcs import vcs_info
 from tests.fakesys import per_group, per_test, run_concurrently
 
 CLASS_SUITE = """

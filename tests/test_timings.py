@@ -19,10 +19,10 @@ from pytest_accel.perf.model.timings import (
     RunTimings,
     first_per_process,
     layout_of,
-    vcs_info,
     whole_groups,
     without_pauses,
 )
+from pytest_accel.vcs import vcs_info
 from tests.configs import parsed
 
 

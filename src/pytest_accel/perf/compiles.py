@@ -17,18 +17,15 @@ test's whole tally on its teardown report; pytest-xdist carries both from a work
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import sys
 import time
-import types
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from pytest_accel.imports import AfterImport, after_import
 from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, is_subtest
 from pytest_accel.perf.pauses import FullCollections, Pause
 
@@ -106,7 +103,7 @@ class CompileCounter:
         self.collections = collections  # the full collections, timed (perf.pauses)
         self.config: pytest.Config | None = None
         self.problem: str | None = None  # why compilation is not measured, if it is not
-        self.hook: _AfterImport | None = None
+        self.hook: AfterImport | None = None
 
     @property
     def pauses(self) -> Sequence[Pause]:
@@ -134,8 +131,7 @@ class CompileCounter:
         if "jax" in sys.modules:
             self._listen()
         else:
-            self.hook = _AfterImport("jax", self._imported)
-            sys.meta_path.insert(0, self.hook)
+            self.hook = after_import("jax", self._imported)
 
     def _imported(self) -> None:
         self._stop_watching()
@@ -175,8 +171,7 @@ class CompileCounter:
 
     def _stop_watching(self) -> None:
         if self.hook is not None:
-            with contextlib.suppress(ValueError):
-                sys.meta_path.remove(self.hook)
+            self.hook.stop()
             self.hook = None
 
     def _unregister(self, monitoring: Any) -> None:
@@ -187,50 +182,6 @@ class CompileCounter:
         ):
             with contextlib.suppress(Exception):
                 getattr(monitoring, name)(listener)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``then`` once the module ``name`` has been imported, wherever the import
-    happens: its spec is found by the finders after this one and its loader wrapped.
-    Every other import costs one string comparison."""
-
-    def __init__(self, name: str, then: Callable[[], None]) -> None:
-        self.name, self.then, self.finding = name, then, False
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name or self.finding:
-            return None
-        self.finding = True  # the finders below are asked through importlib again
-        try:
-            spec = importlib.util.find_spec(fullname)
-        except (ImportError, ValueError):
-            return None
-        finally:
-            self.finding = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return None
-        spec.loader = _ThenLoader(spec.loader, self.then)
-        return spec
-
-
-class _ThenLoader(importlib.abc.Loader):
-    """A module's own loader, and ``then`` once it has run the module."""
-
-    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
-        self.loader, self.then = loader, then
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        module: types.ModuleType | None = self.loader.create_module(spec)
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        self.loader.exec_module(module)
-        self.then()
-
-    def __getattr__(self, name: str) -> Any:  # resources, source, ...: the loader's own
-        return getattr(self.loader, name)
 
 
 class _PerTest:

@@ -31,7 +31,6 @@ from pytest_accel.perf.model.timings import (
     RunTimings,
     layout_of,
     new_run_id,
-    vcs_info,
     without_pauses,
 )
 from pytest_accel.perf.options import PerfOptions
@@ -48,6 +47,7 @@ from pytest_accel.reports import (
     write_section,
 )
 from pytest_accel.text import Line, Tone
+from pytest_accel.vcs import vcs_info
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
     from pytest_accel.perf.formats.baseline import Baseline

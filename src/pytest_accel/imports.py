@@ -1,0 +1,73 @@
+"""A callback the moment a module has been imported, wherever the import happens (a
+test's body, a fixture, collection): what the features that listen to JAX (the
+compile listener, the dependency map's program fingerprints) start from, so that a
+suite that imports jax late is measured from its first use, and one that never
+imports it pays one string comparison per import."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def after_import(name: str, then: Callable[[], None]) -> AfterImport:
+    """Watch for ``name``'s first import; ``then`` runs once it has been executed.
+    ``stop()`` the returned watcher when it is no longer wanted."""
+    hook = AfterImport(name, then)
+    sys.meta_path.insert(0, hook)
+    return hook
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then`` once the module ``name`` has been imported, wherever the import
+    happens: its spec is found by the finders after this one and its loader wrapped.
+    Every other import costs one string comparison."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name, self.then, self.finding = name, then, False
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name or self.finding:
+            return None
+        self.finding = True  # the finders below are asked through importlib again
+        try:
+            spec = importlib.util.find_spec(fullname)
+        except (ImportError, ValueError):
+            return None
+        finally:
+            self.finding = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _ThenLoader(spec.loader, self.then)
+        return spec
+
+    def stop(self) -> None:
+        """No longer watch (once fired, or at the session's end)."""
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+
+
+class _ThenLoader(importlib.abc.Loader):
+    """A module's own loader, and ``then`` once it has run the module."""
+
+    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
+        self.loader, self.then = loader, then
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        module: types.ModuleType | None = self.loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.loader.exec_module(module)
+        self.then()
+
+    def __getattr__(self, name: str) -> Any:  # resources, source, ...: the loader's own
+        return getattr(self.loader, name)

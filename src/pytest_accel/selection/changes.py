@@ -1,0 +1,221 @@
+"""What changed since a map: the blocks of the project's code whose checksum differs
+(or that are gone), and the valves, the changes no map can attribute to tests, each of
+which keeps every test.
+
+The Python source is compared by content, block by block (``blocks``), whatever git
+says: a file's hash, then, where it differs, its blocks' checksums.  Git lists the
+other files that changed (the work tree against the map's commit, and against
+``--accel-changed-since``, untracked files included), which the valves read:
+
+- ``conftest``: a ``conftest.py`` changed (fixtures and hooks of many tests);
+- ``packaging``: a packaging, lock or configuration file changed (``pyproject.toml``,
+  ``setup.py``, ``requirements*.txt``, ``*.lock``, ``tox.ini``, ``pytest.ini``, ...);
+- ``data``: a file that is not Python changed in a directory of mapped code (the
+  package's data, the tests' fixtures);
+- ``dependency``: an installed distribution's version changed since the map (jax,
+  jaxlib, libtpu, torch, CUDA and ROCm libraries are named first);
+- ``age``: the map is older than ``--accel-map-max-age``;
+- ``git``: what changed cannot be listed (no git, or the map's commit and the
+  ``--accel-changed-since`` reference are both unknown here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+from pytest_accel.selection.blocks import parse_blocks
+
+
+@dataclass(frozen=True)
+class Valve:
+    """A change the map cannot attribute to tests: every test is kept."""
+
+    name: str  # "conftest", "packaging", "data", "dependency", "age", "git"
+    detail: str  # what fired it, in words
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    changed_blocks: frozenset[int]  # the map's block ids whose code differs now
+    changed_files: tuple[str, ...]  # mapped Python files that differ
+    valves: tuple[Valve, ...]
+
+
+def file_hash(path: Path) -> str | None:
+    try:
+        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    except OSError:
+        return None
+
+
+def changed_blocks(
+    root: Path, files: Mapping[str, tuple[str, list[tuple[int, str, str]]]]
+) -> tuple[set[int], list[str]]:
+    """The block ids of ``files`` (the map's) whose code is not what a test ran: the
+    file differs and the block's checksum does, or the block (or file) is gone.  A file
+    with one version of each block and its hash unchanged is not parsed."""
+    changed: set[int] = set()
+    changed_paths: list[str] = []
+    for path, (recorded, blocks) in files.items():
+        names = [name for _, name, _ in blocks]
+        current_hash = file_hash(root / path)
+        if current_hash == recorded and len(set(names)) == len(names):
+            continue
+        if current_hash is None:  # removed: every test that ran it must run
+            changed.update(block_id for block_id, _, _ in blocks)
+            changed_paths.append(path)
+            continue
+        try:
+            source = (root / path).read_bytes()
+        except OSError:
+            source = b""
+        now = {block.name: block.checksum for block in parse_blocks(source, path).blocks}
+        stale = [block_id for block_id, name, checksum in blocks if now.get(name) != checksum]
+        if stale:
+            changed.update(stale)
+            changed_paths.append(path)
+    return changed, changed_paths
+
+
+# Files whose change can move any test: packaging, locks, configuration.
+PACKAGING = re.compile(
+    r"(^|/)(pyproject\.toml|setup\.py|setup\.cfg|MANIFEST\.in|tox\.ini|pytest\.ini|noxfile\.py"
+    r"|requirements[^/]*\.(txt|in)|constraints[^/]*\.txt|Pipfile(\.lock)?|[^/]*\.lock"
+    r"|environment[^/]*\.ya?ml|\.coveragerc|\.python-version)$"
+)
+
+
+def file_valves(changed: Iterable[str], mapped_dirs: Iterable[str]) -> list[Valve]:
+    """The valves the changed files (relative to the rootdir) fire."""
+    dirs = set(mapped_dirs)
+    conftests, packaging, data = [], [], []
+    for name in sorted(set(changed)):
+        posix = PurePosixPath(name)
+        if posix.name == "conftest.py":
+            conftests.append(name)
+        elif PACKAGING.search(name):
+            packaging.append(name)
+        elif posix.suffix not in (".py", ".pyi") and str(posix.parent) in dirs:
+            data.append(name)
+    valves = []
+    for kind, found, what in (
+        ("conftest", conftests, "conftest.py changed"),
+        ("packaging", packaging, "a packaging, lock or configuration file changed"),
+        ("data", data, "a file that is not Python changed beside mapped code"),
+    ):
+        if found:
+            valves.append(Valve(kind, f"{what}: {_some(found)}"))
+    return valves
+
+
+def _some(names: Sequence[str], most: int = 3) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+# Distributions that decide what runs on a device: named first where they changed.
+DEVICE_STACK = re.compile(
+    r"^(jax|jaxlib|jax[-_].*|libtpu.*|torch.*|nvidia[-_].*|.*cuda.*|.*rocm.*)$"
+)
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_distributions() -> dict[str, str]:
+    """Every installed distribution's version, by normalised name."""
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            found.setdefault(normalized(str(name)), str(dist.version))
+    return found
+
+
+def dependency_valve(then: Mapping[str, str], now: Mapping[str, str]) -> Valve | None:
+    """A distribution added, removed or at another version since the map."""
+    names = sorted(set(then) | set(now))
+    moved = [n for n in names if then.get(n) != now.get(n)]
+    if not moved:
+        return None
+    moved.sort(key=lambda n: (not DEVICE_STACK.match(n), n))
+    shown = [f"{n} {then.get(n, 'absent')} -> {now.get(n, 'absent')}" for n in moved]
+    return Valve("dependency", f"installed versions changed since the map: {_some(shown)}")
+
+
+def age_valve(updated: str, now: datetime, max_days: float) -> Valve | None:
+    try:
+        moment = datetime.strptime(updated, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return Valve("age", f"the map's time {updated!r} cannot be read")
+    days = (now - moment).total_seconds() / 86400
+    if days > max_days:
+        return Valve("age", f"the map is {days:.1f} days old (--accel-map-max-age {max_days:g})")
+    return None
+
+
+def git_changed_files(root: Path, refs: Sequence[str]) -> tuple[list[str] | None, str | None]:
+    """The files (relative to ``root``) that differ between the work tree and each of
+    ``refs`` that git knows here, untracked ones included; (None, why) when git cannot
+    say (no git, not a repository, none of the refs known)."""
+    try:
+        top = _git(root, "rev-parse", "--show-toplevel")
+    except _GitError as exc:
+        return None, str(exc)
+    known = []
+    for ref in refs:
+        try:
+            _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+            known.append(ref)
+        except _GitError:
+            continue
+    if not known:
+        return None, f"git knows none of {', '.join(refs) or 'the references'} here"
+    names: set[str] = set()
+    for ref in known:
+        names.update(_git(root, "diff", "--name-only", "--no-renames", ref, "--").splitlines())
+    untracked = _git(root, "ls-files", "--others", "--exclude-standard", "--full-name")
+    names.update(untracked.splitlines())
+    toplevel = Path(top.strip())
+    found = []
+    for name in names:
+        absolute = toplevel / name
+        try:
+            found.append(absolute.relative_to(root).as_posix())
+        except ValueError:
+            continue  # outside the rootdir: not this suite's
+    return sorted(found), None
+
+
+class _GitError(Exception):
+    pass
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise _GitError(f"git cannot run: {exc}") from None
+    if done.returncode:
+        message = (done.stderr.strip().splitlines() or ["not a git repository"])[-1]
+        raise _GitError(f"git {args[0]}: {message}")
+    return done.stdout
