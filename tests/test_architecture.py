@@ -103,6 +103,7 @@ def test_each_file_format_is_named_by_one_module_that_reads_and_writes_it() -> N
         "pytest-accel/baseline",
         "pytest-accel/flaky-history",
         "pytest-accel/flaky-report",
+        "pytest-accel/map",
         "pytest-accel/quarantine",
         "pytest-accel/record",
     ]

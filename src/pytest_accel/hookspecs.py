@@ -21,7 +21,7 @@ Example (a made-up ``spyre`` card)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -126,3 +126,37 @@ def pytest_accel_flaky_findings(config: pytest.Config) -> Findings | None:
     """This session's flaky findings, built once at its end (``flaky.findings.Findings``,
     with the history as updated), or None.  The flaky feature answers it; asked as
     ``pytest_accel_timing_result`` is."""
+
+
+@pytest.hookspec
+def pytest_accel_keep_tests(
+    config: pytest.Config, tests: Sequence[str]
+) -> Mapping[str, str] | None:
+    """Return those of ``tests`` (the collected node ids) that change-aware selection
+    must run whatever changed, each with why
+    (``{"tests/test_a.py::test_x": "failed in the flaky history"}``), or None.
+
+    The flaky feature answers it from ``--flaky-history`` (tests that failed or were
+    flaky in its window, under this hardware key) and ``--flaky-quarantine``;
+    selection asks where the suite is collected.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_price(config: pytest.Config) -> float | None:
+    """Return USD per device-hour for this session's hardware key, or None.
+
+    The cost feature answers it from ``--accel-price``/``--accel-prices``; selection asks
+    to put a dollar figure on what it did not run, and for a budget in dollars.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_left_out(config: pytest.Config) -> Mapping[str, str] | None:
+    """Return the tests change-aware selection left out of this session (deselected,
+    or cut by its budget), each with why; None when it left none out (off, shadow).
+
+    Selection answers it in the process that owns the session; the timing feature asks
+    when it hands the run's tests to the features that account for it
+    (``outcomes.RunColumns.left_out``): coverage counts them apart from skips.
+    """

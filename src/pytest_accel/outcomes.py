@@ -136,6 +136,9 @@ class RunColumns:
     compiles: Mapping[str, int] | None = None  # XLA compilations per test (None: no JAX)
     earlier_starts: Sequence[str] = ()  # earlier runs of this key the baseline holds
     reruns: Mapping[str, int] = field(default_factory=dict)  # attempts before the last
+    # Tests change-aware selection left out (deselected or cut by its budget), and why:
+    # not run because their code is unchanged, never absent.
+    left_out: Mapping[str, str] = field(default_factory=dict)
 
 
 # The run's tally in pytest's words and order (``TerminalReporter``'s ``KNOWN_TYPES``,

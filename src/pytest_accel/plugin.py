@@ -26,6 +26,7 @@ from pytest_accel import (
     report,
     reports,
     scaleout,
+    selection,
 )
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import InputError, names_a_directory
@@ -39,6 +40,7 @@ OPTION_GROUPS: tuple[OptionGroup, ...] = (
     flaky.OPTIONS,
     cost.OPTIONS,
     coverage.OPTIONS,
+    selection.OPTIONS,
     report.OPTIONS,
 )
 
@@ -48,7 +50,7 @@ FEATURE_PLUGIN_PREFIX = "pytest_accel:"
 
 # Features that answer another's question (``hookspecs``) whatever their options: the
 # asker may ask before they register their own hooks.
-ANSWERING_FEATURES = (report, cost, coverage)
+ANSWERING_FEATURES = (report, cost, coverage, flaky)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -85,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
     flaky.register(config)
     cost.register(config)
     coverage.register(config)
+    selection.register(config)
     report.register(config)  # its session end is a wrapper: it runs after theirs
 
 
@@ -111,6 +114,7 @@ def refuse_one_file_for_two_uses(config: pytest.Config) -> None:
         *flaky.file_uses(config),
         *cost.file_uses(config),
         *report.file_uses(config),
+        *selection.file_uses(config),
     ]
     for flag, dest, ini in PYTEST_OUTPUTS:
         path = given(config, dest)

@@ -185,10 +185,11 @@ MARKUP: dict[Tone, dict[str, bool]] = {
     Tone.CHANGE: {"yellow": True},
     Tone.OK: {"green": True},
     Tone.NOTE: {},
+    Tone.DETAIL: {},
 }
 # The lowest verbosity (``-q`` is -1, ``-qq`` -2) at which a tone's lines are shown:
-# alarms always, verdicts from -q on, notes at the default.
-LEAST_VERBOSITY = {Tone.ALARM: -99, Tone.CHANGE: -1, Tone.OK: -1, Tone.NOTE: 0}
+# alarms always, verdicts from -q on, notes at the default, details from -v on.
+LEAST_VERBOSITY = {Tone.ALARM: -99, Tone.CHANGE: -1, Tone.OK: -1, Tone.NOTE: 0, Tone.DETAIL: 1}
 
 
 def shown_at(lines: list[Line], verbosity: int) -> list[Line]:

@@ -70,6 +70,7 @@ class Tone(enum.Enum):
     CHANGE = "change"  # worth a look, no alarm: a flaky test, a finding still learning
     OK = "ok"  # a verdict that holds: nothing regressed, within a limit, an improvement
     NOTE = "note"  # how it was judged, what was written: shown at the default verbosity
+    DETAIL = "detail"  # one item's why (a test's reason): shown from -v on
 
 
 @dataclass(frozen=True)

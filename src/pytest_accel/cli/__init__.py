@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from pytest_accel import __version__
-from pytest_accel.cli import coverage, detect, flaky, report, shard, timing
+from pytest_accel.cli import coverage, detect, flaky, report, selection, shard, timing
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliError, HelpFormatter
 from pytest_accel.files import InputError, gc_paused
 from pytest_accel.locking import check_lock_timeout
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pytest-accel {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for family in (detect, timing, flaky, shard, coverage, report):
+    for family in (detect, timing, flaky, shard, coverage, selection, report):
         family.add(commands)
     return parser
 

@@ -28,6 +28,15 @@ class CliError(Exception):
 class HelpFormatter(argparse.HelpFormatter):
     """Wraps descriptions to the terminal, and keeps examples as they are written."""
 
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        # argparse measures a subcommand at its group's indent, not its own deeper one:
+        # a name of nine letters would wrap onto a line of its own.
+        if action.help is not argparse.SUPPRESS:
+            for sub in self._iter_indented_subactions(action):
+                width = len(self._format_action_invocation(sub)) + self._current_indent
+                self._action_max_length = max(self._action_max_length, width)
+
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if text.startswith("example"):
             return "".join(indent + line for line in text.splitlines(keepends=True))

@@ -231,13 +231,21 @@ def _add_merge(commands: Any) -> None:
         "merge",
         "merge the records of shards into one",
         "Merge the records of CI shards (or of any runs of one hardware key) into one record:"
-        " a test in two records keeps the later run; classes and modules are recomputed.",
+        " a test in two records keeps the later run; classes and modules are recomputed."
+        " Dependency maps (--accel-map) of shards merge into one map the same way (a test"
+        " in two keeps the later map's entry; OUT is created or updated).",
         [
             "pytest-accel merge -o build/record.json shard-1.json shard-2.json",
             "pytest-accel merge --by-env -o build/record.json tpu-*.json cpu-*.json",
+            "pytest-accel merge -o ci/map.db map-shard-1.db map-shard-2.db",
         ],
     )
-    merge.add_argument("records", nargs="+", metavar="RECORD", help="the records to merge")
+    merge.add_argument(
+        "records",
+        nargs="+",
+        metavar="RECORD",
+        help="the records to merge, or dependency maps (--accel-map) of shards",
+    )
     merge.add_argument(
         "-o", "--output", required=True, metavar="OUT", help="where to write the merged record"
     )
@@ -252,7 +260,20 @@ def _add_merge(commands: Any) -> None:
 
 def merge_files(args: argparse.Namespace) -> int:
     from pytest_accel.perf.formats.merge import MergeError, merge_records
+    from pytest_accel.selection.mapfile import is_map, merge_maps
 
+    maps = [is_map(path) for path in args.records]
+    if any(maps):
+        if not all(maps):
+            named = ", ".join(p for p, m in zip(args.records, maps, strict=True) if not m)
+            raise CliError(f"give maps or records, not both: not a map: {named}")
+        reading = [FileUse("MAP", path, reads=True) for path in args.records]
+        refuse_shared_files([*reading, FileUse("-o", args.output, writes=True)])
+        count = merge_maps(args.records, args.output)
+        sys.stdout.write(
+            line_start(f"{args.output}: merged {len(args.records)} map(s): {count} test(s)") + "\n"
+        )
+        return EXIT_OK
     reading = [FileUse("RECORD", path, reads=True) for path in args.records]
     refuse_shared_files([*reading, FileUse("-o", args.output, writes=True)])
     check_writable(args.output)

@@ -6,7 +6,10 @@ on a rerun included).  Never covered: a failure (a quarantined one included), an
 expected failure (xfailed or xpassed), a skip.  Skips are told apart: by pytest-accel's
 markers (the platform, its devices, a missing framework: the record keeps the reason)
 or otherwise (``pytest.skip``, ``skipif``).  The percentage is of the tests collected
-and selected on that key: deselected tests are out of scope.
+and selected on that key: deselected tests are out of scope, and those change-aware
+selection left out (``--accel-select``) are counted apart, as "deselected by change":
+not run, because the code they ran is unchanged since the map; neither skipped nor
+absent.
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ BUCKETS = (
     "skipped_platform",
     "skipped_other",
     "interrupted",
+    "deselected_change",
 )
+# Not among the tests of the percentage: selection did not run them.
+NOT_RUN = frozenset({"deselected_change"})
 LABELS = {
+    "deselected_change": "deselected by change",
     "interrupted": "interrupted",
     "passed": "passed",
     "failed": "failed",
@@ -52,7 +59,7 @@ class Coverage:
 
     @property
     def tests(self) -> int:
-        return sum(self.counts.values())
+        return sum(n for bucket, n in self.counts.items() if bucket not in NOT_RUN)
 
     @property
     def covered(self) -> int:
@@ -94,6 +101,8 @@ def coverage_of(run: RunColumns) -> Coverage:
         test: bucket_of(outcome, test, run)
         for test, outcome in zip(run.ids, run.outcomes, strict=True)
     }
+    for test in run.left_out:
+        states.setdefault(test, "deselected_change")
     reasons = Counter(run.platform_skips[t] for t, b in states.items() if b == "skipped_platform")
     return Coverage(
         run.key, run.started, Counter(states.values()), dict(reasons), states, run.interrupted
@@ -155,6 +164,8 @@ def describe(coverage: Coverage, top_reasons: int = 3) -> str:
     ]
     if counts.get("interrupted"):
         parts.append(f"{counts['interrupted']} interrupted")
+    if counts.get("deselected_change"):
+        parts.append(f"{counts['deselected_change']} deselected by change (not counted)")
     reasons = sorted(coverage.platform_reasons.items(), key=lambda pair: (-pair[1], pair[0]))
     why = "; ".join(f"{n}x {reason}" for reason, n in reasons[:top_reasons])
     partial = (

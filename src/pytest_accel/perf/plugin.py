@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_accel import github
+from pytest_accel import github, vcs
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, check_writable, gc_paused, resolved, write_atomic
 from pytest_accel.hardware.detection import Detection, framework_versions
@@ -47,7 +47,6 @@ from pytest_accel.reports import (
     write_section,
 )
 from pytest_accel.text import Line, Tone
-from pytest_accel.vcs import vcs_info
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
     from pytest_accel.perf.formats.baseline import Baseline
@@ -104,7 +103,7 @@ class PerfPlugin:
     def _finish(self, session: pytest.Session) -> None:
         """Build the result, then render it and fold the run into the baseline: each
         piece isolated from the others."""
-        commit, branch = vcs_info(os.environ, cwd=str(self.config.rootpath))
+        commit, branch = vcs.vcs_info(os.environ, cwd=str(self.config.rootpath))
         identity = RunIdentity(commit, branch, utc_timestamp(self.started), self.run_id)
         shard = self.config.hook.pytest_accel_shard(config=self.config)
         env = self.baseline.for_key(self.key) if self.baseline is not None else None
@@ -283,6 +282,7 @@ class PerfPlugin:
             compiles=table.compile_counts(),
             interrupted=int(head["run"]["exitstatus"]) == pytest.ExitCode.INTERRUPTED,
             reruns={table.nodeids[row]: len(tries) for row, tries in table.earlier.items()},
+            left_out=self.config.hook.pytest_accel_left_out(config=self.config) or {},
         )
 
     def _add_sections(

@@ -121,6 +121,8 @@ class ReportData:
     coverage: dict[str, list[Coverage]] = field(default_factory=dict)  # key -> runs, oldest first
     coverage_gaps: list[Gap] = field(default_factory=list)
     costs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # record, its cost
+    # record, what change-aware selection did in its run (the record's section)
+    selections: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     baseline_only: bool = False  # no record: the baseline's newest run is the latest
 
 
@@ -139,6 +141,7 @@ class RecordView:
     comparison: Comparison | None = None  # as judged already (the session's own)
     cost: Mapping[str, Any] | None = None  # the record's cost section
     compilation: Mapping[str, Any] | None = None
+    selection: Mapping[str, Any] | None = None  # the record's selection section
     # A record's: what its run was judged by (the rule, its @perf overrides, the new-slow
     # threshold), what a command gave on top applied (``offline.judged_like_its_run``).
     judged: tuple[Rule, Mapping[str, Override], float] | None = None
@@ -159,6 +162,7 @@ def view_of_record(path: str, record: Mapping[str, Any], given: Given | None = N
         {section: record.get(section) or {"id": [], "total": []} for section in GROUP_SECTIONS},
         cost=cost if isinstance(cost, dict) else None,
         compilation=compilation if isinstance(compilation, dict) else None,
+        selection=_section(record, "selection"),
         judged=(rule, overrides, new_slow),
     )
 
@@ -179,7 +183,13 @@ def view_of_session(path: str, result: TimingResult) -> RecordView | None:
         comparison=result.comparison,
         cost=cost if isinstance(cost, dict) else None,
         compilation=compilation,
+        selection=_section(result.head, "selection"),
     )
+
+
+def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    found = record.get(name)
+    return found if isinstance(found, dict) else None
 
 
 def build(
@@ -235,6 +245,8 @@ def build_views(
         data.shards += _shards(view)
         if view.cost is not None:
             data.costs.append((view.path, dict(view.cost)))
+        if view.selection is not None:
+            data.selections.append((view.path, dict(view.selection)))
     _add_coverage(data, [view.columns for view in views])
     if baseline is not None and not views:
         for key, env in sorted(baseline.envs.items()):

@@ -46,6 +46,7 @@ def _page(data: ReportData) -> Iterator[str]:
     yield from _across(data)
     yield from _coverage(data)
     yield from _costs(data)
+    yield from _selections(data)
     yield from _flaky(data.flaky, data.flaky_runs)
     yield from _shards(data)
     yield f"<script>{_asset('report.js')}</script></body></html>\n"
@@ -296,6 +297,49 @@ def _costs(data: ReportData) -> Iterator[str]:
         )
         heads = ["test", "record", "device-seconds", "cost"]
         yield from _table("cpu-candidates", heads, iter(rows_of_candidates))
+
+
+SELECTION_LISTED = 50  # tests listed per record and part
+
+
+def _selections(data: ReportData) -> Iterator[str]:
+    """Per record whose run selected by change: what it ran and saved, the valves that
+    fired, what shadow mode missed, what the budget cut and what it left out, each
+    with why."""
+    if not data.selections:
+        return
+    from pytest_accel.selection.output import headline
+
+    yield '<h2 id="selection">Change-aware selection</h2>'
+    for path, found in data.selections:
+        saved = found.get("saved") or {}
+        yield f"<p><b>{escape(path)}</b>: {escape(headline(found, saved))}</p>"
+        valves = found.get("valves") or []
+        if valves:
+            yield "<ul>"
+            for valve in valves:
+                text = f"kept every test: {valve.get('name')}: {valve.get('detail')}"
+                yield f"<li>{escape(text)}</li>"
+            yield "</ul>"
+        failed = set(found.get("failed") or [])
+        missed = [t for t in found.get("deselected", {}) if t in failed]
+        parts = [
+            ("missed by shadow mode (failed, would have been deselected)", missed, "deselected"),
+            ("cut by the budget (the nightly bucket)", list(found.get("cut", {})), "cut"),
+            ("deselected by change", list(found.get("deselected", {})), "deselected"),
+        ]
+        for title, tests, part in parts:
+            if not tests or (part == "deselected" and found.get("mode") == "shadow"):
+                continue
+            listed = sorted(tests)[:SELECTION_LISTED]
+            more = len(tests) - len(listed)
+            yield f"<details><summary>{escape(title)}: {len(tests)}</summary><ul>"
+            for test in listed:
+                why = found.get(part, {}).get(test, "")
+                yield f'<li><span class="id">{escape(test)}</span>: {escape(why)}</li>'
+            if more:
+                yield f"<li>and {more} more (the record lists every one)</li>"
+            yield "</ul></details>"
 
 
 def _spent_row(name: str, path: str, spent: dict[str, object]) -> str:

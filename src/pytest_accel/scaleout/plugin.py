@@ -9,7 +9,7 @@ The pure parts are in ``pinning`` and ``sharding``.  A pinned worker answers
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 
 import pytest
 
@@ -133,10 +133,17 @@ class Sharding:
         self.options = options
         self.plan: Plan | None = None
 
-    @pytest.hookimpl(trylast=True)
+    # The outermost wrapper: it plans once everything else (markers, -m, -k, quarantine,
+    # change-aware selection, itself a wrapper) has deselected what it does.
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
+    ) -> Generator[None]:
+        result = yield
+        self._shard(config, items)
+        return result
+
+    def _shard(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         known = config.hook.pytest_accel_expected_durations(config=config) or {}
         kept, elsewhere, self.plan = shard_items(items, self.options, known)
         if elsewhere:

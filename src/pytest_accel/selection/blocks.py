@@ -21,6 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MODULE = "<module>"
+# The whole file: what a test depends on where coverage did not measure its own file
+# (pytest-cov measuring only the package): any change to the file is a change.
+WHOLE_FILE = "<file>"
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,10 @@ def parse_blocks(source: str | bytes, filename: str = "<source>") -> FileBlocks:
     except (SyntaxError, ValueError):
         text = source if isinstance(source, bytes) else source.encode("utf-8", "replace")
         digest = hashlib.blake2b(text, digest_size=12).hexdigest()
-        return FileBlocks((Block(MODULE, 1, 1 << 30, digest, None),), ())
+        return FileBlocks(
+            (Block(MODULE, 1, 1 << 30, digest, None), Block(WHOLE_FILE, 1, 1 << 30, digest, None)),
+            (),
+        )
     spans: list[Block] = []
 
     def walk(body: list[ast.stmt], prefix: str, parent: str) -> list[ast.stmt]:
@@ -105,4 +111,5 @@ def parse_blocks(source: str | bytes, filename: str = "<source>") -> FileBlocks:
     # Outer blocks first: a nested block, which starts later, overwrites its lines.
     for block in sorted(spans, key=lambda b: (b.start, -b.end)):
         owners[block.start : block.end + 1] = [block.name] * (block.end - block.start + 1)
-    return FileBlocks((module, *sorted(spans, key=lambda b: b.start)), tuple(owners))
+    whole = Block(WHOLE_FILE, 1, 1 << 30, _checksum([tree]), None)
+    return FileBlocks((module, *sorted(spans, key=lambda b: b.start), whole), tuple(owners))

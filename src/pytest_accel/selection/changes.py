@@ -95,11 +95,27 @@ PACKAGING = re.compile(
 )
 
 
-def file_valves(changed: Iterable[str], mapped_dirs: Iterable[str]) -> list[Valve]:
-    """The valves the changed files (relative to the rootdir) fire."""
+def own_files(paths: Iterable[str]) -> set[str]:
+    """Files a run of ours writes for ``paths`` (relative to the rootdir): each, its
+    lock (``locking``) and SQLite's companions; a change to them is no change."""
+    found = set()
+    for name in paths:
+        posix = PurePosixPath(name)
+        found.add(posix.as_posix())
+        found.add((posix.parent / f".{posix.name}.lock").as_posix())
+        found.update(f"{posix.as_posix()}{suffix}" for suffix in ("-wal", "-shm", "-journal"))
+    return found
+
+
+def file_valves(
+    changed: Iterable[str], mapped_dirs: Iterable[str], ignored: Iterable[str] = ()
+) -> list[Valve]:
+    """The valves the changed files (relative to the rootdir) fire; ``ignored`` are
+    files of ours (``own_files``)."""
     dirs = set(mapped_dirs)
+    skip = set(ignored)
     conftests, packaging, data = [], [], []
-    for name in sorted(set(changed)):
+    for name in sorted(set(changed) - skip):
         posix = PurePosixPath(name)
         if posix.name == "conftest.py":
             conftests.append(name)
@@ -155,12 +171,19 @@ def dependency_valve(then: Mapping[str, str], now: Mapping[str, str]) -> Valve |
     return Valve("dependency", f"installed versions changed since the map: {_some(shown)}")
 
 
-def age_valve(updated: str, now: datetime, max_days: float) -> Valve | None:
+def map_age_days(updated: str, now: datetime) -> float | None:
+    """How many days before ``now`` the map was updated (None: its time is unreadable)."""
     try:
         moment = datetime.strptime(updated, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
     except ValueError:
+        return None
+    return round((now - moment).total_seconds() / 86400, 3)
+
+
+def age_valve(updated: str, now: datetime, max_days: float) -> Valve | None:
+    days = map_age_days(updated, now)
+    if days is None:
         return Valve("age", f"the map's time {updated!r} cannot be read")
-    days = (now - moment).total_seconds() / 86400
     if days > max_days:
         return Valve("age", f"the map is {days:.1f} days old (--accel-map-max-age {max_days:g})")
     return None

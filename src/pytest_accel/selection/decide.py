@@ -61,7 +61,7 @@ def decide(
     kept: dict[str, str] = {}
     deselected: dict[str, str] = {}
     since = f"the map of {map_commit[:12]}" if map_commit else "the map"
-    what = "its compiled programs" if mode == "programs" else "the code it ran"
+    what = "its compiled programs are" if mode == "programs" else "the code it ran is"
     for nodeid in collected:
         if valves:
             kept[nodeid] = "every test runs: " + "; ".join(v.name for v in valves)
@@ -72,7 +72,7 @@ def decide(
         elif nodeid in affected:
             kept[nodeid] = f"changed since {since}: {_some(affected[nodeid])}"
         else:
-            deselected[nodeid] = f"{what} is unchanged since {since}"
+            deselected[nodeid] = f"{what} unchanged since {since}"
     return Decision(mode, kept, deselected, tuple(valves))
 
 
@@ -99,7 +99,7 @@ def changed_programs(
 
 
 @dataclass(frozen=True)
-class Budget:
+class SelectionBudget:
     """``--accel-select-budget``: USD a run, or seconds of its tests."""
 
     amount: float
@@ -111,7 +111,7 @@ class Budget:
 
 def within_budget(
     decision: Decision,
-    budget: Budget,
+    budget: SelectionBudget,
     *,
     seconds: Mapping[str, float],
     usd_per_second: float | None,

@@ -390,6 +390,21 @@ def programs_of_tests(connection: sqlite3.Connection) -> dict[str, frozenset[tup
     return {nodeid: frozenset(programs) for nodeid, programs in found.items()}
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def is_map(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an SQLite file (a map, or a damaged one ``open_map`` names).
+    Only a regular file is opened: a FIFO would wait for a writer."""
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
 def merge_maps(inputs: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str]) -> int:
     """The maps of shards (or of separate runs) folded into one at ``output``, in the
     order given (a test in two keeps the later's entry); how many tests it holds."""

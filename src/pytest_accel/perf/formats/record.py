@@ -450,7 +450,23 @@ def run_columns(data: Mapping[str, Any]) -> RunColumns:
         compiles=tests.get(COMPILES),
         interrupted=interrupted(data),
         reruns={nodeid: len(runs) - 1 for nodeid, runs in tests.get("attempts", {}).items()},
+        left_out=left_out(data),
     )
+
+
+def left_out(data: Mapping[str, Any]) -> dict[str, str]:
+    """The tests the record's change-aware selection left out, and why (shadow mode
+    leaves none out).  The section is written by selection and read here as plain
+    values: the record is this module's format."""
+    section = data.get("selection")
+    if not isinstance(section, Mapping) or section.get("mode") == "shadow":
+        return {}
+    found: dict[str, str] = {}
+    for part in ("deselected", "cut"):
+        tests = section.get(part)
+        if isinstance(tests, Mapping):
+            found.update((str(t), str(why)) for t, why in tests.items())
+    return found
 
 
 def attempts_of(data: Mapping[str, Any]) -> dict[str, list[str]]:

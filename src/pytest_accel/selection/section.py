@@ -1,0 +1,118 @@
+"""The record's ``selection`` section: what change-aware selection did in a run, read
+back and checked (one line naming the record and the field when it is wrong), and the
+sums over runs that ``pytest-accel selection`` reports (the share of tests run, the
+recall of shadow runs).  Written by ``plugin.SelectionReport`` as plain values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_accel.fields import expect_object
+from pytest_accel.files import InputError
+
+
+@dataclass(frozen=True)
+class RunSelection:
+    """One run's selection, as its record keeps it."""
+
+    path: str
+    mode: str
+    kept: Mapping[str, str]
+    deselected: Mapping[str, str]
+    cut: Mapping[str, str]
+    valves: tuple[str, ...]
+    failed: frozenset[str]
+    device_seconds: float
+
+    @property
+    def collected(self) -> int:
+        return len(self.kept) + len(self.deselected) + len(self.cut)
+
+    @property
+    def share(self) -> float:
+        """The share of the collected tests run (shadow mode: that would have run)."""
+        return len(self.kept) / self.collected if self.collected else 1.0
+
+    @property
+    def faulty(self) -> bool:
+        """Some test failed: the change (or the run) was faulty."""
+        return bool(self.failed)
+
+    @property
+    def missed(self) -> list[str]:
+        """Failing tests selection left out (only shadow mode can see them)."""
+        return sorted(t for t in self.failed if t in self.deselected or t in self.cut)
+
+    @property
+    def caught(self) -> bool:
+        """A faulty run where selection kept at least one failing test."""
+        return any(t in self.kept for t in self.failed)
+
+
+def selection_of(path: str, record: Mapping[str, Any]) -> RunSelection | None:
+    """A checked record's selection section (None: the run did not select)."""
+    raw = record.get("selection")
+    if raw is None:
+        return None
+    section = expect_object(path, "selection", raw)
+    mode = section.get("mode")
+    if mode not in ("changed", "programs", "shadow"):
+        raise InputError(path, f"selection.mode: {mode!r:.40} is not changed, programs or shadow")
+    parts = {
+        name: _reasons(path, name, section.get(name, {})) for name in ("kept", "deselected", "cut")
+    }
+    valves = section.get("valves", [])
+    if not isinstance(valves, list) or not all(isinstance(v, dict) for v in valves):
+        raise InputError(path, "selection.valves: expected a list of objects")
+    failed = section.get("failed", [])
+    if not isinstance(failed, list) or not all(isinstance(t, str) for t in failed):
+        raise InputError(path, "selection.failed: expected a list of node ids")
+    saved = expect_object(path, "selection.saved", section.get("saved") or {})
+    seconds = saved.get("device_seconds", 0.0)
+    return RunSelection(
+        path,
+        mode,
+        parts["kept"],
+        parts["deselected"],
+        parts["cut"],
+        tuple(str(v.get("name", "")) for v in valves),
+        frozenset(failed),
+        float(seconds) if isinstance(seconds, int | float) else 0.0,
+    )
+
+
+def _reasons(path: str, name: str, value: Any) -> dict[str, str]:
+    found = expect_object(path, f"selection.{name}", value)
+    if not all(isinstance(why, str) for why in found.values()):
+        raise InputError(path, f"selection.{name}: expected node id -> reason (text)")
+    return found
+
+
+@dataclass(frozen=True)
+class SelectionSums:
+    """Over runs: the share of tests run, and the recall of the faulty shadow runs."""
+
+    runs: int
+    mean_share: float
+    faulty: int  # shadow runs where a test failed
+    caught: int  # of those, runs where selection would have kept a failing test
+    missed: Mapping[str, Sequence[str]]  # record -> failing tests it would have left out
+    device_seconds: float  # not spent, over the runs that were not shadow
+
+    @property
+    def recall(self) -> float | None:
+        return self.caught / self.faulty if self.faulty else None
+
+
+def sums(runs: Sequence[RunSelection]) -> SelectionSums:
+    shadow = [run for run in runs if run.mode == "shadow" and run.faulty]
+    return SelectionSums(
+        runs=len(runs),
+        mean_share=sum(run.share for run in runs) / len(runs) if runs else 0.0,
+        faulty=len(shadow),
+        caught=sum(run.caught for run in shadow),
+        missed={run.path: run.missed for run in runs if run.missed},
+        device_seconds=sum(run.device_seconds for run in runs if run.mode != "shadow"),
+    )

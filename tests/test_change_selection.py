@@ -1,0 +1,756 @@
+"""Change-aware selection end to end: a mapping run writes the map, a later run
+deselects what a change cannot affect, keeps everything when a valve fires, and says
+so in every output (issue 40)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import coverage  # noqa: F401  (imported once: in-process runs keep its C tracer)
+import pytest
+
+from pytest_accel.selection.mapfile import open_map, read_run
+
+OPS = """\
+def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+
+
+class Box:
+    def size(self):
+        return 3
+
+    def double(self):
+        return 2 * self.size()
+"""
+
+TESTS = """\
+from pkg.ops import Box, add, mul
+
+
+def test_add():
+    assert add(1, 2) == 3
+
+
+def test_mul():
+    assert mul(2, 3) == 6
+
+
+def test_box():
+    assert Box().double() == 6
+
+
+def test_nothing():
+    assert True
+"""
+
+NO_PROGRAMS = "--accel-map-programs=off"
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
+    )
+    return done.stdout
+
+
+def commit(root: Path, message: str = "change") -> None:
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Path:
+    """A git repository with a package, its tests, and pytest's configuration."""
+    root = pytester.path
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "ops.py").write_text(OPS)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_ops.py").write_text(TESTS)
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    (root / ".gitignore").write_text("*.db\n.*.lock\n*.json\n*.html\n__pycache__/\n")
+    git(root, "init", "-q", "-b", "main")
+    commit(root, "start")
+    return root
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+Run = Callable[..., pytest.RunResult]
+
+
+@pytest.fixture
+def mapped(project: Path, pytester: pytest.Pytester) -> Run:
+    """The project mapped at its first commit; returns a runner of selecting runs."""
+    result = pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    result.assert_outcomes(passed=4)
+
+    def select(*args: str, mode: str = "changed") -> pytest.RunResult:
+        return pytester.runpytest(
+            "-p", "no:cacheprovider", "--accel-map", "map.db", f"--accel-select={mode}", *args
+        )
+
+    return select
+
+
+def map_tests(path: Path) -> dict[str, list[tuple[str, str]]]:
+    with closing(open_map(path)) as connection:
+        run = read_run(connection, str(path))
+    return {test: sorted(blocks) for test, blocks in run.tests.items()}
+
+
+# -- the map --------------------------------------------------------------------------
+
+
+def test_a_mapping_run_records_the_blocks_each_test_ran(
+    project: Path, pytester: pytest.Pytester
+) -> None:
+    result = pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*dependency map of 4 test(s) written to map.db*"])
+    found = map_tests(project / "map.db")
+    assert ("pkg/ops.py", "mul") in found["tests/test_ops.py::test_mul"]
+    assert ("pkg/ops.py", "add") not in found["tests/test_ops.py::test_mul"]
+    box = found["tests/test_ops.py::test_box"]
+    assert {("pkg/ops.py", "Box.double"), ("pkg/ops.py", "Box.size"), ("pkg/ops.py", "Box")} <= set(
+        box
+    )
+    assert not any(path == "pkg/ops.py" for path, _ in found["tests/test_ops.py::test_nothing"])
+    with closing(sqlite3.connect(project / "map.db")) as connection:
+        meta = dict(connection.execute("SELECT key, value FROM meta"))
+    assert meta["schema"] == "pytest-accel/map"
+    assert meta["commit"] == git(project, "rev-parse", "HEAD").strip()
+    assert meta["branch"] == "main"
+    assert "pytest" in json.loads(meta["dependencies"])
+
+
+def test_xdist_and_shard_maps_equal_the_serial_one(
+    project: Path, pytester: pytest.Pytester
+) -> None:
+    from pytest_accel.cli import main
+
+    base = ["-p", "no:cacheprovider", NO_PROGRAMS]
+    pytester.runpytest_subprocess(*base, "--accel-map", "serial.db").assert_outcomes(passed=4)
+    pytester.runpytest_subprocess(*base, "-n", "2", "--accel-map", "xdist.db").assert_outcomes(
+        passed=4
+    )
+    for shard in ("1/2", "2/2"):
+        name = f"shard{shard[0]}.db"
+        pytester.runpytest_subprocess(*base, "--accel-shard", shard, "--accel-map", name)
+    code = main(["merge", "-o", str(project / "merged.db"), "shard1.db", "shard2.db"])
+    assert code == 0
+    serial = map_tests(project / "serial.db")
+    assert len(serial) == 4
+    assert map_tests(project / "xdist.db") == serial
+    assert map_tests(project / "merged.db") == serial
+
+
+def test_a_map_with_pytest_cov_active_maps_alike(project: Path, pytester: pytest.Pytester) -> None:
+    """pytest-cov's coverage is used (one tracer), and a test file it does not measure
+    is depended on whole."""
+    pytest.importorskip("pytest_cov")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--cov=pkg", "--accel-map", "map.db", NO_PROGRAMS
+    )
+    result.assert_outcomes(passed=4)
+    found = map_tests(project / "map.db")
+    assert ("pkg/ops.py", "mul") in found["tests/test_ops.py::test_mul"]
+    assert ("tests/test_ops.py", "<file>") in found["tests/test_ops.py::test_mul"]
+    edit(project / "tests" / "test_ops.py", "add(1, 2) == 3", "add(2, 1) == 3")
+    selected = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", "--accel-select=changed"
+    )
+    selected.assert_outcomes(passed=4)  # the whole test file changed for pytest-cov's map
+
+
+def test_an_interrupted_mapping_run_leaves_the_map_as_it_was(
+    project: Path, pytester: pytest.Pytester
+) -> None:
+    pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    before = map_tests(project / "map.db")
+    (project / "tests" / "test_stop.py").write_text(
+        "def test_a():\n    pass\n\ndef test_stop():\n    raise KeyboardInterrupt\n"
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*map: not updated: the run was interrupted (map.db)*"])
+    assert map_tests(project / "map.db") == before
+
+
+# -- selection ------------------------------------------------------------------------
+
+
+def test_changed_runs_the_tests_of_the_changed_code_and_deselects_the_rest(
+    project: Path, mapped: Run
+) -> None:
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    result = mapped("-v")
+    result.assert_outcomes(passed=1, deselected=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*selection (changed): 1 of 4 test(s) run; 3 deselected; map of *(main)*",
+            "kept tests/test_ops.py::test_mul: changed since the map of *: pkg/ops.py::mul",
+            "deselected tests/test_ops.py::test_add: the code it ran is unchanged since*",
+        ]
+    )
+    assert "skipped" not in result.stdout.str().splitlines()[-1]
+
+
+def test_a_changed_method_keeps_the_tests_that_called_it_through_another(
+    project: Path, mapped: Run
+) -> None:
+    edit(project / "pkg" / "ops.py", "return 3", "return 1 + 2")
+    result = mapped("-v")
+    result.assert_outcomes(passed=1, deselected=3)
+    result.stdout.fnmatch_lines(["kept tests/test_ops.py::test_box: *pkg/ops.py::Box.size*"])
+
+
+def test_comments_moves_and_formatting_change_nothing_and_exit_zero(
+    project: Path, mapped: Run
+) -> None:
+    ops = project / "pkg" / "ops.py"
+    ops.write_text("# a comment\n\n\n" + ops.read_text().replace("return a + b", "return (a +  b)"))
+    result = mapped()
+    result.assert_outcomes(deselected=4)
+    assert result.ret == pytest.ExitCode.OK  # not 5: nothing this change can affect
+    result.stdout.fnmatch_lines(["*no test depends on what changed: exit status 0*"])
+
+
+def test_a_module_level_change_keeps_every_test_that_imported_the_module(
+    project: Path, mapped: Run
+) -> None:
+    edit(project / "pkg" / "ops.py", "def add(a, b):", "SCALE = 1\n\n\ndef add(a, b):")
+    result = mapped()
+    result.assert_outcomes(passed=3, deselected=1)  # test_nothing never ran pkg/ops.py
+
+
+def test_new_tests_and_accel_always_tests_are_kept(project: Path, mapped: Run) -> None:
+    tests = project / "tests" / "test_ops.py"
+    tests.write_text(
+        tests.read_text()
+        + "\n\ndef test_new():\n    assert mul(1, 1) == 1\n"
+        + "\n\n@pytest.mark.accel_always\ndef test_always():\n    pass\n"
+    )
+    edit(tests, "from pkg.ops", "import pytest\nfrom pkg.ops")
+    result = mapped("-v")
+    result.stdout.fnmatch_lines(
+        [
+            "kept tests/test_ops.py::test_always: marked accel_always",
+            "kept tests/test_ops.py::test_new: no entry in the map of * (new, or never run by*",
+        ]
+    )
+    # the test module's body changed (an import): every test in it ran that body
+    result.assert_outcomes(passed=6)
+
+
+def test_tests_that_failed_were_flaky_or_are_quarantined_are_kept(
+    project: Path, pytester: pytest.Pytester, mapped: Run
+) -> None:
+    from pytest_accel.hardware.facts import session_facts
+
+    config = pytester.parseconfigure("-p", "pytest_accel")
+    key = session_facts(config).key
+    history = {
+        "schema": "pytest-accel/flaky-history",
+        "version": 1,
+        "window": 20,
+        "envs": {
+            key: {
+                "platform": "cpu",
+                "runs": [],
+                "tests": {
+                    "tests/test_ops.py::test_add": "PPF",
+                    "tests/test_ops.py::test_box": "PK",
+                },
+            }
+        },
+    }
+    (project / "history.json").write_text(json.dumps(history))
+    (project / "quarantine.txt").write_text("tests/test_ops.py::test_nothing\n")
+    result = mapped("-v", "--flaky-history", "history.json", "--flaky-quarantine", "quarantine.txt")
+    result.stdout.fnmatch_lines(
+        [
+            "kept tests/test_ops.py::test_add: failed in 1 of the flaky history's last 3 run(s)",
+            "kept tests/test_ops.py::test_box: flaky in 1 of the flaky history's last 2 run(s)",
+            "kept tests/test_ops.py::test_nothing: quarantined (tests/test_ops.py::test_nothing)",
+        ]
+    )
+    result.assert_outcomes(passed=3, deselected=1)
+
+
+def test_selection_composes_with_k_and_markers_and_never_runs_a_skipped_test(
+    project: Path, pytester: pytest.Pytester
+) -> None:
+    tests = project / "tests" / "test_ops.py"
+    tests.write_text(
+        "import pytest\n"
+        + tests.read_text()
+        + "\n\n@pytest.mark.tpu\ndef test_on_tpu():\n    assert mul(1, 2) == 2\n"
+    )
+    commit(project)
+    pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    edit(project / "pkg" / "ops.py", "return a + b", "return b + a")
+    args = ["-p", "no:cacheprovider", "--accel-map", "map.db", "--accel-select=changed"]
+    result = pytester.runpytest(*args, "-k", "not add")
+    # -k leaves 4 of 5; selection keeps test_mul and test_on_tpu (mapped as never run:
+    # kept), and the tpu marker skips it here
+    result.assert_outcomes(passed=1, skipped=1, deselected=3)
+    result.stdout.fnmatch_lines(["*selection (changed): 2 of 4 test(s) run; 2 deselected*"])
+
+
+def test_shards_plan_over_the_selected_tests(project: Path, pytester: pytest.Pytester) -> None:
+    tests = project / "tests" / "test_ops.py"
+    tests.write_text(
+        tests.read_text()
+        + "".join(f"\n\ndef test_mul_{i}():\n    assert mul({i}, 1) == {i}\n" for i in range(4))
+    )
+    commit(project)
+    pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    ran: list[str] = []
+    for shard in ("1/2", "2/2"):
+        result = pytester.runpytest(
+            "-p",
+            "no:cacheprovider",
+            "-v",
+            "--accel-map",
+            "map.db",
+            "--accel-select=changed",
+            "--accel-shard",
+            shard,
+        )
+        ran += [
+            line.split(" ")[0]
+            for line in result.stdout.lines
+            if line.endswith("]") and "PASSED" in line
+        ]
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("passed", 0) in (2, 3)  # 5 selected, split in two
+    assert sorted(ran) == sorted(
+        ["tests/test_ops.py::test_mul", *(f"tests/test_ops.py::test_mul_{i}" for i in range(4))]
+    )
+
+
+def test_selection_under_xdist_decides_alike_in_every_worker(
+    project: Path, pytester: pytest.Pytester, mapped: Run
+) -> None:
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--accel-map", "map.db", "--accel-select=changed"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*selection (changed): 1 of 4 test(s) run; 3 deselected*"])
+
+
+# -- valves ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "valve"),
+    [
+        (
+            lambda root: (root / "conftest.py").write_text("X = 1\n"),
+            "conftest: conftest.py changed",
+        ),
+        (
+            lambda root: (root / "pyproject.toml").write_text(
+                (root / "pyproject.toml").read_text() + "# touched\n"
+            ),
+            "packaging: a packaging, lock or configuration file changed: pyproject.toml",
+        ),
+        (
+            lambda root: (root / "pkg" / "table.csv").write_text("a,b\n"),
+            "data: a file that is not Python changed beside mapped code: pkg/table.csv",
+        ),
+    ],
+    ids=["conftest", "packaging", "data"],
+)
+def test_a_change_the_map_cannot_attribute_keeps_every_test(
+    project: Path, mapped: Run, change: Callable[[Path], object], valve: str
+) -> None:
+    change(project)
+    result = mapped()
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([f"selection kept every test: {valve}*"])
+
+
+def _set_meta(path: Path, key: str, value: str) -> None:
+    with closing(sqlite3.connect(path)) as connection, connection:
+        connection.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+
+
+def test_a_dependency_at_another_version_keeps_every_test(project: Path, mapped: Run) -> None:
+    with closing(sqlite3.connect(project / "map.db")) as connection:
+        (raw,) = connection.execute("SELECT value FROM meta WHERE key = 'dependencies'").fetchone()
+    dependencies = json.loads(raw)
+    dependencies["jax"] = "0.0.1"
+    _set_meta(project / "map.db", "dependencies", json.dumps(dependencies))
+    result = mapped()
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "selection kept every test: dependency: installed versions changed since the map:"
+            " jax 0.0.1 -> *"
+        ]
+    )
+
+
+def test_an_old_map_keeps_every_test(project: Path, mapped: Run) -> None:
+    _set_meta(project / "map.db", "updated", "2020-01-01T00:00:00Z")
+    result = mapped("--accel-map-max-age", "30")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        ["selection kept every test: age: the map is * days old (--accel-map-max-age 30)"]
+    )
+
+
+def test_a_map_of_a_commit_git_does_not_know_keeps_every_test(project: Path, mapped: Run) -> None:
+    _set_meta(project / "map.db", "commit", "0" * 40)
+    result = mapped()
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        ["selection kept every test: git: the changed files cannot be listed*"]
+    )
+
+
+def test_changed_since_a_base_ref_counts_what_the_branch_changed(
+    project: Path, mapped: Run
+) -> None:
+    """A map of main, a branch that committed a change: the diff against the base
+    (--accel-changed-since) and against the map's commit both count."""
+    git(project, "checkout", "-q", "-b", "topic")
+    edit(project / "pkg" / "ops.py", "return a + b", "return b + a")
+    commit(project)
+    result = mapped("--accel-changed-since", "main")
+    result.assert_outcomes(passed=1, deselected=3)
+    unknown = mapped("--accel-changed-since", "no-such-ref")
+    unknown.assert_outcomes(passed=1, deselected=3)  # the map's commit is known: it counts
+
+
+def test_no_map_yet_runs_every_test_and_says_so(project: Path, pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--accel-map", "absent.db", "--accel-select=changed"
+    )
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["selection kept every test: map: no map at absent.db yet*"])
+
+
+# -- bad input ------------------------------------------------------------------------
+
+
+def _foreign(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as connection:
+        connection.execute("CREATE TABLE things (x)")
+
+
+def _newer(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as connection:
+        connection.execute("PRAGMA user_version = 99")
+
+
+def _damaged(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as connection:
+        connection.execute("DROP TABLE test_blocks")
+
+
+@pytest.mark.parametrize(
+    ("spoil", "problem"),
+    [
+        (lambda p: p.write_bytes(b"not a database at all" * 100), "is not a pytest-accel map"),
+        (_foreign, "is not a pytest-accel map"),
+        (_newer, "is a version 99 map; this pytest-accel reads up to version 1"),
+        (_damaged, "is a damaged map (missing: test_blocks)"),
+    ],
+    ids=["garbage", "foreign", "newer", "damaged"],
+)
+@pytest.mark.parametrize("select", [True, False], ids=["selecting", "mapping"])
+def test_a_bad_map_stops_the_run_in_one_line(
+    project: Path,
+    pytester: pytest.Pytester,
+    spoil: Callable[[Path], object],
+    problem: str,
+    select: bool,
+) -> None:
+    path = project / "map.db"
+    if spoil in (_newer, _damaged):  # a real map, spoilt
+        pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    spoil(path)
+    before = path.read_bytes()
+    extra = ["--accel-select=changed"] if select else [NO_PROGRAMS]
+    result = pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", *extra)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("ERROR: --accel-map: map.db: ")
+    assert problem in errors[0]
+    assert "Traceback" not in result.stderr.str()
+    assert path.read_bytes() == before  # refused before any test, never rewritten
+
+
+def test_programs_mode_needs_the_head_map(project: Path, pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--accel-map", "map.db", "--accel-select=programs")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --accel-select=programs needs --accel-map-head PATH*"])
+
+
+# -- what it saved, shadow mode, the budget -------------------------------------------
+
+
+def test_the_record_coverage_report_and_job_summary_say_what_selection_did(
+    project: Path, pytester: pytest.Pytester, mapped: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = project / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    result = mapped(
+        "--perf-record", "record.json", "--accel-report", "report.html", "--accel-price", "*=3600"
+    )
+    result.assert_outcomes(passed=1, deselected=3)
+    record = json.loads((project / "record.json").read_text())
+    section = record["selection"]
+    assert section["mode"] == "changed"
+    assert list(section["kept"]) == ["tests/test_ops.py::test_mul"]
+    assert sorted(section["deselected"]) == [
+        "tests/test_ops.py::test_add",
+        "tests/test_ops.py::test_box",
+        "tests/test_ops.py::test_nothing",
+    ]
+    assert section["map"]["branch"] == "main"
+    assert "pytest-accel selection" in summary.read_text()
+    assert "selection (changed): 1 of 4 test(s) run" in summary.read_text()
+    assert "3 deselected; map of" in summary.read_text()
+    page = (project / "report.html").read_text()
+    assert "Change-aware selection" in page
+    assert "deselected by change: 3" in page
+
+
+def test_coverage_counts_deselected_by_change_apart_from_skips(
+    project: Path, mapped: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_accel.cli import main
+
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    mapped("--perf-record", "record.json").assert_outcomes(passed=1, deselected=3)
+    capsys.readouterr()
+    assert main(["coverage", "record.json"]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 test(s) pass on" in out
+    assert "3 deselected by change (not counted)" in out
+    assert "0 skipped otherwise" in out
+
+
+def test_shadow_mode_runs_everything_and_names_a_failure_it_would_have_missed(
+    project: Path,
+    pytester: pytest.Pytester,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_accel.cli import main
+
+    # test_nothing fails for a reason no code change explains (its environment)
+    edit(
+        project / "tests" / "test_ops.py",
+        "def test_nothing():\n    assert True",
+        "def test_nothing():\n    import os\n    assert not os.environ.get('BREAK_IT')",
+    )
+    commit(project)
+    pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    monkeypatch.setenv("BREAK_IT", "1")
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--accel-map",
+        "map.db",
+        "--accel-select=shadow",
+        "--perf-record",
+        "record.json",
+    )
+    result.assert_outcomes(passed=3, failed=1)  # everything ran
+    result.stdout.fnmatch_lines(
+        [
+            "*selection (shadow): 1 of 4 test(s) would run; 3 would be deselected*",
+            "shadow: 1 failing test(s) would have been deselected: tests/test_ops.py::test_nothing",
+        ]
+    )
+    capsys.readouterr()
+    assert main(["selection", "record.json", "--min-recall", "100"]) == 1
+    out = capsys.readouterr().out
+    assert "record.json: shadow: would run 1 of 4 test(s) (25.0%); 1 failed; MISSED 1:" in out
+    assert "recall 0.0% (0 of 1 faulty shadow run(s))" in out
+
+
+def test_a_budget_in_seconds_cuts_the_least_valuable_tests_for_the_nightly_bucket(
+    project: Path, pytester: pytest.Pytester, mapped: Run
+) -> None:
+    pytester.runpytest("-p", "no:cacheprovider", "--perf-record", "r1.json")
+    from pytest_accel.cli import main
+
+    assert main(["baseline", "--into", "baseline.json", "r1.json"]) == 0
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    edit(project / "pkg" / "ops.py", "return a + b", "return b + a")
+    result = mapped(
+        "--perf-baseline",
+        "baseline.json",
+        "--accel-select-budget",
+        "0.000001s",
+        "--accel-price",
+        "*=3600",
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(deselected=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*0 of 4 test(s) run; 2 deselected; 2 cut by the budget (the nightly bucket);"
+            " map of *; * device-seconds ($*) not spent",
+            "cut for the nightly bucket: tests/test_ops.py::test_add, tests/test_ops.py::test_mul",
+        ]
+    )
+
+
+def test_a_budget_in_dollars_needs_a_price(project: Path, mapped: Run) -> None:
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    result = mapped("--accel-select-budget", "2.50")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --accel-select-budget: an amount in USD needs a price*"])
+
+
+def test_the_selection_command_reports_share_and_recall(
+    project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_accel.cli import main
+
+    def record(
+        name: str, mode: str, kept: list[str], deselected: list[str], failed: list[str]
+    ) -> None:
+        data = json.loads((project / "base.json").read_text())
+        data["selection"] = {
+            "mode": mode,
+            "kept": dict.fromkeys(kept, "changed"),
+            "deselected": dict.fromkeys(deselected, "unchanged"),
+            "cut": {},
+            "valves": [],
+            "failed": failed,
+        }
+        (project / name).write_text(json.dumps(data))
+
+    pytester.runpytest("-p", "no:cacheprovider", "--perf-record", "base.json")
+    record("caught.json", "shadow", ["a", "b"], ["c", "d"], ["a"])
+    record("missed.json", "shadow", ["a"], ["b", "c", "d"], ["c"])
+    record("fine.json", "changed", ["a"], ["b", "c", "d"], [])
+    capsys.readouterr()
+    code = main(["selection", "caught.json", "missed.json", "fine.json", "--min-recall", "100"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "missed.json: shadow: would run 1 of 4 test(s) (25.0%); 1 failed; MISSED 1: c" in out
+    assert "3 run(s) with selection: 33.3% of the tests run on average" in out
+    assert "recall 50.0% (1 of 2 faulty shadow run(s))" in out
+    assert main(["selection", "caught.json", "--min-recall", "100"]) == 0
+
+
+# -- programs -------------------------------------------------------------------------
+
+JOPS = """\
+import jax
+import jax.numpy as jnp
+
+
+@jax.jit
+def scale(x):
+    return x * 2.0
+
+
+def total(x):
+    return jnp.sum(scale(x))
+"""
+
+JTESTS = """\
+import jax.numpy as jnp
+
+from pkg.jops import scale, total
+
+
+def test_total():
+    assert float(total(jnp.ones(3))) == 6.0
+
+
+def test_scale():
+    assert float(scale(jnp.ones(2))[0]) == 2.0
+"""
+
+
+def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
+    project: Path, pytester: pytest.Pytester
+) -> None:
+    pytest.importorskip("jax")
+    (project / "pkg" / "jops.py").write_text(JOPS)
+    (project / "tests" / "test_jax.py").write_text(JTESTS)
+    commit(project)
+    base = ["-p", "no:cacheprovider"]
+    first = pytester.runpytest_subprocess(*base, "--accel-map", "base.db")
+    first.assert_outcomes(passed=6)
+    first.stdout.fnmatch_lines(
+        ["*dependency map of 6 test(s) written to base.db*compiled program(s))"]
+    )
+    with closing(open_map(project / "base.db")) as connection:
+        programs = read_run(connection, "base.db").programs
+    assert {p.platform for p in programs["tests/test_jax.py::test_total"]} == {"cpu"}
+    assert any("scale" in p.name for p in programs["tests/test_jax.py::test_scale"])
+    assert "tests/test_ops.py::test_add" not in programs
+
+    # A host-side change that lowers to the same programs: nothing for the device tier.
+    edit(
+        project / "pkg" / "jops.py",
+        "    return jnp.sum(scale(x))",
+        "    y = x\n    return jnp.sum(scale(y))",
+    )
+    commit(project)
+    pytester.runpytest_subprocess(*base, "--accel-map", "head.db").assert_outcomes(passed=6)
+    same = pytester.runpytest_subprocess(
+        *base, "--accel-map", "base.db", "--accel-map-head", "head.db", "--accel-select=programs"
+    )
+    same.assert_outcomes(deselected=6)
+    changed = pytester.runpytest_subprocess(
+        *base, "--accel-map", "base.db", "--accel-select=changed"
+    )
+    changed.assert_outcomes(passed=1, deselected=5)  # its code changed: test_total
+
+    # A change to what is computed: every test that compiles the program runs.
+    edit(project / "pkg" / "jops.py", "return x * 2.0", "return x * 2.0 + 0.0 * x")
+    commit(project)
+    (project / "head.db").unlink()
+    pytester.runpytest_subprocess(*base, "--accel-map", "head.db").assert_outcomes(passed=6)
+    result = pytester.runpytest_subprocess(
+        *base,
+        "-v",
+        "--accel-map",
+        "base.db",
+        "--accel-map-head",
+        "head.db",
+        "--accel-select=programs",
+    )
+    result.assert_outcomes(passed=2, deselected=4)
+    result.stdout.fnmatch_lines(
+        [
+            "kept tests/test_jax.py::test_scale: changed since the map of *:"
+            " 1 program(s) no longer compiled, program * (cpu)",
+            "deselected tests/test_ops.py::test_add: its compiled programs are unchanged since*",
+        ]
+    )
