@@ -373,7 +373,7 @@ def test_selection_under_xdist_decides_alike_in_every_worker(
             lambda root: (root / "pyproject.toml").write_text(
                 (root / "pyproject.toml").read_text() + "# touched\n"
             ),
-            "packaging: a packaging, lock or configuration file changed: pyproject.toml",
+            "packaging: the build or configuration changed: pyproject.toml",
         ),
         (
             lambda root: (root / "pkg" / "table.csv").write_text("a,b\n"),
@@ -754,3 +754,24 @@ def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
             "deselected tests/test_ops.py::test_add: its compiled programs are unchanged since*",
         ]
     )
+
+
+def test_a_jitted_function_is_mapped_to_every_test_that_calls_it_in_one_process(
+    project: Path, pytester: pytest.Pytester
+) -> None:
+    """The second test hits the jit cache the first filled: JAX's caches are cleared
+    before each test, so both trace the function, and a serial map equals an xdist one."""
+    pytest.importorskip("jax")
+    (project / "pkg" / "jops.py").write_text(JOPS)
+    (project / "tests" / "test_jax.py").write_text(
+        "import jax.numpy as jnp\n\nfrom pkg.jops import scale\n\n\n"
+        "def test_first():\n    assert float(scale(jnp.ones(2))[0]) == 2.0\n\n\n"
+        "def test_second():\n    assert float(scale(jnp.ones(2))[1]) == 2.0\n"
+    )
+    commit(project)
+    pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS, "tests/test_jax.py"
+    ).assert_outcomes(passed=2)
+    found = map_tests(project / "map.db")
+    assert ("pkg/jops.py", "scale") in found["tests/test_jax.py::test_first"]
+    assert ("pkg/jops.py", "scale") in found["tests/test_jax.py::test_second"]

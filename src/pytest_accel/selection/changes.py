@@ -8,12 +8,13 @@ other files that changed (the work tree against the map's commit, and against
 ``--accel-changed-since``, untracked files included), which the valves read:
 
 - ``conftest``: a ``conftest.py`` changed (fixtures and hooks of many tests);
-- ``packaging``: a packaging, lock or configuration file changed (``pyproject.toml``,
-  ``setup.py``, ``requirements*.txt``, ``*.lock``, ``tox.ini``, ``pytest.ini``, ...);
+- ``packaging``: how the project is built or configured changed (``pyproject.toml``,
+  ``setup.py``, ``setup.cfg``, ``tox.ini``, ``pytest.ini``, ``.coveragerc``);
 - ``data``: a file that is not Python changed in a directory of mapped code (the
   package's data, the tests' fixtures);
-- ``dependency``: an installed distribution's version changed since the map (jax,
-  jaxlib, libtpu, torch, CUDA and ROCm libraries are named first);
+- ``dependency``: an installed distribution's version (or Python's) changed since the
+  map (jax, jaxlib, libtpu, torch, CUDA and ROCm libraries are named first): what a
+  requirement or lock file changes, once installed;
 - ``age``: the map is older than ``--accel-map-max-age``;
 - ``git``: what changed cannot be listed (no git, or the map's commit and the
   ``--accel-changed-since`` reference are both unknown here).
@@ -22,6 +23,7 @@ other files that changed (the work tree against the map's commit, and against
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -29,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import unquote, urlparse
 
 from pytest_accel.selection.blocks import parse_blocks
 
@@ -87,11 +91,12 @@ def changed_blocks(
     return changed, changed_paths
 
 
-# Files whose change can move any test: packaging, locks, configuration.
+# Files whose change can move any test: how the project is built and configured
+# (pytest's and coverage's settings, entry points, package data).  Requirement and
+# lock files are not among them: what they change is what is installed, which the
+# dependency valve compares (a bump of a linter in requirements-dev.txt changes no test).
 PACKAGING = re.compile(
-    r"(^|/)(pyproject\.toml|setup\.py|setup\.cfg|MANIFEST\.in|tox\.ini|pytest\.ini|noxfile\.py"
-    r"|requirements[^/]*\.(txt|in)|constraints[^/]*\.txt|Pipfile(\.lock)?|[^/]*\.lock"
-    r"|environment[^/]*\.ya?ml|\.coveragerc|\.python-version)$"
+    r"(^|/)(pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|pytest\.ini|\.coveragerc)$"
 )
 
 
@@ -126,7 +131,7 @@ def file_valves(
     valves = []
     for kind, found, what in (
         ("conftest", conftests, "conftest.py changed"),
-        ("packaging", packaging, "a packaging, lock or configuration file changed"),
+        ("packaging", packaging, "the build or configuration changed"),
         ("data", data, "a file that is not Python changed beside mapped code"),
     ):
         if found:
@@ -148,16 +153,33 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def installed_distributions() -> dict[str, str]:
-    """Every installed distribution's version, by normalised name."""
+def installed_distributions(root: Path | None = None) -> dict[str, str]:
+    """Every installed distribution's version by normalised name, and Python's.  The
+    project itself, installed in editable mode from ``root`` (its version moves with
+    every commit: versioneer, setuptools-scm), is its code, not a dependency."""
+    import platform
     from importlib import metadata
 
-    found: dict[str, str] = {}
+    found: dict[str, str] = {"python": platform.python_version()}
     for dist in metadata.distributions():
         name = dist.metadata["Name"] if dist.metadata else None
-        if name:
+        if name and not (root is not None and _installed_from(dist, root)):
             found.setdefault(normalized(str(name)), str(dist.version))
     return found
+
+
+def _installed_from(dist: Any, root: Path) -> bool:
+    """Whether ``dist`` was installed from a directory that holds ``root`` or is in it
+    (``pip install -e .``: PEP 610's ``direct_url.json``)."""
+    try:
+        text = dist.read_text("direct_url.json")
+        url = json.loads(text)["url"] if text else ""
+    except (ValueError, KeyError, TypeError, OSError):
+        return False
+    if not isinstance(url, str) or not url.startswith("file://"):
+        return False
+    source = Path(unquote(urlparse(url).path)).resolve()
+    return source == root or source in root.parents or root in source.parents
 
 
 def dependency_valve(then: Mapping[str, str], now: Mapping[str, str]) -> Valve | None:

@@ -46,9 +46,8 @@ class Measurement:
         self.root = Path(str(config.rootpath)).resolve()
         self.cov: Any = None
         self.own = self.cov_contexts = False
-        self.programs = ProgramRecorder() if options.programs == "auto" else None
-        if self.programs is not None:
-            self.programs.start()
+        self.programs = ProgramRecorder(fingerprint=options.programs == "auto")
+        self.programs.start()
         self.called: set[str] = set()  # tests whose call ran
         self.found: dict[str, set[Program]] = {}
         self.current: str | None = None
@@ -81,18 +80,16 @@ class Measurement:
         self.current = test_id(nodeid)
         if self.cov is not None and not self.cov_contexts:
             self.cov.switch_context(self.current)
-        if self.programs is not None:
-            self.programs.before_test()
+        self.programs.before_test()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             self.called.add(test_id(report.nodeid))
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        if self.programs is not None:
-            found = self.programs.after_test()
-            if found:
-                self.found.setdefault(test_id(nodeid), set()).update(found)
+        found = self.programs.after_test()
+        if found:
+            self.found.setdefault(test_id(nodeid), set()).update(found)
         if self.cov is not None and not self.cov_contexts:
             self.cov.switch_context("")
         self.current = None
@@ -117,8 +114,7 @@ class Measurement:
     def stop(self) -> None:
         if self.own and self.cov is not None:
             self.cov.stop()
-        if self.programs is not None:
-            self.programs.stop()
+        self.programs.stop()
 
     def finish(self) -> MapRun:
         """The measurement as blocks per test (every mapped test, an empty set where it
@@ -229,7 +225,7 @@ class MapWriter:
                 run.merge(other)
             run.commit, run.branch = vcs.vcs_info(os.environ, cwd=str(self.config.rootpath))
             run.started = utc_timestamp(time.time())
-            run.dependencies = installed_distributions()
+            run.dependencies = installed_distributions(Path(str(self.config.rootpath)).resolve())
             update_map(self.path, run)
             self.written = run
 
@@ -251,7 +247,7 @@ class MapWriter:
                     f" link(s), {programs} compiled program(s))",
                 )
             )
-        problem = self.local.programs.problem if self.local and self.local.programs else None
+        problem = self.local.programs.problem if self.local else None
         if problem:
             lines.append(Line(Tone.CHANGE, f"map: {problem}"))
         write_section(terminalreporter, "pytest-accel selection", lines)

@@ -72,8 +72,8 @@ OPTIONS = OptionGroup(
         OptionSpec(
             "--accel-map-programs",
             "In a mapping run: auto (default) fingerprints the programs each test compiles"
-            " where the suite uses JAX (each test compiles afresh: JAX's caches are cleared"
-            " before it); off.",
+            " where the suite uses JAX; off does not. Either way JAX's caches are cleared"
+            " before each test, so each traces (and compiles) what it uses afresh.",
             metavar="MODE",
             default="auto",
         ),

@@ -30,10 +30,10 @@ def headline(found: Mapping[str, Any], saved: Mapping[str, Any]) -> str:
         where = info.get("commit", "")[:12] or "an unknown commit"
         branch = f" ({info['branch']})" if info.get("branch") else ""
         line += f"; map of {where}{branch}{_age(info.get('age_days'))}"
-    if saved.get("device_seconds"):
+    if saved.get("tests_with_durations"):  # a figure only where durations are known
         usd = saved.get("usd")
-        money = f" (${usd:.4g})" if isinstance(usd, int | float) else ""
-        line += f"; {saved['device_seconds']:,.1f} device-seconds{money} not spent"
+        money = f" (${usd:.3g})" if isinstance(usd, int | float) else ""
+        line += f"; {saved['device_seconds']:,.3g} device-seconds{money} not spent"
     return line
 
 

@@ -101,7 +101,7 @@ def _valves(
     else:
         dirs = {str(Path(p).parent.as_posix()) for p in mapped_files(connection).files}
         valves += file_valves(changed, dirs, own_files(_relative(root, options)))
-    dependencies = dependency_valve(info.dependencies, installed_distributions())
+    dependencies = dependency_valve(info.dependencies, installed_distributions(root))
     if dependencies is not None:
         valves.append(dependencies)
     age = age_valve(info.updated, datetime.now(timezone.utc), options.max_age)

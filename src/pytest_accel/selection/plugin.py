@@ -219,8 +219,8 @@ class SelectionReport:
         device_seconds = sum(known) * devices
         price = self.config.hook.pytest_accel_price(config=self.config)
         return {
-            "device_seconds": round(device_seconds, 3),
-            "usd": None if price is None else round(device_seconds / 3600 * price, 6),
+            "device_seconds": round(device_seconds, 6),
+            "usd": None if price is None else round(device_seconds / 3600 * price, 9),
             "tests_with_durations": len(known),
         }
 
@@ -232,12 +232,13 @@ class SelectionReport:
             return
         lines = terminal_lines(found, self.saved(found), self.missed)
         if self.nothing_to_run:
+            why = (
+                "the budget cut every selected test"
+                if found["cut"]
+                else "no test depends on what changed"
+            )
             lines.append(
-                Line(
-                    Tone.OK,
-                    "selection: no test depends on what changed: exit status 0, not pytest's"
-                    " 5 (no tests ran)",
-                )
+                Line(Tone.OK, f"selection: {why}: exit status 0, not pytest's 5 (no tests ran)")
             )
         write_section(terminalreporter, "pytest-accel selection", lines)
         summary = job_summary(self.config)

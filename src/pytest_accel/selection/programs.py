@@ -1,11 +1,14 @@
-"""The programs a test compiles with JAX, fingerprinted, in a mapping run.
+"""Each test traces afresh in a mapping run, and the programs it compiles with JAX,
+fingerprinted.
 
 Nothing here imports jax: the moment the suite has it (``imports.after_import``),
-JAX is asked to write each module it lowers to a private directory
-(``jax_dump_ir_to``: StableHLO text, one file a compilation).  Before each test JAX's
-caches are cleared, so that the test compiles every program it uses (one the process
-compiled for an earlier test is its too: the layout never changes a test's programs);
-after it, the files it produced are read, fingerprinted and deleted.
+JAX's caches are cleared before each test, so that the test traces every function it
+calls through ``jit`` (coverage.py sees the Python it runs: a function an earlier test
+traced in the same process is this test's too, and a map never depends on the order or
+the layout: serial, xdist and shards map alike) and compiles every program it uses.
+With fingerprints on, JAX is also asked to write each module it lowers to a private
+directory (``jax_dump_ir_to``: StableHLO text, one file a compilation); after the test,
+the files it produced are read, fingerprinted and deleted.
 
 A fingerprint is the module's text without its source locations (``loc(...)`` and the
 ``#loc`` lines): moving code, or calling it from elsewhere, leaves it alone; changing
@@ -42,7 +45,8 @@ def fingerprint(text: str) -> str:
 class ProgramRecorder:
     """Where tests run: the programs each compiles, once the suite has jax."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fingerprint: bool = True) -> None:
+        self.fingerprint = fingerprint
         self.jax: Any = None
         self.directory: str | None = None
         self.previous: Any = None  # jax_dump_ir_to before ours, put back at the end
@@ -63,6 +67,9 @@ class ProgramRecorder:
         try:
             import jax
 
+            if not self.fingerprint:
+                self.jax = jax
+                return
             self.previous = jax.config.values.get("jax_dump_ir_to")
             self.directory = tempfile.mkdtemp(prefix="pytest-accel-programs-")
             jax.config.update("jax_dump_ir_to", self.directory)  # type: ignore[no-untyped-call]
@@ -80,7 +87,7 @@ class ProgramRecorder:
     def after_test(self) -> set[Program]:
         """The programs compiled since ``before_test``, fingerprinted."""
         directory = self.directory
-        if self.jax is None or directory is None:
+        if self.jax is None or directory is None:  # not fingerprinting
             return set()
         try:
             names = sorted(os.listdir(directory))
@@ -107,10 +114,10 @@ class ProgramRecorder:
         if self.watch is not None:
             self.watch.stop()
             self.watch = None
-        if self.jax is not None:
+        if self.jax is not None and self.fingerprint:
             with contextlib.suppress(Exception):
                 self.jax.config.update("jax_dump_ir_to", self.previous or "")
-            self.jax = None
+        self.jax = None
         self._remove()
 
     def _remove(self) -> None:
