@@ -212,9 +212,52 @@ def test_warnings_as_errors_fail_the_run_without_a_traceback(
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        ["pytest-accel: exit status 1: 1 PerfRegressionWarning(s) turned into errors by -W"]
+        [
+            "pytest-accel: exit status 1: 1 PerfRegressionWarning(s) turned into errors by"
+            " -W 'error::pytest_accel.PerfRegressionWarning'"
+        ]
     )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_named_filter_in_the_ini_fails_the_run_and_the_exit_line_names_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mod=SUITE)
+    suite_baseline(pytester)
+    pytester.makeini("[pytest]\nfilterwarnings =\n    error::pytest_accel.PerfRegressionWarning\n")
+    monkeypatch.setenv("SLEEP_A", "0.45")
+    result = pytester.runpytest("--perf-baseline=baseline.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "pytest-accel: exit status 1: 1 PerfRegressionWarning(s) turned into errors by"
+            " filterwarnings (tox.ini) 'error::pytest_accel.PerfRegressionWarning'"
+        ]
+    )
+
+
+def test_a_blanket_error_filter_shows_timing_alarms_without_failing_the_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's ``filterwarnings = error`` is strictness about its own code: the
+    alarm is a warning in the summary, the run passes, and a note says how to fail on
+    timings."""
+    pytester.makepyfile(test_mod=SUITE)
+    suite_baseline(pytester)
+    pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
+    monkeypatch.setenv("SLEEP_A", "0.45")
+    result = pytester.runpytest("--perf-baseline=baseline.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*PerfRegressionWarning: test test_mod.py::test_a: *",
+            "REGRESSION test test_mod.py::test_a: *",
+            "warnings: filterwarnings (tox.ini) 'error' does not fail a run on timings: the"
+            " alarms are shown as warnings; fail on them with --perf-fail, or name the class*",
+        ]
+    )
+    assert "exit status 1" not in result.stdout.str()
 
 
 # --- the runner's speed -------------------------------------------------------------------

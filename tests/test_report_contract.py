@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_accel.reports import exit_reasons_key, fail_session, isolated, warn
+from pytest_accel.reports import Warned, exit_reasons_key, fail_session, isolated, warn
 from pytest_accel.text import problem
 
 
@@ -69,7 +69,7 @@ def test_a_warning_goes_through_the_filters_at_the_test_file(pytester: pytest.Py
     config = pytester.parseconfig()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert warn(config, CustomWarning("2x slower"), "t.py", 7)
+        assert warn(config, CustomWarning("2x slower"), "t.py", 7) == Warned()
     [found] = caught
     assert (found.filename, found.lineno, str(found.message)) == ("t.py", 7, "2x slower")
 
@@ -80,7 +80,20 @@ def test_a_warning_turned_into_an_error_is_reported_as_escalated(
     config = pytester.parseconfig()
     with warnings.catch_warnings():
         warnings.simplefilter("error", CustomWarning)
-        assert warn(config, CustomWarning("2x slower"), "t.py", 7) is False
+        warned = warn(config, CustomWarning("2x slower"), "t.py", 7)
+    assert warned.escalated_by == (
+        "Python's warning filter error::CustomWarning (python -W, PYTHONWARNINGS)"
+    )
+
+
+def test_a_blanket_error_filter_shows_the_warning_and_is_named(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("error")
+        warned = warn(config, CustomWarning("2x slower"), "t.py", 7)
+    assert warned.escalated_by is None
+    assert warned.blanket == "Python's warning filter error::Warning (python -W, PYTHONWARNINGS)"
+    assert [str(w.message) for w in caught] == ["2x slower"]
 
 
 def test_a_path_that_would_start_a_workflow_command_is_defused(pytester: pytest.Pytester) -> None:

@@ -10,6 +10,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -89,21 +90,84 @@ def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
     return parents
 
 
-def warn(config: pytest.Config, warning: Warning, path: str, line: int | None) -> bool:
-    """Issue ``warning`` at ``path:line`` through Python's warnings machinery, so that
-    ``-W`` and ``filterwarnings`` apply to it as to any warning (pytest captures
-    warnings issued while ``pytest_sessionfinish`` runs).  Under ``-p no:warnings`` a
-    test's warnings are never shown, and neither is this one.
+@dataclass(frozen=True)
+class Warned:
+    """What became of a warning ``warn`` issued: shown, or turned into an error by the
+    filter that names its class; a blanket ``error`` filter (``error``,
+    ``error::Warning``) it does not obey is named too, for a note."""
 
-    False when a filter turned it into an error: the caller fails the session.
-    """
+    escalated_by: str | None = None  # the filter, as the user wrote it, and where
+    blanket: str | None = None  # an ``error`` filter that would have, had it named it
+
+
+def warn(config: pytest.Config, warning: Warning, path: str, line: int | None) -> Warned:
+    """Issue ``warning`` at ``path:line`` through Python's warnings machinery (pytest
+    captures warnings issued while ``pytest_sessionfinish`` runs), so that ``-W`` and
+    ``filterwarnings`` show, hide or count it as any warning.  Only a filter that names
+    its class (``error::pytest_accel.PerfRegressionWarning``) turns it into an error:
+    a project's blanket ``filterwarnings = ["error"]`` is strictness about its own
+    code, not a request to fail on timings (``--perf-fail`` is).  Under
+    ``-p no:warnings`` a test's warnings are never shown, and neither is this one."""
     if config.pluginmanager.is_blocked("warnings"):
-        return True
-    try:
-        warnings.warn_explicit(warning, type(warning), line_start(path), line or 0)
-    except type(warning):
-        return False
-    return True
+        return Warned()
+    category = type(warning)
+    effective = _effective_filter(category, str(warning), path, line or 0)
+    if effective is not None and effective[0] == "error":
+        named = issubclass(effective[2], category)
+        written = _as_written(config, effective)
+        if named:
+            try:
+                warnings.warn_explicit(warning, category, line_start(path), line or 0)
+            except category:
+                return Warned(escalated_by=written)
+            return Warned()
+        with warnings.catch_warnings():  # shown and recorded, as pytest records any
+            warnings.simplefilter("always", category)
+            warnings.warn_explicit(warning, category, line_start(path), line or 0)
+        return Warned(blanket=written)
+    warnings.warn_explicit(warning, category, line_start(path), line or 0)
+    return Warned()
+
+
+def _effective_filter(
+    category: type[Warning], text: str, path: str, line: int
+) -> tuple[Any, ...] | None:
+    """The entry of ``warnings.filters`` that applies, as Python picks it (the first
+    that matches)."""
+    module = path[:-3] if path.endswith(".py") else path
+    for entry in warnings.filters:
+        _, message, kind, module_pattern, lineno = entry
+        if (
+            (message is None or message.match(text))
+            and issubclass(category, kind)
+            and (module_pattern is None or module_pattern.match(module))
+            and lineno in (0, line)
+        ):
+            return entry
+    return None
+
+
+def _as_written(config: pytest.Config, entry: tuple[Any, ...]) -> str:
+    """The user's filter behind ``entry`` and where it was given: ``-W 'error'``,
+    ``filterwarnings 'error' (pyproject.toml)``; else Python's own (``python -W``,
+    ``PYTHONWARNINGS``)."""
+    from _pytest.config import parse_warning_filter
+
+    action, message, kind = entry[0], entry[1], entry[2]
+    pattern = message.pattern if message is not None else ""
+    ini = [str(v) for v in config.getini("filterwarnings")]
+    command_line = [str(v) for v in (config.known_args_namespace.pythonwarnings or [])]
+    where = config.inipath.name if config.inipath else "the ini file"
+    # pytest applies the ini's, then -W's: the last applied is the first that matches.
+    for source, given in (("-W", command_line[::-1]), (f"filterwarnings ({where})", ini[::-1])):
+        for text in given:
+            try:
+                parsed = parse_warning_filter(text, escape=False)
+            except (pytest.UsageError, ValueError):
+                continue
+            if parsed[0] == action and parsed[2] is kind and (parsed[1] or "") in (pattern, ""):
+                return f"{source} {text!r}"
+    return f"Python's warning filter {action}::{kind.__name__} (python -W, PYTHONWARNINGS)"
 
 
 exit_reasons_key = pytest.StashKey[list[str]]()

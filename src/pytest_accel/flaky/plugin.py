@@ -230,12 +230,16 @@ class FlakyPlugin:
         if len(notes) > most:
             rest = len(notes) - most
             notes = [*notes[:most], (None, f"{rest} more expired or stale quarantine entries")]
-        escalated = sum(
-            not warn(session.config, FlakyQuarantineWarning(one_line(text)), path, line)
+        warned = [
+            warn(session.config, FlakyQuarantineWarning(one_line(text)), path, line)
             for line, text in notes
-        )
+        ]
+        escalated = [w.escalated_by for w in warned if w.escalated_by]
         if escalated:
-            fail_session(session, f"{escalated} FlakyQuarantineWarning(s) turned into errors by -W")
+            fail_session(
+                session,
+                f"{len(escalated)} FlakyQuarantineWarning(s) turned into errors by {escalated[0]}",
+            )
 
     def pytest_accel_flaky_findings(self) -> Findings | None:
         return self.findings

@@ -82,6 +82,7 @@ class PerfPlugin:
         self.started_monotonic = time.perf_counter()
         self.run_id = new_run_id()
         self.result: TimingResult | None = None
+        self.blanket: str | None = None  # an "error" filter the alarms' warnings did not obey
         self.record_written = False
         # Tests the baseline update left without a sample (its window of runs).
         self.dropped: list[tuple[str, str]] = []
@@ -345,15 +346,20 @@ class PerfPlugin:
 
         comparison = result.comparison
         assert comparison is not None
-        escalated = 0
+        escalated: list[str] = []
         for alarm in comparison.alarm_list:
             where = self.location(alarm.scope, alarm.id)
             path = where.path if where else str(self.options.baseline)
             warning = PerfRegressionWarning(output.describe_alarm(alarm))
-            if not warn(self.config, warning, path, where.line if where else None):
-                escalated += 1
+            warned = warn(self.config, warning, path, where.line if where else None)
+            if warned.escalated_by:
+                escalated.append(warned.escalated_by)
+            self.blanket = self.blanket or warned.blanket
         if escalated:
-            fail_session(session, f"{escalated} PerfRegressionWarning(s) turned into errors by -W")
+            fail_session(
+                session,
+                f"{len(escalated)} PerfRegressionWarning(s) turned into errors by {escalated[0]}",
+            )
         if self.failing(comparison):
             fail_session(session, f"{output.alarm_count(comparison)} with --perf-fail")
 
@@ -404,6 +410,15 @@ class PerfPlugin:
             )
         if self.dropped:
             lines.append(Line(Tone.CHANGE, output.dropped_line(self.dropped, self.options.window)))
+        if self.blanket:
+            lines.append(
+                Line(
+                    Tone.NOTE,
+                    f"warnings: {self.blanket} does not fail a run on timings: the alarms are"
+                    " shown as warnings; fail on them with --perf-fail, or name the class"
+                    " ('error::pytest_accel.PerfRegressionWarning')",
+                )
+            )
         if self.record_written:
             lines.append(
                 Line(
