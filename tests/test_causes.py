@@ -123,6 +123,27 @@ def test_a_groups_change_the_same_way_confirms_a_test() -> None:
     assert [f.id for _, f in tests.findings] == ["m.py::t"]
 
 
+def test_a_group_of_fewer_than_three_tests_cannot_confirm() -> None:
+    """In a module of one or two tests its total moving is the test itself moving."""
+    tests = judged(["m.py::t", "m.py::u"], findings=[("regression", finding("m.py::t", 0.1, 0.5))])
+    modules = judged(["m.py"], findings=[("regression", finding("m.py", 0.2, 0.6, "module"))])
+    module_of = {"m.py::t": "m.py"}
+    assert confirmed_by_groups(tests, [modules], {}, module_of, {"m.py": 2}) == ["m.py::t"]
+    tests = judged(["m.py::t"], findings=[("regression", finding("m.py::t", 0.1, 0.5))])
+    assert confirmed_by_groups(tests, [modules], {}, module_of, {"m.py": 3}) == []
+
+
+def test_a_small_class_hands_confirmation_to_its_module() -> None:
+    tests = judged(["m.py::C::t"], findings=[("regression", finding("m.py::C::t", 0.1, 0.5))])
+    classes = judged(["m.py::C"], findings=[("regression", finding("m.py::C", 0.1, 0.5, "class"))])
+    modules = judged(["m.py"])  # the module of 10 tests did not move
+    sizes = {"m.py::C": 1, "m.py": 10}
+    found = confirmed_by_groups(
+        tests, [classes, modules], {"m.py::C::t": "m.py::C"}, {"m.py::C::t": "m.py"}, sizes
+    )
+    assert found == ["m.py::C::t"]
+
+
 def test_a_group_that_moved_the_other_way_does_not_confirm() -> None:
     tests = judged(["m.py::t"], findings=[("regression", finding("m.py::t", 0.1, 0.5))])
     modules = judged(["m.py"], findings=[("improvement", finding("m.py", 2.0, 1.0, "module"))])

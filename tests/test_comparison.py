@@ -24,7 +24,7 @@ from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model.findings import Comparison
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.offline import baseline_json
-from pytest_accel.perf.output import terminal_rows
+from pytest_accel.perf.output import summary_line, terminal_rows
 
 WOBBLE = (1.00, 1.03, 0.98, 1.01, 0.97, 1.02, 0.99, 1.03, 0.97, 1.00)
 HOUR = 3600.0
@@ -290,8 +290,24 @@ def test_on_a_slower_runner_only_the_truly_slower_test_regresses_with_both_ratio
     assert [f.id for f in tests] == ["t_007.py::test"]
     assert tests[0].ratio == pytest.approx(2.6, rel=0.05)
     assert tests[0].corrected == pytest.approx(2.0, rel=0.05)
-    # The runner itself is one finding, about the suite.
-    assert [f.kind for f in result.regressions] == ["test", "session"]
+    # The runner is not the code: the summary line says it, no total regresses for it.
+    assert [f.kind for f in result.regressions] == ["test"]
+    assert "this run was 1.30x the baseline overall" in summary_line(result, failing=False)
+
+
+def test_a_uniformly_slower_run_on_a_busy_runner_is_the_runner_not_a_regression() -> None:
+    """Every test 1.3-2x slower alike, against 3-, 5- and 8-run baselines: no test, no
+    module and no suite total regresses; the speed is reported."""
+    ids = [f"m{i % 6}.py::test_{i:02d}" for i in range(60)]
+    groups = {t: (None, t.split("::")[0]) for t in ids}
+    then = {t: 0.2 + (i % 5) * 0.05 for i, t in enumerate(ids)}
+    for factor in (1.3, 2.0):
+        now = {t: s * factor for t, s in then.items()}
+        for runs in (3, 5, 8):
+            env = history([then] * runs, groups=groups)
+            result = compare(run_of(now, 99, groups=groups), env, Rule())
+            assert result.regressions == [], (factor, runs)
+            assert result.speed == pytest.approx(factor, rel=0.03)
 
 
 def test_a_run_in_another_order_than_the_baseline_is_compared_the_same() -> None:
@@ -823,3 +839,24 @@ def test_the_commands_judge_a_record_as_its_session_did(
     text = capsys.readouterr().out
     assert "given here, on top: --threshold 1.05" in text
     assert "test_mod.py::test_a" not in text  # still ignored: its mark is the record's
+
+
+def test_many_small_tests_each_slower_under_the_floor_are_found_at_their_module_and_named() -> None:
+    """A 20 ms sleep in a function 30 tests of one module call: each test moves by less
+    than --perf-min-delta (0.05 s) from 0.03 s, so no test can be a finding; the
+    module's total moves by 0.6 s, and its finding names the tests that moved most."""
+    ids = [f"m.py::test_{i:02d}" for i in range(30)] + [f"n.py::test_{i:02d}" for i in range(30)]
+    groups = {t: (None, t.split("::")[0]) for t in ids}
+    then = {t: 0.03 + (i % 5) * 0.001 for i, t in enumerate(ids)}
+    now = {t: s + (0.02 if t.startswith("m.py") else 0.0) for t, s in then.items()}
+    now["m.py::test_07"] += 0.01  # the one that moved most
+    result = compare(run_of(now, 99, groups=groups), history([then] * 8, groups=groups), Rule())
+    assert [f.kind for f in result.regressions if f.kind == "test"] == []
+    [module] = [f for f in result.regressions if f.kind == "module"]
+    assert module.id == "m.py"
+    assert module.movers[0][0] == "m.py::test_07"
+    assert len(module.movers) == 3
+    assert all(ident.startswith("m.py::") for ident, _ in module.movers)
+    from pytest_accel.perf.output import describe
+
+    assert "; moved most: m.py::test_07 (+3" in describe(module)

@@ -47,9 +47,15 @@ def describe(finding: Finding) -> str:
         basis += ", first in its process, as in them"
     if finding.compiling is not None:
         basis += f"; execution time, {finding.compiling:.3f}s compiling beside it"
+    movers = ""
+    if finding.movers:
+        named = ", ".join(
+            f"{ident} (+{seconds * 1000:.0f} ms)" for ident, seconds in finding.movers
+        )
+        movers = f"; moved most: {named}"
     return one_line(
         f"{finding.kind} {finding.id}: {finding.current:.3f}s vs baseline"
-        f" {finding.baseline:.3f}s ({ratio}, {basis})"
+        f" {finding.baseline:.3f}s ({ratio}, {basis}){movers}"
     )
 
 

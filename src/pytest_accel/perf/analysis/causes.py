@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     BoolArray = npt.NDArray[np.bool_]
 
 EXPLAINED = 0.5  # share of a group's shift its members' findings must account for
+# A group confirms a test's finding only with this many tests: in a class or module of
+# one or two tests, "its group moved the same way" is the test itself moving.
+MIN_CONFIRMING_TESTS = 3
 
 
 @dataclass
@@ -56,12 +59,15 @@ def confirmed_by_groups(
     groups: list[Judged],
     class_of: Mapping[str, str | None],
     module_of: Mapping[str, str | None],
+    sizes: Mapping[str, int] | None = None,
 ) -> list[str]:
     """In a run spread over processes unlike the baseline's runs (``-n`` against serial
     runs, a shard against whole runs), a first use's cost (a JAX compilation, a lazy
     import) moves to whichever test comes first in its new order.  Such a move stays
     inside the test's class or module: keep a test's finding only where that group's
-    total, compared whole, moved the same way; the others are returned, not findings."""
+    total, compared whole, moved the same way; the others are returned, not findings.
+    The group is the test's class, else its module, of at least
+    ``MIN_CONFIRMING_TESTS`` tests (``sizes``: tests per group; None counts none out)."""
     moved: dict[str, set[str]] = {"regression": set(), "improvement": set()}
     for group in groups:
         for what, finding in group.findings:
@@ -73,7 +79,11 @@ def confirmed_by_groups(
     unconfirmed: list[str] = []
     for what, finding in tests.findings:
         holder = next(
-            (g for g in (class_of.get(finding.id), module_of.get(finding.id)) if g in compared),
+            (
+                g
+                for g in (class_of.get(finding.id), module_of.get(finding.id))
+                if g in compared and (sizes is None or sizes.get(g, 0) >= MIN_CONFIRMING_TESTS)
+            ),
             None,
         )
         if holder is not None and holder in moved[what]:

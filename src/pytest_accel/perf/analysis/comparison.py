@@ -20,6 +20,7 @@ most tests at once is one finding about the suite.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -189,11 +190,45 @@ def compare(
     _collect(result, warm)
     groups = _judge_groups(result, setting, tests)
     _judge_suite(result, [tests, warm], groups, rule)
+    _name_movers(result, tests, run)
     result.regressions.sort(key=lambda f: (-f.ratio, f.kind, f.id))
     result.improvements.sort(key=lambda f: (f.ratio, f.kind, f.id))
     result.learning.sort(key=lambda f: (-f.ratio, f.kind, f.id))
     result.changes.sort(key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id))
     return with_compilation(result, scope)
+
+
+MOVERS = 3  # tests named per group finding
+
+
+def _name_movers(result: Comparison, tests: Judged, run: RunTimings) -> None:
+    """Each class, module and suite finding with the tests in it that moved most: a
+    slowdown of a few milliseconds a call, spread over tests each under the floor, is
+    found at the group and named by its tests."""
+    kinds = ("class", "module", "session")
+    if not any(f.kind in kinds for f in (*result.regressions, *result.learning)):
+        return
+    moved = {
+        ident: float(now - then)
+        for ident, now, then in zip(tests.ids, tests.current, tests.medians, strict=True)
+        if now > then  # NaN medians compare False
+    }
+    members: dict[str, list[str]] = {}
+    for ident, cls, module in zip(run.ids, run.cls, run.module, strict=True):
+        if ident in moved:
+            for group in (cls, module):
+                if group:
+                    members.setdefault(group, []).append(ident)
+
+    def named(finding: Finding) -> Finding:
+        if finding.kind not in kinds:
+            return finding
+        ids = list(moved) if finding.kind == "session" else members.get(finding.id, [])
+        top = sorted(ids, key=lambda i: (-moved[i], i))[:MOVERS]
+        return replace(finding, movers=tuple((i, moved[i]) for i in top))
+
+    result.regressions = [named(f) for f in result.regressions]
+    result.learning = [named(f) for f in result.learning]
 
 
 def _timed(scope: Scope) -> Compared:
@@ -224,7 +259,10 @@ def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[
     usual = usual_layout(env)
     if not same_layout(run.layout, usual):
         result.layout, result.baseline_layout = run.layout, usual
-        result.unconfirmed = confirmed_by_groups(tests, [classes, modules], class_of, module_of)
+        sizes = Counter(c for c in run.cls if c) + Counter(m for m in run.module if m)
+        result.unconfirmed = confirmed_by_groups(
+            tests, [classes, modules], class_of, module_of, sizes
+        )
         # Too few runs of this layout to compare a group with (``perf.analysis.layouts``): its
         # processes' contention moves every total, compute-bound ones most (2x on two
         # cores under -n 2), so the groups only confirm their tests' findings.

@@ -182,14 +182,20 @@ def suite_finding(
     execution time, a JAX suite's total is a few seconds of dispatch that moves 10% run
     to run, and a shard's, half as many tests, more.
 
-    The total is judged as measured: a slower runner shows here, once.  But a run spread
-    over processes unlike the baseline's runs (``-n 2`` against serial runs) slows every
-    test by the processes' contention, not by anything in the code, and by how much
-    depends on the test (compute-bound ones most): there the total is not judged."""
+    The total is judged after the runner's speed (``result.speed``, where ``--perf-
+    normalize`` estimates one): a busy runner makes every test slower alike, and that is
+    the runner, not the code; the summary line says how much slower it was.  And a run
+    spread over processes unlike the baseline's runs (``-n 2`` against serial runs)
+    slows every test by the processes' contention, not by anything in the code, and by
+    how much depends on the test (compute-bound ones most): there the total is not
+    judged."""
     now, then = result.suite_now, result.suite_then
     if result.layout is not None or is_explained(now - then, accounted):
         return None
-    ratio = now / then if then > 0 else float("inf")
+    measured = now / then if then > 0 else float("inf")
+    speed = result.speed if result.speed and result.speed > 0 else 1.0
+    ratio = measured / speed  # what is left of the move once the runner's speed is out
+    now = then * ratio if then > 0 else now
     if levels is None:  # the baseline runs' whole totals, where the same tests are not known
         levels = [log(total) for _, total in result.suite_history if total > 0]
     enough = len(levels) >= rule.min_samples
@@ -201,7 +207,16 @@ def suite_finding(
         large = ratio >= rule.large_ratio or ratio * rule.large_ratio <= 1
         if abs(z) <= rule.mad_k * (rule.large_k_factor if large else 1.0):
             return None  # within the noise of the baseline runs' totals
-    finding = Finding("session", "suite total", then, now, ratio, count, z=z)
+    finding = Finding(
+        "session",
+        "suite total",
+        then,
+        result.suite_now,
+        measured,
+        count,
+        z=z,
+        corrected=ratio if speed != 1.0 else None,
+    )
     if _slower(now, then, rule):
         return ("regression" if enough else "learning"), finding
     if not enough:

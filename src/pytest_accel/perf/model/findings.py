@@ -38,6 +38,9 @@ class Finding:
     warmup: bool = False  # a test that ran first in its process, judged against such runs
     # Judged on execution time: the seconds this run spent compiling beside it (JAX).
     compiling: float | None = None
+    # A class, module or the suite: its tests that moved most, (id, seconds slower than
+    # their median): many small tests a few milliseconds slower each are named here.
+    movers: tuple[tuple[str, float], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -55,6 +58,8 @@ class Finding:
             data["warmup"] = True
         if self.compiling is not None:
             data["compiling"] = round(self.compiling, 6)
+        if self.movers:
+            data["moved_most"] = [{"id": i, "seconds": round(s, 6)} for i, s in self.movers]
         return data
 
 
