@@ -63,17 +63,27 @@ def test_each_tests_compilations_and_their_seconds_are_recorded(
         ident = f"test_jax.py::test_compiles_a_new_shape[{n}]"
         assert tests["compiles"][ident] >= 1
         assert tests["compile_seconds"][ident] > 0
+        # tracing is a part of the compile seconds, never more
+        assert 0 < tests["trace_seconds"][ident] <= tests["compile_seconds"][ident]
     assert tests["compiles"]["test_jax.py::test_pure_python"] == 0
+    assert tests["trace_seconds"]["test_jax.py::test_pure_python"] == 0
     assert tests["compile_seconds"]["test_jax.py::test_pure_python"] == 0
     compilation = record(pytester)["compilation"]
     assert compilation["count"] == sum(tests["compiles"].values())
     assert compilation["seconds"] == pytest.approx(sum(tests["compile_seconds"].values()), abs=1e-5)
     assert 0 < compilation["share"] <= 1
     assert (compilation["cache_hits"], compilation["cache_misses"]) == (0, 0)
+    assert 0 < compilation["backend_seconds"] < compilation["seconds"]
+    assert compilation["trace_seconds"] == pytest.approx(
+        sum(tests["trace_seconds"].values()), abs=1e-5
+    )
+    # What the persistent cache can save is the backend's compiling, not tracing.
+    saves = f"{compilation['backend_seconds']:.1f}"
     result.stdout.fnmatch_lines(
         [
-            "compilation: *% of test time (* compilation(s), * s; the persistent compilation"
-            " cache is off (jax_compilation_cache_dir): up to * s a run to save)"
+            "compilation: *% of test time (* compilation(s), * s: * s tracing, * s in the"
+            " backend; the persistent compilation cache is off (jax_compilation_cache_dir):"
+            f" up to {saves} s a run to save, the backend's compiling)"
         ]
     )
     assert "% of test time (" in (pytester.path / "p.html").read_text()

@@ -374,17 +374,20 @@ def test_a_bad_perf_time_is_a_usage_error_naming_the_choices(pytester: pytest.Py
 
 
 def test_a_run_laid_out_unlike_the_baseline_judges_no_group_and_says_so() -> None:
-    """-n 2 on two cores against serial runs: compute-bound groups 2x, the others not."""
-    groups = {SLOW: ("t.py::TestHeavy", "t.py"), FAST: (None, "t.py")}
+    """-n 2 on two cores against serial runs: compute-bound groups 2x, the others not.
+    A class of three tests confirms its tests' findings; one of a single test cannot."""
+    heavy = [SLOW, f"{SLOW}_2", f"{SLOW}_3"]
+    groups = {**dict.fromkeys(heavy, ("t.py::TestHeavy", "t.py")), FAST: (None, "t.py")}
     env = EnvHistory()
     for index in range(8):
         wobble = WOBBLE[index % len(WOBBLE)]
-        calls = {SLOW: 0.4 * wobble, FAST: 0.3 * wobble}
+        calls = {**dict.fromkeys(heavy, 0.4 * wobble), FAST: 0.3 * wobble}
         add_run(env, run_of(calls, index, groups=groups), 50)
-    run = replace(run_of({SLOW: 0.8, FAST: 0.3}, 8, groups=groups), layout="xdist 2")
+    now = {**dict.fromkeys(heavy, 0.8), FAST: 0.3}
+    run = replace(run_of(now, 8, groups=groups), layout="xdist 2")
     result = compare(run, env, Rule())
     assert (result.layout, result.baseline_layout) == ("xdist 2", "serial")
-    assert [f.kind for f in result.regressions] == ["test"]  # its class moved too
+    assert [f.kind for f in result.regressions] == ["test"] * 3  # their class moved too
     from pytest_accel.perf.output import terminal_rows
 
     assert any(

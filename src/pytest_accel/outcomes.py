@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 # Set on a report by the flaky feature, read by the timing feature:
 # the real outcome of a quarantined failure (reported as an expected failure),
@@ -24,14 +24,37 @@ RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
 RERUN_ATTR = "rerun"
 # On the final reports of a repeated new test (``--flaky-new-runs``): how many times it ran.
 NEW_RUNS_ATTR = "pytest_accel_new_runs"
-# On a test's teardown report where the suite uses JAX (perf.compiles): its XLA
-# compilations, their seconds, the persistent cache's hits and misses, and how many of
-# the compilations were of a function it had compiled already;
+# On a test's teardown report where the suite uses JAX (perf.compiles): its
+# ``CompileFigures``, as a list;
 COMPILES_ATTR = "pytest_accel_compiles"
 # on its call report: the seconds of the call that were compiling.
 CALL_COMPILE_ATTR = "pytest_accel_call_compile"
 # ... and each run's outcome, in order ("passed" or a failing phase's outcome).
 NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
+
+
+class CompileFigures(NamedTuple):
+    """One test's JAX compile activity, as its teardown report carries it
+    (``COMPILES_ATTR``: a list on the wire, as xdist sends it; ``of`` reads one back,
+    the five figures of a worker of 0.3 included)."""
+
+    compilations: int  # backend compilations
+    seconds: float  # tracing, lowering and compiling, each instant once
+    cache_hits: int  # the persistent compilation cache's
+    cache_misses: int
+    recompiles: int  # compilations of a function it had compiled already
+    trace_seconds: float = 0.0  # of ``seconds``: tracing its Python (the project's speed)
+    backend_seconds: float = 0.0  # of ``seconds``: what the persistent cache can save
+
+    @classmethod
+    def of(cls, value: Sequence[float]) -> CompileFigures:
+        figures = [*value[:7], *[0.0] * (7 - len(value[:7]))]
+        count, seconds, hits, misses, repeated, trace, backend = figures
+        return cls(int(count), seconds, int(hits), int(misses), int(repeated), trace, backend)
+
+    def plus(self, other: CompileFigures) -> CompileFigures:
+        return CompileFigures.of([a + b for a, b in zip(self, other, strict=True)])
+
 
 # pytest.ExitCode.INTERRUPTED, as a record's run.exitstatus says it (no pytest here).
 EXIT_INTERRUPTED = 2

@@ -26,14 +26,15 @@ from typing import Any
 import pytest
 
 from pytest_accel.imports import AfterImport, after_import
-from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, is_subtest
+from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, CompileFigures, is_subtest
 from pytest_accel.perf.pauses import FullCollections, Pause
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+TRACE = "/jax/core/compile/jaxpr_trace_duration"
 # Tracing, lowering to MLIR and the backend's compile: a test's compilation seconds.
 COMPILE_STEPS = frozenset(
     {
-        "/jax/core/compile/jaxpr_trace_duration",
+        TRACE,
         "/jax/core/compile/jaxpr_to_mlir_module_duration",
         BACKEND_COMPILE,
     }
@@ -71,18 +72,27 @@ class CompileTally:
 
     def __init__(self) -> None:
         self.spans: list[tuple[float, float]] = []
+        self.trace_spans: list[tuple[float, float]] = []
+        self.backend_spans: list[tuple[float, float]] = []
         self.functions: Counter[str] = Counter()  # backend compilations per function name
         self.hits = 0
         self.misses = 0
         self.call_from = 0  # the first span of the call phase
 
-    def summary(self, pauses: Sequence[Pause] = ()) -> list[float]:
-        """``[compilations, seconds, cache hits, cache misses, recompiles]``; recompiles:
-        compilations of a function this test had compiled already (new shapes, new
-        static arguments, or a new function object each call)."""
+    def summary(self, pauses: Sequence[Pause] = ()) -> CompileFigures:
+        """The test's figures; recompiles: compilations of a function this test had
+        compiled already (new shapes, new static arguments, or a new function object
+        each call)."""
         count = sum(self.functions.values())
-        seconds = round(covered_seconds(self.spans, pauses), 6)
-        return [count, seconds, self.hits, self.misses, count - len(self.functions)]
+        return CompileFigures(
+            count,
+            round(covered_seconds(self.spans, pauses), 6),
+            self.hits,
+            self.misses,
+            count - len(self.functions),
+            round(covered_seconds(self.trace_spans, pauses), 6),
+            round(covered_seconds(self.backend_spans, pauses), 6),
+        )
 
 
 WORKEROUTPUT_PROBLEM = "pytest_accel_compile_problem"
@@ -113,9 +123,13 @@ class CompileCounter:
         if self.current is None or event not in COMPILE_STEPS:
             return
         end = time.time()  # JAX times its steps by this clock, and so do the pauses
-        self.tally.spans.append((end - duration_secs, end))
+        span = (end - duration_secs, end)
+        self.tally.spans.append(span)
         if event == BACKEND_COMPILE:
             self.tally.functions[str(facts.get("fun_name", "?"))] += 1
+            self.tally.backend_spans.append(span)
+        elif event == TRACE:
+            self.tally.trace_spans.append(span)
 
     def heard_event(self, event: str, **_: str | int) -> None:
         if self.current is None:
@@ -202,4 +216,4 @@ class _PerTest:
             seconds = covered_seconds(tally.spans[tally.call_from :], self.counter.pauses)
             setattr(report, CALL_COMPILE_ATTR, round(seconds, 6))
         elif report.when == "teardown":
-            setattr(report, COMPILES_ATTR, tally.summary(self.counter.pauses))
+            setattr(report, COMPILES_ATTR, list(tally.summary(self.counter.pauses)))

@@ -386,15 +386,22 @@ def compilation_line(compilation: Mapping[str, float | int]) -> str:
     could save."""
     count, seconds = int(compilation["count"]), float(compilation["seconds"])
     hits, misses = int(compilation["cache_hits"]), int(compilation["cache_misses"])
+    backend = compilation.get("backend_seconds")
+    trace = compilation.get("trace_seconds")
+    # The cache keeps the backend's compiled programs; tracing and lowering run anyway.
+    saves = float(backend) if backend is not None else seconds
     cache = (
         f"persistent cache: {hits} hit(s), {misses} miss(es)"
         if hits or misses
         else "the persistent compilation cache is off (jax_compilation_cache_dir):"
-        f" up to {seconds:.1f} s a run to save"
+        f" up to {saves:.1f} s a run to save, the backend's compiling"
     )
+    parts = f"{seconds:.1f} s"
+    if trace is not None and backend is not None:
+        parts += f": {float(trace):.1f} s tracing, {float(backend):.1f} s in the backend"
     return one_line(
         f"compilation: {100 * float(compilation['share']):.0f}% of test time ({count}"
-        f" compilation(s), {seconds:.1f} s; {cache})"
+        f" compilation(s), {parts}; {cache})"
     )
 
 

@@ -54,8 +54,10 @@ COMPILES = "compiles"  # optional: {test: XLA compilations} where the suite used
 COMPILE_SECONDS = "compile_seconds"  # optional: {test: seconds tracing, lowering, compiling}
 CALL_COMPILE_SECONDS = "call_compile_seconds"  # optional: {test: ... of them in its call}
 RECOMPILES = "recompiles"  # optional: {test: compilations of a function compiled already}
-# The per-test maps of compilation, where the suite used JAX (all of them or none).
-COMPILE_MAPS = (COMPILES, COMPILE_SECONDS, CALL_COMPILE_SECONDS, RECOMPILES)
+TRACE_SECONDS = "trace_seconds"  # optional (0.4): {test: seconds JAX spent tracing it}
+# The per-test maps of compilation, where the suite used JAX (a record of 0.3 has no
+# trace_seconds).
+COMPILE_MAPS = (COMPILES, COMPILE_SECONDS, CALL_COMPILE_SECONDS, RECOMPILES, TRACE_SECONDS)
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
@@ -146,6 +148,7 @@ def encode_record(
                 COMPILE_SECONDS: table.compile_seconds(),
                 CALL_COMPILE_SECONDS: table.call_compile_seconds(),
                 RECOMPILES: table.recompiles(),
+                TRACE_SECONDS: table.trace_seconds(),
             }
             if (counts := table.compile_counts()) is not None
             else {}
@@ -198,6 +201,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         COMPILE_SECONDS: expect_seconds,
         CALL_COMPILE_SECONDS: expect_seconds,
         RECOMPILES: partial(expect_int, minimum=0),
+        TRACE_SECONDS: expect_seconds,
     }
     for name, check in maps.items():
         found = maps[name] = expect_object(path, f"tests.{name}", tests.get(name, {}))

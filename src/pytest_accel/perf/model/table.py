@@ -3,12 +3,19 @@ per-module aggregates, as the collector folds pytest's reports in."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import add, itemgetter, mul, truediv
 from typing import Any
 
-from pytest_accel.outcomes import FAILING, OUTCOME_RANK, Parents, phase_outcome, test_ids
+from pytest_accel.outcomes import (
+    FAILING,
+    OUTCOME_RANK,
+    CompileFigures,
+    Parents,
+    phase_outcome,
+    test_ids,
+)
 from pytest_accel.perf.model.runlength import runs
 from pytest_accel.perf.model.timings import Groups, first_per_process, whole_groups
 
@@ -49,7 +56,7 @@ class TimingTable:
         # Where JAX is in use, each row's [compilations, seconds, cache hits, misses,
         # recompiles] (perf.compiles), and the seconds of its last attempt's call that
         # were compiling.
-        self.compiles: dict[int, list[float]] = {}
+        self.compiles: dict[int, CompileFigures] = {}
         self.call_compiles: dict[int, float] = {}
 
     def __len__(self) -> int:
@@ -66,20 +73,26 @@ class TimingTable:
         """The tests pytest-accel's markers skipped here, and why."""
         return {self.nodeids[row]: why for row, why in self.platform_skips.items()}
 
-    def add_compilation(self, row: int, tally: list[float]) -> None:
-        kept = self.compiles.setdefault(row, [0, 0.0, 0, 0, 0])
-        for index, value in enumerate(tally[:5]):
-            kept[index] += value
+    def add_compilation(self, row: int, tally: Sequence[float]) -> None:
+        figures = CompileFigures.of(tally)
+        kept = self.compiles.get(row)
+        self.compiles[row] = figures if kept is None else kept.plus(figures)
 
     def compile_counts(self) -> dict[str, int] | None:
         """Each test's XLA compilations, or None where the suite did not use JAX."""
         if not self.compiles:
             return None
-        return {self.nodeids[row]: int(tally[0]) for row, tally in self.compiles.items()}
+        return {self.nodeids[row]: int(tally.compilations) for row, tally in self.compiles.items()}
 
     def compile_seconds(self) -> dict[str, float]:
         """Each test's seconds of tracing, lowering and compiling (where JAX is in use)."""
-        return {self.nodeids[row]: round(tally[1], 6) for row, tally in self.compiles.items()}
+        return {self.nodeids[row]: round(tally.seconds, 6) for row, tally in self.compiles.items()}
+
+    def trace_seconds(self) -> dict[str, float]:
+        """Each test's seconds of JAX tracing its Python (where JAX is in use)."""
+        return {
+            self.nodeids[row]: round(tally.trace_seconds, 6) for row, tally in self.compiles.items()
+        }
 
     def call_compile_seconds(self) -> dict[str, float]:
         """The seconds of each test's call that were compiling (where JAX is in use)."""
@@ -89,28 +102,26 @@ class TimingTable:
 
     def recompiles(self) -> dict[str, int]:
         """Each test's compilations of a function it had compiled already (JAX in use)."""
-        return {
-            self.nodeids[row]: int(tally[4])
-            for row, tally in self.compiles.items()
-            if len(tally) > 4
-        }
+        return {self.nodeids[row]: int(tally.recompiles) for row, tally in self.compiles.items()}
 
     def compilation(self) -> dict[str, float | int] | None:
         """The run's compilation: how many, how long, the persistent cache's hits and
         misses, and the share of the tests' time it took (None without JAX)."""
         if not self.compiles:
             return None
-        count, seconds, hits, misses, repeated = (
-            sum(t[i] for t in self.compiles.values()) for i in range(5)
-        )
+        run = CompileFigures(0, 0.0, 0, 0, 0)
+        for figures in self.compiles.values():
+            run = run.plus(figures)
         total = sum(self.totals())
         return {
-            "count": int(count),
-            "seconds": round(seconds, 6),
-            "cache_hits": int(hits),
-            "cache_misses": int(misses),
-            "recompiles": int(repeated),
-            "share": round(seconds / total, 4) if total > 0 else 0.0,
+            "count": int(run.compilations),
+            "seconds": round(run.seconds, 6),
+            "cache_hits": int(run.cache_hits),
+            "cache_misses": int(run.cache_misses),
+            "recompiles": int(run.recompiles),
+            "trace_seconds": round(run.trace_seconds, 6),
+            "backend_seconds": round(run.backend_seconds, 6),
+            "share": round(run.seconds / total, 4) if total > 0 else 0.0,
         }
 
     def quarantined_failures(self) -> list[str]:
