@@ -775,3 +775,32 @@ def test_a_jitted_function_is_mapped_to_every_test_that_calls_it_in_one_process(
     found = map_tests(project / "map.db")
     assert ("pkg/jops.py", "scale") in found["tests/test_jax.py::test_first"]
     assert ("pkg/jops.py", "scale") in found["tests/test_jax.py::test_second"]
+
+
+def test_merged_shard_records_keep_the_one_decision_and_every_failure(
+    project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_accel.cli import main
+
+    pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    edit(project / "pkg" / "ops.py", "return a + b", "return b + a")
+    for shard in ("1/2", "2/2"):
+        pytester.runpytest(
+            "-p",
+            "no:cacheprovider",
+            "--accel-map",
+            "map.db",
+            "--accel-select=changed",
+            "--accel-shard",
+            shard,
+            "--perf-record",
+            f"shard{shard[0]}.json",
+        )
+    assert main(["merge", "-o", "merged.json", "shard1.json", "shard2.json"]) == 0
+    merged = json.loads((project / "merged.json").read_text())["selection"]
+    assert sorted(merged["kept"]) == ["tests/test_ops.py::test_add", "tests/test_ops.py::test_mul"]
+    assert len(merged["deselected"]) == 2
+    capsys.readouterr()
+    assert main(["selection", "merged.json"]) == 0
+    assert "merged.json: changed: ran 2 of 4 test(s) (50.0%)" in capsys.readouterr().out

@@ -290,6 +290,7 @@ def merge_files(args: argparse.Namespace) -> int:
         check_writable(out)
     for result in results:
         _merge_cost(result, records)
+        _merge_selection(result, records)
     for result, (_, out) in zip(results, outputs, strict=True):
         write_json_atomic(out, record_json(result.record))
         for note in result.notes:
@@ -324,6 +325,26 @@ def _merge_cost(result: Merged, records: list[tuple[str, dict[str, Any]]]) -> No
         )
         return
     result.record["cost"] = section
+
+
+def _merge_selection(result: Merged, records: list[tuple[str, dict[str, Any]]]) -> None:
+    """The shards' ``selection`` sections as one: each shard decided alike over the
+    whole suite (selection runs before sharding), so the decision is any shard's and
+    the failures are all of theirs; a note where they decided otherwise."""
+    from pytest_accel.selection.section import merged_selection
+
+    mine = [data for _, data in records if data["env"]["key"] == result.key]
+    sections = [data["selection"] for data in mine if isinstance(data.get("selection"), dict)]
+    if not sections:
+        return
+    section = merged_selection(sections) if len(sections) == len(mine) else None
+    if section is None:
+        result.notes.append(
+            f"selection: {len(sections)} of {len(mine)} record(s) have a selection section"
+            " deciding alike; the merged record has none (run every shard with the same map)"
+        )
+        return
+    result.record["selection"] = section
 
 
 def _output_paths(output_path: str, keys: list[str]) -> list[tuple[str, str]]:

@@ -116,3 +116,19 @@ def sums(runs: Sequence[RunSelection]) -> SelectionSums:
         missed={run.path: run.missed for run in runs if run.missed},
         device_seconds=sum(run.device_seconds for run in runs if run.mode != "shadow"),
     )
+
+
+DECISION = ("mode", "kept", "deselected", "cut", "valves")
+
+
+def merged_selection(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The selection sections of a run's shards as the merged record's: one decision
+    (each shard made the same, over the whole suite), the union of the failures; None
+    when the shards decided differently."""
+    first = sections[0]
+    if any(
+        {k: s.get(k) for k in DECISION} != {k: first.get(k) for k in DECISION} for s in sections
+    ):
+        return None
+    failed = sorted({t for s in sections for t in s.get("failed", [])})
+    return {**first, "failed": failed}
