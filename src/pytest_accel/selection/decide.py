@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 
 from pytest_accel.selection.changes import Valve
 
-MODES = ("off", "changed", "programs", "shadow")
-
 
 @dataclass(frozen=True)
 class Decision:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from pytest_accel.file_uses import FileUse
 from pytest_accel.files import InputError, resolved
-from pytest_accel.selection.decide import MODES, SelectionBudget
 from pytest_accel.settings import (
     OptionGroup,
     OptionSpec,
@@ -25,9 +24,14 @@ from pytest_accel.text import shown
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_accel.selection.decide import SelectionBudget
+
 ALWAYS_MARKER = "accel_always"  # a test selection always runs
 DEFAULT_MAX_AGE = 14.0  # days: a map older than this keeps every test (a valve)
 PROGRAM_MODES = ("auto", "off")
+# Selection's modes; its logic (``decide``, ``changes``: git, hashing) is imported when a
+# run selects, not with the options every pytest run parses.
+MODES = ("off", "changed", "programs", "shadow")
 
 OPTIONS = OptionGroup(
     "accel-select",
@@ -118,6 +122,8 @@ _USD = re.compile(r"\s*\$?\s*([0-9.eE+-]+)\s*(usd)?\s*", re.I)
 
 def parse_budget(flag: str, text: str) -> SelectionBudget:
     """``600s`` (seconds of the selected tests) or ``2.50``, ``$2.50``, ``2.50usd``."""
+    from pytest_accel.selection.decide import SelectionBudget
+
     for pattern, unit in ((_SECONDS, "seconds"), (_USD, "usd")):
         found = pattern.fullmatch(text)
         if found:
