@@ -26,7 +26,7 @@ import pytest
 from pytest_accel import vcs
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.outcomes import test_id
-from pytest_accel.reports import isolated, write_section
+from pytest_accel.reports import isolated, reports_are_relayed, write_section
 from pytest_accel.selection.blocks import WHOLE_FILE, parse_blocks
 from pytest_accel.selection.mapfile import MapRun, Program, update_map
 from pytest_accel.selection.options import SelectionOptions, check_maps
@@ -258,7 +258,7 @@ def register_mapping(config: pytest.Config, options: SelectionOptions) -> None:
     assert options.map is not None
     check_maps(options)  # a map that is there must be one this release reads and updates
     local = None
-    if not config.pluginmanager.has_plugin("dsession"):  # where tests run
+    if not reports_are_relayed(config):  # where tests run: not an xdist controller
         local = Measurement(config, options)
         config.pluginmanager.register(local, "pytest_accel:measurement")
     if not hasattr(config, "workerinput"):

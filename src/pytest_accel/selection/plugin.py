@@ -22,7 +22,13 @@ import pytest
 from pytest_accel.files import InputError
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import FAILING, RunColumns, test_id
-from pytest_accel.reports import is_xdist_worker, job_summary, report_stats, write_section
+from pytest_accel.reports import (
+    is_xdist_worker,
+    job_summary,
+    report_stats,
+    reports_are_relayed,
+    write_section,
+)
 from pytest_accel.selection.changes import map_age_days
 from pytest_accel.selection.decide import Decision, within_budget
 from pytest_accel.selection.mapfile import MapInfo
@@ -251,7 +257,7 @@ class SelectionReport:
 def register_selection(config: pytest.Config, options: SelectionOptions) -> None:
     check_maps(options)
     local = None
-    if not config.pluginmanager.has_plugin("dsession"):  # where the suite is collected
+    if not reports_are_relayed(config):  # where the suite is collected: not a controller
         local = Selector(config, options)
         config.pluginmanager.register(local, "pytest_accel:selector")
     if not is_xdist_worker(config):
