@@ -701,10 +701,10 @@ def test_scale():
 """
 
 
+@pytest.mark.requires("jax")  # jax runs in subprocesses: never imported in this process
 def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
     project: Path, pytester: pytest.Pytester
 ) -> None:
-    pytest.importorskip("jax")
     (project / "pkg" / "jops.py").write_text(JOPS)
     (project / "tests" / "test_jax.py").write_text(JTESTS)
     commit(project)
@@ -761,12 +761,12 @@ def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
     )
 
 
+@pytest.mark.requires("jax")
 def test_a_jitted_function_is_mapped_to_every_test_that_calls_it_in_one_process(
     project: Path, pytester: pytest.Pytester
 ) -> None:
     """The second test hits the jit cache the first filled: JAX's caches are cleared
     before each test, so both trace the function, and a serial map equals an xdist one."""
-    pytest.importorskip("jax")
     (project / "pkg" / "jops.py").write_text(JOPS)
     (project / "tests" / "test_jax.py").write_text(
         "import jax.numpy as jnp\n\nfrom pkg.jops import scale\n\n\n"
