@@ -286,7 +286,7 @@ def mutate(args: argparse.Namespace) -> int:
     work = Path(args.work).resolve()
     config = settings(work)
     root = Path(config["root"])
-    truth = line_tests(work, root)
+    truth = line_tests(work, Path(config.get("truth_root", root)))
     package = config["package"]
     candidates = []
     for path in sorted(truth):
