@@ -321,7 +321,7 @@ def mutate(args: argparse.Namespace) -> int:
             continue
         description, mutated = rng.choice(options)
         (root / path).write_text(mutated)
-        git(root, "checkout", "-q", "-b", f"mutant-{index}")
+        git(root, "checkout", "-q", "-B", f"mutant-{index}")  # -B: a rerun replaces it
         git(root, "commit", "-q", "-am", f"mutant {index}: {path} {description}")
         affected = sorted(truth[path][number])
         record, failing = judge(config, root, work, affected)

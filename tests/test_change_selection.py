@@ -138,6 +138,7 @@ def test_a_mapping_run_records_the_blocks_each_test_ran(
     assert "pytest" in json.loads(meta["dependencies"])
 
 
+@pytest.mark.requires("xdist")
 def test_xdist_and_shard_maps_equal_the_serial_one(
     project: Path, pytester: pytest.Pytester
 ) -> None:
@@ -353,6 +354,7 @@ def test_shards_plan_over_the_selected_tests(project: Path, pytester: pytest.Pyt
     )
 
 
+@pytest.mark.requires("xdist")
 def test_selection_under_xdist_decides_alike_in_every_worker(
     project: Path, pytester: pytest.Pytester, mapped: Run
 ) -> None:

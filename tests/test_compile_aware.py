@@ -457,7 +457,13 @@ STUBBED_JAX = {
 
 
 @pytest.mark.parametrize("stub", list(STUBBED_JAX))
-@pytest.mark.parametrize("runner", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    "runner",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
+    ],
+)
 def test_a_conftest_that_stubs_jax_never_breaks_the_run(
     pytester: pytest.Pytester, stub: str, runner: list[str]
 ) -> None:

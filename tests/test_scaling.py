@@ -338,6 +338,7 @@ def test_plan_pin_for_v3_chips_counts_two_devices_per_chip() -> None:
         plan_pin(v3, {}, "gw0", 8)
 
 
+@pytest.mark.requires("jax")
 def test_merged_shards_keep_their_compilation_and_cost(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

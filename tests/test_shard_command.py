@@ -134,6 +134,7 @@ def test_compiles_{n}():
 """
 
 
+@pytest.mark.requires("jax")
 def test_shards_are_balanced_on_wall_time_with_the_compilation_in_it(
     pytester: pytest.Pytester,
 ) -> None:

@@ -29,6 +29,8 @@ NEW_RUNS_ATTR = "pytest_accel_new_runs"
 COMPILES_ATTR = "pytest_accel_compiles"
 # on its call report: the seconds of the call that were compiling.
 CALL_COMPILE_ATTR = "pytest_accel_call_compile"
+# On a call report: the seconds the call's thread waited for a CPU (perf.waits).
+CALL_WAIT_ATTR = "pytest_accel_cpu_wait"
 # ... and each run's outcome, in order ("passed" or a failing phase's outcome).
 NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
 

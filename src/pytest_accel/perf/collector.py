@@ -18,6 +18,7 @@ import pytest
 
 from pytest_accel.outcomes import (
     CALL_COMPILE_ATTR,
+    CALL_WAIT_ATTR,
     COMPILES_ATTR,
     OUTCOME_RANK,
     PLATFORM_SKIP_PROPERTY,
@@ -245,6 +246,7 @@ class ResultsCollector:
             stop=getattr(report, "stop", 0.0),
             wasxfail=quarantined is None and hasattr(report, "wasxfail"),
             compiling=getattr(report, CALL_COMPILE_ATTR, None),
+            waited=getattr(report, CALL_WAIT_ATTR, None),
         )
         rerun_teardown = getattr(report, RERUN_TEARDOWN_ATTR, None)
         if rerun_teardown:

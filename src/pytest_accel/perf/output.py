@@ -228,6 +228,9 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
     return rows + [Line(Tone.NOTE, note) for note in scope_notes(comparison)]
 
 
+BUSY_SHARE = 0.05  # calls waiting this share of their time for a CPU: say so
+
+
 def scope_notes(comparison: Comparison) -> list[str]:
     """What the timings were judged on, and which baseline runs were left out, where
     that is not simply all of them."""
@@ -243,6 +246,12 @@ def scope_notes(comparison: Comparison) -> list[str]:
             f" has {comparison.runs} run(s) of {comparison.key} to compare with and a verdict"
             f" needs {comparison.min_samples} (--perf-min-samples); nothing is a regression"
             " until then"
+        )
+    if comparison.cpu_wait_share is not None and comparison.cpu_wait_share >= BUSY_SHARE:
+        notes.append(
+            f"busy runner: the tests' calls waited {comparison.cpu_wait:.1f} s for a CPU"
+            f" ({100 * comparison.cpu_wait_share:.0f}% of their time), left out of the"
+            " timings judged"
         )
     if comparison.left_out_time:
         other = "wall" if comparison.time == "execution" else "execution"

@@ -32,11 +32,13 @@ from pytest_accel.perf.model.timings import (
     layout_of,
     new_run_id,
     without_pauses,
+    without_waits,
 )
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.pauses import pauses_key
 from pytest_accel.perf.pauses import register as register_pauses
 from pytest_accel.perf.result import TimingResult
+from pytest_accel.perf.waits import register as register_waits
 from pytest_accel.process_state import interrupt_on_sigterm
 from pytest_accel.reports import (
     fail_session,
@@ -209,7 +211,8 @@ class PerfPlugin:
                 call_compiling=table.call_compile_seconds(),
                 recompiles=table.recompiles(),
             )
-        return without_pauses(measured, table.pauses)
+        waits = table.waits if table.waits_measured else None
+        return without_waits(without_pauses(measured, table.pauses), waits)
 
     def overrides(self) -> dict[str, Override]:
         """Each test's ``@pytest.mark.perf`` override of the rule."""
@@ -471,6 +474,7 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
         counter = CompileCounter(config.stash.get(pauses_key, None))
         config.pluginmanager.register(counter, "pytest_accel:compiles")
         counter.start(config)
+        register_waits(config)
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")

@@ -90,6 +90,10 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
     run = scope.run
     result.time = run.basis
     result.run_layout = run.layout
+    if run.cpu_wait is not None:
+        result.cpu_wait = run.cpu_wait
+        called = sum(run.call) + run.cpu_wait
+        result.cpu_wait_share = run.cpu_wait / called if called > 0 else 0.0
     result.left_out_time, result.left_out_layout = scope.left_out_time, scope.left_out_layout
     result.change_runs = None if scope.change_runs is None else len(scope.change_runs)
     judging = _judging_runs(scope)

@@ -24,6 +24,7 @@ from pytest_accel.perf.formats.record import (
     RECORD_VERSION,
     SECONDS,
     TEXTS,
+    WAITS,
     started,
 )
 from pytest_accel.perf.model.timings import merged_run_id, whole_groups
@@ -84,6 +85,10 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     tests[PAUSES] = [
         (inputs[i][1]["tests"].get(PAUSES) or [0.0] * (r + 1))[r] for i, r in rows.values()
     ]
+    if any(WAITS in d["tests"] for _, d in inputs):  # a shard that measured none: 0 s
+        tests[WAITS] = [
+            (inputs[i][1]["tests"].get(WAITS) or [0.0] * (r + 1))[r] for i, r in rows.values()
+        ]
     warm = {n for _, d in inputs for n in d["tests"].get("warmup", ())}
     tests["warmup"] = [n for n in rows if n in warm]
     quarantined_in = [set(d["tests"].get(QUARANTINED, ())) for _, d in inputs]

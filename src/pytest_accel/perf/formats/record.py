@@ -39,13 +39,16 @@ from pytest_accel.perf.model.timings import (
     layout_of,
     whole_groups,
     without_pauses,
+    without_waits,
 )
 
 RECORD_SCHEMA = "pytest-accel/record"
 RECORD_VERSION = 4  # 4: a test running when the run was interrupted says "interrupted"
 SECONDS = ("setup", "call", "teardown", "total")
 PAUSES = "gc"  # optional: full garbage collections in the call (perf.pauses)
+WAITS = "cpu_wait"  # optional (0.4): seconds the call waited for a CPU (perf.waits)
 TEXTS = ("class", "module", "worker")
+OPTIONAL_COLUMNS = ("tests", "deselected", "whole", PAUSES, WAITS, "worker")
 RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.model.runlength)
 GROUP_SECTIONS = ("classes", "modules")
 QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (real outcome kept)
@@ -136,6 +139,7 @@ def encode_record(
         "teardown": lambda: rounded(table.teardowns),
         "total": lambda: rounded(totals),
         "gc": lambda: rounded(table.pauses),
+        **({WAITS: lambda: rounded(table.waits)} if table.waits_measured else {}),
         "class": runlength.as_runs(table.class_ids),
         "module": runlength.as_runs(table.module_ids),
         "worker": runlength.as_runs(table.workers),
@@ -188,7 +192,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         judgement_of(path, record)  # checked now: a command reads it later
     if record["version"] == 1:
         return {**record, **_columns_of_version_1(path, record)}
-    runs = _check_columns(path, "tests", record.get("tests"), (*SECONDS, PAUSES), TEXTS)
+    runs = _check_columns(path, "tests", record.get("tests"), (*SECONDS, PAUSES, WAITS), TEXTS)
     if runs:  # version 3's runs of equal values, as version 2's lists
         record = {**record, "tests": {**record["tests"], **runs}}
     tests = record["tests"]
@@ -268,7 +272,7 @@ def _check_columns(
     for name in ("outcome", *seconds, *texts, "tests", "deselected", "whole"):
         if where != "tests" and name in ("outcome", *TEXTS):
             continue
-        if name not in columns and name in ("tests", "deselected", "whole", PAUSES, "worker"):
+        if name not in columns and name in OPTIONAL_COLUMNS:
             continue  # optional: older writers left them out (never null)
         if name not in columns:
             raise InputError(path, f"{where}.{name}: missing (expected a list)")
@@ -427,7 +431,8 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         call_compiling=tests.get(CALL_COMPILE_SECONDS, {}) if COMPILES in tests else None,
         recompiles=tests.get(RECOMPILES) if COMPILES in tests else None,
     )
-    return without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
+    paused = without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
+    return without_waits(paused, tests.get(WAITS))
 
 
 def run_columns(data: Mapping[str, Any]) -> RunColumns:

@@ -218,6 +218,10 @@ class Comparison:
     # The run was interrupted: a part of the suite, compared as it is; no gate passes.
     interrupted: bool = False
     min_samples: int = 3  # the samples a verdict needs (``--perf-min-samples``)
+    # Seconds this run's calls waited for a CPU, left out of the timings (``perf.waits``),
+    # and their share of the calls' time (None: not measured).
+    cpu_wait: float | None = None
+    cpu_wait_share: float | None = None
 
     @property
     def slowdowns(self) -> list[Change]:
@@ -270,4 +274,7 @@ class Comparison:
             "interrupted": self.interrupted,
             "runs": self.runs,
             "min_samples": self.min_samples,
+            "cpu_wait": None
+            if self.cpu_wait is None
+            else {"seconds": self.cpu_wait, "share": round(self.cpu_wait_share or 0.0, 4)},
         }

@@ -46,6 +46,8 @@ class TimingTable:
         self.calls: list[float] = []
         self.teardowns: list[float] = []
         self.pauses: list[float] = []  # full garbage collections in the call (perf.pauses)
+        self.waits: list[float] = []  # seconds the call waited for a CPU (perf.waits)
+        self.waits_measured = False  # where the kernel keeps the figure
         self.starts: list[float] = []
         self.stops: list[float] = []
         # 0: the current attempt has no report yet, 1: it has, 2: it is over (teardown).
@@ -169,7 +171,15 @@ class TimingTable:
         self.attempt_state += repeat(0, count)
 
     def _seconds_columns(self) -> tuple[list[float], ...]:
-        return (self.setups, self.calls, self.teardowns, self.pauses, self.starts, self.stops)
+        return (
+            self.setups,
+            self.calls,
+            self.teardowns,
+            self.pauses,
+            self.waits,
+            self.starts,
+            self.stops,
+        )
 
     def add(
         self,
@@ -183,6 +193,7 @@ class TimingTable:
         wasxfail: bool = False,
         pause: float = 0.0,
         compiling: float | None = None,
+        waited: float | None = None,
     ) -> None:
         """Fold one report in; a report after a finished attempt starts the next one.
 
@@ -195,11 +206,14 @@ class TimingTable:
             self.earlier.setdefault(row, []).append(self.attempt(row))
             self.outcomes[row] = "passed"
             self.setups[row] = self.calls[row] = self.teardowns[row] = 0.0
-            self.pauses[row] = 0.0
+            self.pauses[row] = self.waits[row] = 0.0
             self.call_compiles.pop(row, None)
         if when == "call":
             self.calls[row] += duration
             self.pauses[row] += pause
+            if waited is not None:
+                self.waits[row] += waited
+                self.waits_measured = True
             if compiling:
                 self.call_compiles[row] = self.call_compiles.get(row, 0.0) + compiling
         elif when == "setup":

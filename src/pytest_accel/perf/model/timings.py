@@ -10,7 +10,8 @@ the same rules decide what is comparable:
   also ran first;
 - a class or module is compared when it ran *whole* here: none of its tests deselected
   (``-k``, ``-m``, another CI shard), failed, or paying the warm-up;
-- full garbage collections are left out of every timing (``perf.pauses``).
+- full garbage collections are left out of every timing (``perf.pauses``), and so is
+  the time a call waited for a CPU on a busy runner (``perf.waits``).
 """
 
 from __future__ import annotations
@@ -146,6 +147,9 @@ class RunTimings:
     compiling: Mapping[str, float] | None = None
     call_compiling: Mapping[str, float] | None = None
     recompiles: Mapping[str, int] | None = None
+    # Seconds the tests' calls waited for a CPU, left out of the timings (``perf.waits``);
+    # None where the run did not measure it.
+    cpu_wait: float | None = None
 
     @property
     def compile_seconds(self) -> float | None:
@@ -209,6 +213,59 @@ def without_pauses(run: RunTimings, pauses: Sequence[float]) -> RunTimings:
         ]
         groups.append(Groups(found.ids, totals, found.whole))
     return replace(run, call=call, total=total, classes=groups[0], modules=groups[1])
+
+
+def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
+    """``run`` with the seconds each call waited for a CPU (``perf.waits``) taken out of
+    its call and total, and out of its class's and module's totals.  The wait is shared
+    between the call's compilation and its execution in proportion to their seconds
+    (which of them waited is not known): what is judged of either is what it took while
+    it had a CPU, on a busy runner as on a quiet one."""
+    if waits is None:
+        return run
+    waiting = list(compress(range(len(waits)), waits))
+    if not waiting:
+        return replace(run, cpu_wait=0.0)
+    call, total = list(run.call), list(run.total)
+    calls = None if run.call_compiling is None else dict(run.call_compiling)
+    compiling = None if run.compiling is None else dict(run.compiling)
+    taken: list[dict[str, float]] = [{}, {}]
+    waited = 0.0
+    for row in waiting:
+        seconds = min(waits[row], call[row])
+        if seconds <= 0.0:
+            continue
+        kept = 1.0 - seconds / call[row]
+        call[row] -= seconds
+        total[row] = max(total[row] - seconds, 0.0)
+        waited += seconds
+        ident = run.ids[row]
+        if calls is not None and compiling is not None and ident in calls:
+            share = calls[ident] * (1.0 - kept)
+            calls[ident] -= share
+            compiling[ident] = max(compiling.get(ident, 0.0) - share, 0.0)
+        for by_group, column in zip(taken, (run.cls, run.module), strict=True):
+            group = column[row]
+            if group is not None:
+                by_group[group] = by_group.get(group, 0.0) + seconds
+    groups = [
+        Groups(
+            found.ids,
+            [max(t - by.get(g, 0.0), 0.0) for g, t in zip(found.ids, found.total, strict=True)],
+            found.whole,
+        )
+        for by, found in zip(taken, (run.classes, run.modules), strict=True)
+    ]
+    return replace(
+        run,
+        call=call,
+        total=total,
+        classes=groups[0],
+        modules=groups[1],
+        call_compiling=calls,
+        compiling=compiling,
+        cpu_wait=round(waited, 6),
+    )
 
 
 TIMES = ("execution", "wall")  # what a timing is judged on (``Rule.time``)

@@ -1,0 +1,192 @@
+"""A busy runner is not a regression: the seconds a call waited for a CPU (the kernel's
+run-queue wait, ``perf.waits``) are left out of the timing judged.
+
+The clock is read from ``PYTEST_ACCEL_SYSROOT``'s ``proc/thread-self/schedstat`` where
+that is set (as detection reads fake ``/sys`` trees), so a test here says exactly how
+long its call "waited": no test depends on the machine being busy or quiet."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_accel.cli import main
+from pytest_accel.perf.model.timings import Groups, RunIdentity, RunTimings, without_waits
+from pytest_accel.perf.waits import RunQueueClock
+
+
+def run_of(call: list[float], compiling: dict[str, float] | None = None) -> RunTimings:
+    ids = [f"t.py::test_{i}" for i in range(len(call))]
+    return RunTimings(
+        key="cpu/x1",
+        identity=RunIdentity(None, None, None),
+        ids=ids,
+        outcome=["passed"] * len(ids),
+        call=list(call),
+        total=[c + 0.01 for c in call],
+        cls=[None] * len(ids),
+        module=["t.py"] * len(ids),
+        warmup=[False] * len(ids),
+        classes=Groups([], [], []),
+        modules=Groups(["t.py"], [sum(call) + 0.01 * len(ids)], [True]),
+        compiling=compiling,
+        call_compiling=compiling,
+        recompiles={} if compiling is not None else None,
+    )
+
+
+def test_a_wait_is_taken_out_of_the_call_the_total_and_the_module() -> None:
+    run = without_waits(run_of([1.0, 0.5]), [0.6, 0.0])
+    assert run.call == pytest.approx([0.4, 0.5])
+    assert run.total == pytest.approx([0.41, 0.51])
+    assert run.modules.total == pytest.approx([0.92])
+    assert run.cpu_wait == pytest.approx(0.6)
+
+
+def test_a_wait_is_shared_between_compilation_and_execution_in_proportion() -> None:
+    """A call of 1.0 s that compiled for 0.8 s and waited 0.5 s: half of each is left,
+    so its execution (call less compilation) is 0.1 s, not 0.2 s nor less than nothing."""
+    run = without_waits(run_of([1.0], {"t.py::test_0": 0.8}), [0.5])
+    assert run.call == pytest.approx([0.5])
+    assert run.call_compiling == pytest.approx({"t.py::test_0": 0.4})
+    assert run.compiling == pytest.approx({"t.py::test_0": 0.4})
+    assert run.call[0] - run.call_compiling["t.py::test_0"] == pytest.approx(0.1)
+
+
+def test_a_wait_never_exceeds_the_call_and_no_measure_changes_nothing() -> None:
+    run = run_of([0.2])
+    assert without_waits(run, [0.5]).call == [0.0]  # a clock read late: never below 0
+    assert without_waits(run, None) is run  # not measured: as it was, cpu_wait unknown
+    assert without_waits(run, [0.0]).cpu_wait == 0.0  # measured: none
+
+
+def test_the_clock_reads_the_run_queue_wait_and_is_absent_where_there_is_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stat = tmp_path / "proc" / "thread-self" / "schedstat"
+    monkeypatch.setenv("PYTEST_ACCEL_SYSROOT", str(tmp_path))
+    assert RunQueueClock.open() is None  # no such file
+    stat.parent.mkdir(parents=True)
+    stat.write_text("not numbers\n")
+    assert RunQueueClock.open() is None  # not the format we know
+    stat.write_text("5000 1200 3\n")
+    clock = RunQueueClock.open()
+    assert clock is not None
+    assert clock.waited() == 1200
+    stat.write_text("9000 3400 7\n")  # read afresh on every call
+    assert clock.waited() == 3400
+    clock.close()
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/thread-self/schedstat"), reason="needs Linux's schedstat"
+)
+def test_the_real_clock_counts_this_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_ACCEL_SYSROOT", raising=False)
+    clock = RunQueueClock.open()
+    assert clock is not None
+    assert clock.waited() >= 0
+    clock.close()
+
+
+BASELINE = ("--perf-baseline=b.json",)
+SLEEPER = """
+import os, time
+from pathlib import Path
+import pytest
+
+@pytest.mark.perf(min_delta=0.2)  # only the 0.45 s step can be a finding, however busy
+def test_work():
+    stat = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
+    waited = float(os.environ.get("FAKE_WAIT", "0"))
+    stat.write_text(f"0 {int(waited * 1e9)} 0")
+    time.sleep(0.05 + waited)
+
+def test_other():
+    pass
+"""
+
+
+@pytest.fixture
+def sleeper(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = pytester.path / "sysroot"
+    (root / "proc" / "thread-self").mkdir(parents=True)
+    monkeypatch.setenv("PYTEST_ACCEL_SYSROOT", str(root))
+    pytester.makepyfile(test_sleep=SLEEPER)
+    return root / "proc" / "thread-self" / "schedstat"
+
+
+def sleep_run(
+    pytester: pytest.Pytester, stat: Path, wait: float, record: str, *args: str
+) -> pytest.RunResult:
+    stat.write_text("0 0 0")  # each run's clock starts at nothing waited
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FAKE_WAIT", str(wait))
+        result = pytester.runpytest_subprocess(
+            "-p", "no:randomly", f"--perf-record={record}", *args
+        )
+    assert result.ret == 0, result.stdout.str()
+    return result
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "1"], id="xdist", marks=pytest.mark.requires("xdist")),
+    ],
+)
+def test_a_call_slowed_by_waiting_for_a_cpu_is_not_a_regression(
+    pytester: pytest.Pytester, sleeper: Path, runner: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for n in range(3):
+        sleep_run(
+            pytester, sleeper, 0.0, f"base{n}.json", *BASELINE, "--perf-update-baseline", *runner
+        )
+    busy = sleep_run(pytester, sleeper, 0.45, "busy.json", *BASELINE, *runner)
+    busy.stdout.fnmatch_lines(
+        [
+            "busy runner: the tests' calls waited 0.5 s for a CPU (*% of their time), left out"
+            " of the timings judged",
+            "perf: 0 regression(s), *",
+        ]
+    )
+    record = json.loads((pytester.path / "busy.json").read_text())
+    waits = dict(zip(record["tests"]["id"], record["tests"]["cpu_wait"], strict=True))
+    assert waits["test_sleep.py::test_work"] == pytest.approx(0.45)
+    assert record["comparison"]["cpu_wait"]["seconds"] == pytest.approx(0.45)
+    # The commands read the record's waits as the session did.
+    capsys.readouterr()
+    assert main(["compare", str(pytester.path / "busy.json"), "--baseline", "b.json"]) == 0
+    assert "perf: 0 regression(s)" in capsys.readouterr().out
+
+
+def test_a_sleep_is_not_waiting_for_a_cpu(pytester: pytest.Pytester, sleeper: Path) -> None:
+    """The same 0.45 s more, with the clock saying nothing was waited: a regression."""
+    for n in range(3):
+        sleep_run(pytester, sleeper, 0.0, f"base{n}.json", *BASELINE, "--perf-update-baseline")
+    sleeper.write_text("0 0 0")
+    pytester.makepyfile(
+        test_sleep=SLEEPER.replace("time.sleep(0.05 + waited)", "time.sleep(0.5)").replace(
+            'waited = float(os.environ.get("FAKE_WAIT", "0"))', "waited = 0.0"
+        )
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--perf-baseline=b.json", "--perf-record=slow.json"
+    )
+    result.stdout.fnmatch_lines(["REGRESSION test test_sleep.py::test_work: *"])
+    result.stdout.no_fnmatch_line("busy runner:*")
+
+
+def test_merged_shards_keep_their_waits(
+    pytester: pytest.Pytester, sleeper: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for shard in ("1", "2"):  # test_work is in one of them: its 0.2 s, once
+        sleep_run(pytester, sleeper, 0.2, f"{shard}.json", f"--accel-shard={shard}/2")
+    assert main(["merge", "1.json", "2.json", "-o", "m.json"]) == 0
+    merged = json.loads((pytester.path / "m.json").read_text())["tests"]
+    waits = dict(zip(merged["id"], merged["cpu_wait"], strict=True))
+    assert sum(waits.values()) == pytest.approx(0.2)
