@@ -53,6 +53,7 @@ def test_a_wait_is_shared_between_compilation_and_execution_in_proportion() -> N
     assert run.call == pytest.approx([0.5])
     assert run.call_compiling == pytest.approx({"t.py::test_0": 0.4})
     assert run.compiling == pytest.approx({"t.py::test_0": 0.4})
+    assert run.call_compiling is not None
     assert run.call[0] - run.call_compiling["t.py::test_0"] == pytest.approx(0.1)
 
 

@@ -4,6 +4,8 @@ terminal, the warning text, the annotations and the job-summary table, each exac
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_accel.github import Location
@@ -18,11 +20,8 @@ STEP = Change("test", "t.py::test_c", 0.2, 0.4, 3, RunIdentity("4f2c9e1aa0b1c2d3
 BACK = Change("module", "u.py", 2.0, 1.0, 4, RunIdentity(None, None, "2026-11-20T02:00:00Z"))
 
 
-def comparison(**fields: object) -> Comparison:
-    found = Comparison("cpu/x1", compared=250)
-    for name, value in fields.items():
-        setattr(found, name, value)
-    return found
+def comparison(**fields: Any) -> Comparison:
+    return Comparison("cpu/x1", **{"compared": 250, **fields})
 
 
 def test_seconds_show_three_significant_digits() -> None:

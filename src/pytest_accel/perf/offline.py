@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -93,11 +93,11 @@ def compare_files(
     rule, overrides, new_slow, note = judged_like_its_run(record_path, data, given or Given({}))
     run = timings(data)
     if key:
-        run.key = key
+        run = replace(run, key=key)
     comparison = compare_with_baseline(
         run, load_baseline(baseline_path), rule, overrides, new_slow=new_slow
     )
-    comparison.interrupted = interrupted(data)
+    comparison = replace(comparison, interrupted=interrupted(data))
     return comparison, note
 
 

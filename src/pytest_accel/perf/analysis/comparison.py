@@ -159,11 +159,16 @@ def compare(
     import numpy as np
 
     summary = summary_of(env)
-    result = Comparison(run.key, runs=len(env.runs), min_samples=rule.min_samples)
-    compared, warm_compared = take_inventory(
-        result, run, env, summary, overrides=overrides, new_slow=new_slow, timed=timed
+    result, (compared, warm_compared) = take_inventory(
+        Comparison(run.key, runs=len(env.runs), min_samples=rule.min_samples),
+        run,
+        env,
+        summary,
+        overrides=overrides,
+        new_slow=new_slow,
+        timed=timed,
     )
-    result.suite_history = suite_history(env, summary)
+    result = replace(result, suite_history=suite_history(env, summary))
     setting = _Setting(env, run, rule, summary=summary, change_runs=scope.change_runs)
     test_inputs = _inputs(setting, "test", compared, env.matrix("tests"))
     speed = speeds = None
@@ -174,11 +179,11 @@ def compare(
         every = [*summary.speeds, current_speed_of_arrays(current, levels)]
         speeds = None if all(s == 1.0 for s in every) else np.array(every)
     if speed is not None or speeds is not None:
-        result.speed = speed or 1.0
+        result = replace(result, speed=speed or 1.0)
         setting = replace(setting, speed=speed, run_speeds=speeds)
     tests = _judge(setting, "test", test_inputs, overrides)
     if speeds is not None:
-        result.changes += _suite_change(setting, tests, speeds)
+        result = replace(result, changes=[*result.changes, *_suite_change(setting, tests, speeds)])
     # A warm-up is mostly the process's (imports, a backend starting, a cold disk cache):
     # only a large change of it, the rule's second tier, is a finding.
     warm_rule = replace(rule, threshold=max(rule.threshold, rule.large_ratio))
@@ -187,27 +192,32 @@ def compare(
     warm = _judge(warm_setting, "test", warm_inputs, overrides)
     warm.findings = [(what, replace(f, warmup=True)) for what, f in warm.findings]
     warm.learning = [replace(f, warmup=True) for f in warm.learning]
-    _collect(result, warm)
-    groups = _judge_groups(result, setting, tests)
-    _judge_suite(result, [tests, warm], groups, rule)
-    _name_movers(result, tests, run)
-    result.regressions.sort(key=lambda f: (-f.ratio, f.kind, f.id))
-    result.improvements.sort(key=lambda f: (f.ratio, f.kind, f.id))
-    result.learning.sort(key=lambda f: (-f.ratio, f.kind, f.id))
-    result.changes.sort(key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id))
+    result = _collect(result, warm)
+    result, groups = _judge_groups(result, setting, tests)
+    result = _judge_suite(result, [tests, warm], groups, rule)
+    result = _name_movers(result, tests, run)
+    result = replace(
+        result,
+        regressions=sorted(result.regressions, key=lambda f: (-f.ratio, f.kind, f.id)),
+        improvements=sorted(result.improvements, key=lambda f: (f.ratio, f.kind, f.id)),
+        learning=sorted(result.learning, key=lambda f: (-f.ratio, f.kind, f.id)),
+        changes=sorted(
+            result.changes, key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id)
+        ),
+    )
     return with_compilation(result, scope)
 
 
 MOVERS = 3  # tests named per group finding
 
 
-def _name_movers(result: Comparison, tests: Judged, run: RunTimings) -> None:
+def _name_movers(result: Comparison, tests: Judged, run: RunTimings) -> Comparison:
     """Each class, module and suite finding with the tests in it that moved most: a
     slowdown of a few milliseconds a call, spread over tests each under the floor, is
     found at the group and named by its tests."""
     kinds = ("class", "module", "session")
     if not any(f.kind in kinds for f in (*result.regressions, *result.learning)):
-        return
+        return result
     moved = {
         ident: float(now - then)
         for ident, now, then in zip(tests.ids, tests.current, tests.medians, strict=True)
@@ -227,8 +237,11 @@ def _name_movers(result: Comparison, tests: Judged, run: RunTimings) -> None:
         top = sorted(ids, key=lambda i: (-moved[i], i))[:MOVERS]
         return replace(finding, movers=tuple((i, moved[i]) for i in top))
 
-    result.regressions = [named(f) for f in result.regressions]
-    result.learning = [named(f) for f in result.learning]
+    return replace(
+        result,
+        regressions=[named(f) for f in result.regressions],
+        learning=[named(f) for f in result.learning],
+    )
 
 
 def _timed(scope: Scope) -> Compared:
@@ -237,9 +250,11 @@ def _timed(scope: Scope) -> Compared:
     return Compared(scope.run.comparable(metric), scope.run.comparable(metric, warmup=True))
 
 
-def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[Judged]:
-    """Classes and modules; the tests' findings go into ``result`` after a run ordered
-    unlike the baseline's has had them confirmed by their groups."""
+def _judge_groups(
+    result: Comparison, setting: _Setting, tests: Judged
+) -> tuple[Comparison, list[Judged]]:
+    """Classes and modules; ``result`` with their findings and the tests', the tests'
+    after a run ordered unlike the baseline's has had them confirmed by their groups."""
     run, env = setting.run, setting.env
     # The groups of the tests with a finding (a handful), not of every test run.
     wanted = {f.id for _, f in tests.findings} | {c.id for c in tests.changes}
@@ -258,24 +273,25 @@ def _judge_groups(result: Comparison, setting: _Setting, tests: Judged) -> list[
     )
     usual = usual_layout(env)
     if not same_layout(run.layout, usual):
-        result.layout, result.baseline_layout = run.layout, usual
         sizes = Counter(c for c in run.cls if c) + Counter(m for m in run.module if m)
-        result.unconfirmed = confirmed_by_groups(
-            tests, [classes, modules], class_of, module_of, sizes
+        result = replace(
+            result,
+            layout=run.layout,
+            baseline_layout=usual,
+            unconfirmed=confirmed_by_groups(tests, [classes, modules], class_of, module_of, sizes),
         )
         # Too few runs of this layout to compare a group with (``perf.analysis.layouts``): its
         # processes' contention moves every total, compute-bound ones most (2x on two
         # cores under -n 2), so the groups only confirm their tests' findings.
         classes.findings, modules.findings = [], []
-    _collect(result, tests)
+    result = _collect(result, tests)
     # A group is reported only where what it holds does not explain it: a class by its
     # tests, a module by its tests and classes, the suite by all of them.
     classes = unexplained(classes, shifts_of([(tests, class_of)]))
     in_module = {ident: module_path_of(ident) for ident in classes.ids}
     modules = unexplained(modules, shifts_of([(tests, module_of), (classes, in_module)]))
-    _collect(result, classes)
-    _collect(result, modules)
-    return [classes, modules]
+    result = _collect(_collect(result, classes), modules)
+    return result, [classes, modules]
 
 
 @dataclass(frozen=True)
@@ -493,11 +509,16 @@ def _overrides(
     return thresholds, deltas
 
 
-def _collect(result: Comparison, judged: Judged) -> None:
-    for what, finding in judged.findings:
-        (result.regressions if what == "regression" else result.improvements).append(finding)
-    result.changes += judged.changes
-    result.learning += judged.learning
+def _collect(result: Comparison, judged: Judged) -> Comparison:
+    """``result`` with ``judged``'s findings, changes and findings still learning."""
+    found = judged.findings
+    return replace(
+        result,
+        regressions=[*result.regressions, *(f for what, f in found if what == "regression")],
+        improvements=[*result.improvements, *(f for what, f in found if what != "regression")],
+        changes=[*result.changes, *judged.changes],
+        learning=[*result.learning, *judged.learning],
+    )
 
 
 def _run_levels(kinds: list[Judged]) -> list[float]:
@@ -522,15 +543,18 @@ def _run_levels(kinds: list[Judged]) -> list[float]:
     return [float(v) for v in levels.tolist() if np.isfinite(v)]
 
 
-def _judge_suite(result: Comparison, kinds: list[Judged], groups: list[Judged], rule: Rule) -> None:
-    """The suite total of ``kinds`` (the tests), on raw timings (a slower runner shows
-    here, once), where the findings of the tests and of ``groups`` do not explain it."""
+def _judge_suite(
+    result: Comparison, kinds: list[Judged], groups: list[Judged], rule: Rule
+) -> Comparison:
+    """``result`` with the suite total of ``kinds`` (the tests), on raw timings (a slower
+    runner shows here, once), judged where the findings of the tests and of ``groups``
+    do not explain it."""
     count = sum(len(k.current) for k in kinds)
     if not count:
-        return
+        return result
     now = fsum(fsum(k.current.tolist()) for k in kinds)
     then = fsum(fsum(k.medians.tolist()) for k in kinds)
-    result.suite_now, result.suite_then = now, then
+    result = replace(result, suite_now=now, suite_then=then)
     # A group's finding stands only where its tests' do not explain it, so adding both
     # counts each cause about once.
     accounted = sum(f.current - f.baseline for k in (*kinds, *groups) for _, f in k.findings)
@@ -538,10 +562,11 @@ def _judge_suite(result: Comparison, kinds: list[Judged], groups: list[Judged], 
     # ... and a change of the suite itself (the runner's speed over runs) says it already.
     accounted += sum(c.after - c.before for c in result.changes if c.kind == "session")
     verdict = suite_finding(result, count, accounted, rule, _run_levels(kinds))
-    if verdict is not None:
-        what, finding = verdict
-        {
-            "regression": result.regressions,
-            "improvement": result.improvements,
-            "learning": result.learning,
-        }[what].append(finding)
+    if verdict is None:
+        return result
+    what, finding = verdict
+    if what == "regression":
+        return replace(result, regressions=[*result.regressions, finding])
+    if what == "improvement":
+        return replace(result, improvements=[*result.improvements, finding])
+    return replace(result, learning=[*result.learning, finding])

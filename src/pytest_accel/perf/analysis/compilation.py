@@ -88,18 +88,24 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
     on, the runs left out, recompilations, compile time, and beside each finding of a
     test judged on execution, the seconds it spent compiling."""
     run = scope.run
-    result.time = run.basis
-    result.run_layout = run.layout
-    if run.cpu_wait is not None:
-        result.cpu_wait = run.cpu_wait
-        called = sum(run.call) + run.cpu_wait
-        result.cpu_wait_share = run.cpu_wait / called if called > 0 else 0.0
-    result.left_out_time, result.left_out_layout = scope.left_out_time, scope.left_out_layout
-    result.change_runs = None if scope.change_runs is None else len(scope.change_runs)
     judging = _judging_runs(scope)
-    result.recompiled = recompiled(scope, judging)
-    result.recompiles_judged = run.recompiles is not None and bool(judging)
-    result.compilation = compilation(scope)
+    share = None
+    if run.cpu_wait is not None:
+        called = sum(run.call) + run.cpu_wait
+        share = run.cpu_wait / called if called > 0 else 0.0
+    result = replace(
+        result,
+        time=run.basis,
+        run_layout=run.layout,
+        cpu_wait=run.cpu_wait,
+        cpu_wait_share=share,
+        left_out_time=scope.left_out_time,
+        left_out_layout=scope.left_out_layout,
+        change_runs=None if scope.change_runs is None else len(scope.change_runs),
+        recompiled=recompiled(scope, judging),
+        recompiles_judged=run.recompiles is not None and bool(judging),
+        compilation=compilation(scope),
+    )
     if run.basis == "execution" and run.compiling is not None:
         compiling, calls = run.compiling, run.call_compiling or {}
 
@@ -110,6 +116,9 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
             seconds = (compiling if scope.env.test_metric == "total" else calls).get(finding.id)
             return replace(finding, compiling=seconds)
 
-        result.regressions = list(map(beside, result.regressions))
-        result.improvements = list(map(beside, result.improvements))
+        result = replace(
+            result,
+            regressions=list(map(beside, result.regressions)),
+            improvements=list(map(beside, result.improvements)),
+        )
     return result

@@ -19,6 +19,7 @@ that both give the same result.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from itertools import compress, repeat
 from math import fsum, log
 from operator import ge
@@ -57,8 +58,8 @@ def take_inventory(
     overrides: Mapping[str, Override],
     new_slow: float,
     timed: Compared | None = None,
-) -> Compared:
-    """New, new and slow, missing and warm-up tests into ``result``; the tests to
+) -> tuple[Comparison, Compared]:
+    """``result`` with the new, new and slow, missing and warm-up tests; the tests to
     compare, and the warm-ups to compare with the baseline's warm-ups.  ``timed``: the
     run's comparable tests and warm-ups, when the caller has them already."""
     now, warm_now = timed or Compared(
@@ -73,28 +74,33 @@ def take_inventory(
         # order, each sampled.  Nothing of them is new or missing, and ``now`` is its own
         # index: no index of 100,000 ids is built, no set operation walks them.
         sampled: Collection[str] = now.keys()
-        result.new = [i for i in warm_now if i not in now and i not in warm_sampled]
+        new = [i for i in warm_now if i not in now and i not in warm_sampled]
         unseen = [i for i in warm_sampled if i not in now and i not in warm_now]
-        result.missing = _missing(run, [unseen]) if unseen else []
+        missing = _missing(run, [unseen]) if unseen else []
         compared = dict(now)
     else:
         sampled = _sampled(ids, summary.median, env.positions("tests"))
-        result.new = _new(now, warm_now, sampled, warm_sampled)
-        result.missing = _missing(run, [sampled, warm_sampled])
+        new = _new(now, warm_now, sampled, warm_sampled)
+        missing = _missing(run, [sampled, warm_sampled])
         compared = _kept(now, sampled)
-    seconds = {i: now[i] if i in now else warm_now[i] for i in result.new}
-    result.new_slow = sorted(
-        ((i, seconds[i]) for i in result.new if seconds[i] >= new_slow), key=lambda item: -item[1]
-    )
-    result.warmup = [i for i in warm_now if i in sampled and i not in warm_sampled]
+    seconds = {i: now[i] if i in now else warm_now[i] for i in new}
     warm_compared = _kept(warm_now, warm_sampled)
     ignored = {i for i, o in overrides.items() if o.ignore}
     for kept in (compared, warm_compared):
         for ident in ignored.intersection(kept):
             del kept[ident]
-    result.compared = len(compared) + len(warm_compared)
-    result.run_total = fsum(now.values()) + fsum(warm_now.values())
-    return Compared(compared, warm_compared)
+    result = replace(
+        result,
+        new=new,
+        missing=missing,
+        new_slow=sorted(
+            ((i, seconds[i]) for i in new if seconds[i] >= new_slow), key=lambda item: -item[1]
+        ),
+        warmup=[i for i in warm_now if i in sampled and i not in warm_sampled],
+        compared=len(compared) + len(warm_compared),
+        run_total=fsum(now.values()) + fsum(warm_now.values()),
+    )
+    return result, Compared(compared, warm_compared)
 
 
 def in_their_order(now: Mapping[str, float], ids: list[str]) -> bool:
@@ -318,9 +324,14 @@ def quiet_comparison(
             env, summary, kind, now, floor=rule.min_duration, change_rule=change_rule
         ):
             return None
-    result = Comparison(run.key, runs=len(env.runs), min_samples=rule.min_samples)
-    compared = take_inventory(
-        result, run, env, summary, overrides=overrides, new_slow=new_slow, timed=timed
+    result, compared = take_inventory(
+        Comparison(run.key, runs=len(env.runs), min_samples=rule.min_samples),
+        run,
+        env,
+        summary,
+        overrides=overrides,
+        new_slow=new_slow,
+        timed=timed,
     )
     positions = env.positions("tests")
     tests = list(compared.tests)
@@ -339,17 +350,20 @@ def quiet_comparison(
             if may_step([s * total for s in speeds], change_rule):
                 return None  # a change of the suite: find_steps decides
         if speed is not None or speeds is not None:
-            result.speed = speed or 1.0
-    result.suite_history = suite_history(env, summary)
+            result = replace(result, speed=speed or 1.0)
+    result = replace(result, suite_history=suite_history(env, summary))
     usual = usual_layout(env)
     if not same_layout(run.layout, usual):
-        result.layout, result.baseline_layout = run.layout, usual
+        result = replace(result, layout=run.layout, baseline_layout=usual)
     warm = list(compared.warmups)
     warm_medians = aligned(summary.warmup_median, env.positions("warmup"), warm)
     count = len(tests) + len(warm)
     if count:
-        result.suite_now = fsum(current) + fsum(compared.warmups[i] for i in warm)
-        result.suite_then = fsum(medians) + fsum(warm_medians)
+        result = replace(
+            result,
+            suite_now=fsum(current) + fsum(compared.warmups[i] for i in warm),
+            suite_then=fsum(medians) + fsum(warm_medians),
+        )
         if suite_finding(result, count, 0.0, rule) is not None:
             return None  # the full comparison judges it, against the same tests' runs
     return result

@@ -170,8 +170,11 @@ class Alarm:
         return found.ratio
 
 
-@dataclass
+@dataclass(frozen=True)
 class Comparison:
+    """One run judged against a baseline: built once by ``perf.analysis`` (each step
+    returns a new one, ``dataclasses.replace``), read by every output."""
+
     key: str  # the hardware key it was compared under (the file says "env")
     regressions: list[Finding] = field(default_factory=list)
     improvements: list[Finding] = field(default_factory=list)

@@ -119,7 +119,7 @@ class Groups:
         return {i: t for i, t, w in zip(self.ids, self.total, self.whole, strict=True) if w}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunTimings:
     """One run's tests in columns, and its classes and modules."""
 
