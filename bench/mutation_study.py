@@ -499,9 +499,8 @@ def summary(args: argparse.Namespace) -> int:
         # mutant would take 17 minutes each); a test that does not execute the mutated
         # line lowers what it lowered before, so with a full head map it is deselected:
         # the share run is the tests whose programs changed.
-        p_share = sum(
-            r["programs"]["changed_programs"] / r["collected"] for r in programs
-        ) / len(programs)
+        shares = [r["programs"]["changed_programs"] / r["collected"] for r in programs]
+        p_share = sum(shares) / len(shares)
         with_failing = sum(1 for r in changed if r["programs"]["failing_among_them"])
         print(
             f"programs: {len(programs)} mutants mapped again; {len(changed)} changed a compiled"

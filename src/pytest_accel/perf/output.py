@@ -3,7 +3,7 @@ annotations and the job-summary section (escaping is ``pytest_accel.github``'s).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from pytest_accel.github import (
     MAX_ANNOTATIONS,
@@ -24,6 +24,7 @@ from pytest_accel.perf.model.findings import (
     Finding,
     Recompiled,
 )
+from pytest_accel.perf.model.table import RunCompilation
 from pytest_accel.text import Line, Tone, one_line
 
 
@@ -389,16 +390,19 @@ def markdown(comparison: Comparison, failing: bool, fail_option: str = "--perf-f
     return fit([summary_section(comparison, failing, fail_option)], MAX_SUMMARY_BYTES)
 
 
-def compilation_line(compilation: Mapping[str, float | int]) -> str:
-    """``compilation: 41% of test time (312 compilations, 12.3 s; ...)``: what JAX's
-    tracing and compiling took, and what the persistent compilation cache saved or
-    could save."""
-    count, seconds = int(compilation["count"]), float(compilation["seconds"])
-    hits, misses = int(compilation["cache_hits"]), int(compilation["cache_misses"])
-    backend = compilation.get("backend_seconds")
-    trace = compilation.get("trace_seconds")
+def compilation_line(compilation: RunCompilation) -> str:
+    """``compilation: 41% of test time (312 compilations, 12.3 s; ...)``."""
+    return f"compilation: {compilation_text(compilation)}"
+
+
+def compilation_text(compilation: RunCompilation) -> str:
+    """``41% of test time (312 compilations, 12.3 s; ...)``: what JAX's tracing and
+    compiling took, and what the persistent compilation cache saved or could save."""
+    count, seconds = compilation.count, compilation.seconds
+    hits, misses = compilation.cache_hits, compilation.cache_misses
+    backend, trace = compilation.backend_seconds, compilation.trace_seconds
     # The cache keeps the backend's compiled programs; tracing and lowering run anyway.
-    saves = float(backend) if backend is not None else seconds
+    saves = backend if backend is not None else seconds
     cache = (
         f"persistent cache: {hits} hit(s), {misses} miss(es)"
         if hits or misses
@@ -407,14 +411,13 @@ def compilation_line(compilation: Mapping[str, float | int]) -> str:
     )
     parts = f"{seconds:.1f} s"
     if trace is not None and backend is not None:
-        parts += f": {float(trace):.1f} s tracing, {float(backend):.1f} s in the backend"
+        parts += f": {trace:.1f} s tracing, {backend:.1f} s in the backend"
     return one_line(
-        f"compilation: {100 * float(compilation['share']):.0f}% of test time ({count}"
-        f" compilation(s), {parts}; {cache})"
+        f"{100 * compilation.share:.0f}% of test time ({count} compilation(s), {parts}; {cache})"
     )
 
 
-def compilation_section(compilation: Mapping[str, float | int]) -> Section:
+def compilation_section(compilation: RunCompilation) -> Section:
     return Section(
         ["### pytest-accel compilation", "", escape_cell(compilation_line(compilation)), ""]
     )

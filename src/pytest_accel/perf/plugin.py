@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +23,9 @@ from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.formats.record import RunInfo, judgement_json, record_head
+from pytest_accel.perf.formats.record import RunInfo
 from pytest_accel.perf.model.findings import Override
-from pytest_accel.perf.model.table import GroupSections, TimingTable
+from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable
 from pytest_accel.perf.model.timings import (
     RunIdentity,
     RunTimings,
@@ -126,25 +126,32 @@ class PerfPlugin:
             with isolated(session, "compare the timings with the baseline"):
                 comparison = self._compare(run)
         compilation = table.compilation()
-        head = self._record_head(session.exitstatus, identity, shard, comparison, compilation)
+        info = self._run_info(session.exitstatus, identity, shard)
         # Perf's rows first in the job summary; the features called below add theirs.
         self._summarize(comparison, compilation)
         columns = None
+        sections: dict[str, Any] = {}
         if self.wanted or self.config.hook.pytest_accel_record_sections.get_hookimpls():
             with isolated(session, "account for the run (cost, coverage)"):
-                columns = self._run_columns(head, identity, earlier_starts, totals)
-                self._add_sections(session, head, columns)
+                columns = self._run_columns(info, identity, earlier_starts, totals)
+                sections = self._sections(session, columns)
         result = self.result = TimingResult(
             self.key,
             table,
             warmup,
             totals,
             groups,
-            head,
+            info,
+            self.detection,
+            framework_versions(),
+            pytest.__version__,
             self.options.rule,
+            overrides=self.overrides(),
+            new_slow=self.options.new_slow,
             run=run,
             comparison=comparison,
             compilation=compilation,
+            sections=sections,
             columns=columns,
             baseline=self.baseline if self.wanted else None,
             baseline_missing=self.baseline_missing,
@@ -230,15 +237,8 @@ class PerfPlugin:
             run, self.baseline, self.options.rule, self.overrides(), new_slow=self.options.new_slow
         )
 
-    def _record_head(
-        self,
-        exitstatus: int,
-        identity: RunIdentity,
-        shard: str | None,
-        comparison: Comparison | None,
-        compilation: dict[str, float | int] | None,
-    ) -> dict[str, Any]:
-        run = RunInfo(
+    def _run_info(self, exitstatus: int, identity: RunIdentity, shard: str | None) -> RunInfo:
+        return RunInfo(
             started=self.started,
             duration=time.perf_counter() - self.started_monotonic,
             commit=identity.commit,
@@ -248,20 +248,10 @@ class PerfPlugin:
             exitstatus=int(exitstatus),
             run_id=identity.run_id,
         )
-        head = record_head(run, self.detection, self.key, framework_versions(), pytest.__version__)
-        # What the run was judged by, so that a command reading the record judges alike.
-        head["judgement"] = judgement_json(
-            asdict(self.options.rule), self.options.new_slow, self.overrides()
-        )
-        if comparison is not None:
-            head["comparison"] = comparison.to_json()
-        if compilation is not None:
-            head["compilation"] = compilation
-        return head
 
     def _run_columns(
         self,
-        head: dict[str, Any],
+        info: RunInfo,
         identity: RunIdentity,
         earlier_starts: list[str],
         totals: list[float],
@@ -272,8 +262,8 @@ class PerfPlugin:
             self.key,
             self.detection.platform,
             self.detection.device_count,
-            int(head["run"]["workers"]),
-            float(head["run"]["duration"]),
+            info.workers,
+            info.duration,
             table.nodeids,
             table.outcomes,
             totals,
@@ -284,21 +274,21 @@ class PerfPlugin:
             started=identity.started,
             earlier_starts=earlier_starts,
             compiles=table.compile_counts(),
-            interrupted=int(head["run"]["exitstatus"]) == pytest.ExitCode.INTERRUPTED,
+            interrupted=info.exitstatus == pytest.ExitCode.INTERRUPTED,
             reruns={table.nodeids[row]: len(tries) for row, tries in table.earlier.items()},
             left_out=self.config.hook.pytest_accel_left_out(config=self.config) or {},
         )
 
-    def _add_sections(
-        self, session: pytest.Session, head: dict[str, Any], columns: RunColumns
-    ) -> None:
+    def _sections(self, session: pytest.Session, columns: RunColumns) -> dict[str, Any]:
         """The sections other features add to the record (``pytest_accel_record_sections``),
         from this run's tests."""
+        found: dict[str, Any] = {}
         for sections in self.config.hook.pytest_accel_record_sections(session=session, run=columns):
             for name, section in (sections or {}).items():
-                if name in head:
+                if name in found or name in RECORD_OWN_SECTIONS:
                     raise ValueError(f"two features add the record section {name!r}")
-                head[name] = section
+                found[name] = section
+        return found
 
     def pytest_accel_timing_result(self) -> TimingResult | None:
         return self.result
@@ -327,9 +317,7 @@ class PerfPlugin:
         path = None if row is None else table.paths[row]
         return None if row is None or path is None else github.Location(path, table.lines[row])
 
-    def _summarize(
-        self, comparison: Comparison | None, compilation: dict[str, float | int] | None
-    ) -> None:
+    def _summarize(self, comparison: Comparison | None, compilation: RunCompilation | None) -> None:
         """The comparison's and the compilation's sections of the job summary."""
         summary = job_summary(self.config)
         if summary is None or (comparison is None and compilation is None):
@@ -401,7 +389,7 @@ class PerfPlugin:
                     output.summary_line(comparison, self.failing(comparison)),
                 )
             )
-        if result.compilation is not None and result.compilation["count"]:
+        if result.compilation is not None and result.compilation.count:
             lines.append(Line(Tone.NOTE, output.compilation_line(result.compilation)))
         if result.compile_problem is not None:
             lines.append(
@@ -457,6 +445,11 @@ def load_for_session(options: PerfOptions) -> Baseline | None:
 
 
 baseline_key = pytest.StashKey["Baseline | None"]()
+# The sections the timing feature writes itself: no other feature may add one of these.
+RECORD_OWN_SECTIONS = frozenset(
+    {"schema", "version", "run", "env", "judgement", "comparison", "compilation", "tests"}
+    | {"classes", "modules"}
+)
 
 
 def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: bool) -> None:

@@ -9,17 +9,19 @@ the run again, so none can say something another does not.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_accel.perf.formats.record import encode_record
+from pytest_accel.perf.formats.record import encode_record, judgement_json, record_head
 
 if TYPE_CHECKING:
+    from pytest_accel.hardware.detection import Detection
     from pytest_accel.outcomes import RunColumns
     from pytest_accel.perf.analysis.rule import Rule
     from pytest_accel.perf.formats.baseline import Baseline
-    from pytest_accel.perf.model.findings import Comparison
-    from pytest_accel.perf.model.table import GroupSections, TimingTable
+    from pytest_accel.perf.formats.record import RunInfo
+    from pytest_accel.perf.model.findings import Comparison, Override
+    from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable
     from pytest_accel.perf.model.timings import RunTimings
 
 
@@ -30,15 +32,21 @@ class TimingResult:
     warmup: list[bool]  # per test: it paid its process's warm-up
     totals: list[float]  # per test: setup + call + teardown of its last attempt
     groups: GroupSections  # the classes and the modules, computed once
-    # The record's header: run, env, comparison, compilation, and the sections other
-    # features added (``pytest_accel_record_sections``).
-    head: Mapping[str, Any]
-    rule: Rule  # what the run was judged by
+    info: RunInfo  # the run: its start, duration, commit, shard, workers, exit status
+    detection: Detection  # the hardware it ran on
+    frameworks: Mapping[str, str]  # jax, torch, ... as installed
+    pytest_version: str
+    rule: Rule  # what the run was judged by, with ``overrides`` and ``new_slow``
     # The run as compared and folded into the baseline; None when nothing compares it
     # and no other feature reads it (a record alone).
     run: RunTimings | None = None
+    overrides: Mapping[str, Override] = field(default_factory=dict)  # each @pytest.mark.perf
+    new_slow: float = 1.0  # --perf-new-slow
     comparison: Comparison | None = None  # None without a baseline
-    compilation: Mapping[str, float | int] | None = None  # with JAX: the run's
+    compilation: RunCompilation | None = None  # with JAX: the run's
+    # The record sections other features added (``pytest_accel_record_sections``: cost,
+    # coverage, selection), as those features encoded them.
+    sections: Mapping[str, Any] = field(default_factory=dict)
     # The run's tests as cost, coverage and the HTML report read them; None when none
     # of them is on.
     columns: RunColumns | None = None
@@ -49,8 +57,21 @@ class TimingResult:
     # Why compilation was not measured where the suite has jax (its monitoring failed).
     compile_problem: str | None = None
 
+    def head(self) -> dict[str, Any]:
+        """Everything in the record but its tests, classes and modules, encoded now."""
+        head = record_head(
+            self.info, self.detection, self.key, self.frameworks, self.pytest_version
+        )
+        # What the run was judged by, so that a command reading the record judges alike.
+        head["judgement"] = judgement_json(asdict(self.rule), self.new_slow, self.overrides)
+        if self.comparison is not None:
+            head["comparison"] = self.comparison.to_json()
+        if self.compilation is not None:
+            head["compilation"] = self.compilation.to_json()
+        return {**head, **self.sections}
+
     def record(self) -> Iterator[bytes]:
         """The record of this run, as JSON pieces (``formats.record.encode_record``)."""
         return encode_record(
-            self.table, self.head, warmup=self.warmup, totals=self.totals, groups=self.groups
+            self.table, self.head(), warmup=self.warmup, totals=self.totals, groups=self.groups
         )

@@ -21,8 +21,9 @@ from pytest_accel.perf.analysis.comparison import compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory
-from pytest_accel.perf.formats.record import GROUP_SECTIONS, run_columns, timings
+from pytest_accel.perf.formats.record import GROUP_SECTIONS, run_columns, run_json, timings
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison, Override
+from pytest_accel.perf.model.table import RunCompilation
 from pytest_accel.perf.model.timings import RunTimings, run_labels
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ class RecordView:
     groups: Mapping[str, Mapping[str, Sequence[Any]]]
     comparison: Comparison | None = None  # as judged already (the session's own)
     cost: Mapping[str, Any] | None = None  # the record's cost section
-    compilation: Mapping[str, Any] | None = None
+    compilation: RunCompilation | None = None
     selection: Mapping[str, Any] | None = None  # the record's selection section
     # A record's: what its run was judged by (the rule, its @perf overrides, the new-slow
     # threshold), what a command gave on top applied (``offline.judged_like_its_run``).
@@ -161,7 +162,7 @@ def view_of_record(path: str, record: Mapping[str, Any], given: Given | None = N
         run_columns(record),
         {section: record.get(section) or {"id": [], "total": []} for section in GROUP_SECTIONS},
         cost=cost if isinstance(cost, dict) else None,
-        compilation=compilation if isinstance(compilation, dict) else None,
+        compilation=RunCompilation.from_json(compilation),
         selection=_section(record, "selection"),
         judged=(rule, overrides, new_slow),
     )
@@ -173,17 +174,17 @@ def view_of_session(path: str, result: TimingResult) -> RecordView | None:
     ``--perf-new-slow`` included), and the groups the record has."""
     if result.run is None or result.columns is None:
         return None  # the timings were not kept for a reader (the feature never asked)
-    cost, compilation = result.head.get("cost"), result.compilation
+    cost, compilation = result.sections.get("cost"), result.compilation
     return RecordView(
         path,
-        result.head["run"],
+        run_json(result.info),
         result.run,
         result.columns,
         {section: columns for section, (_, columns) in result.groups.items()},
         comparison=result.comparison,
         cost=cost if isinstance(cost, dict) else None,
         compilation=compilation,
-        selection=_section(result.head, "selection"),
+        selection=_section(result.sections, "selection"),
     )
 
 
@@ -314,13 +315,10 @@ def _summary(view: RecordView, comparison: Comparison | None, label: str) -> Run
     )
 
 
-def _compilation(found: Mapping[str, Any] | None) -> str:
-    from pytest_accel.perf.output import compilation_line
+def _compilation(found: RunCompilation | None) -> str:
+    from pytest_accel.perf.output import compilation_text
 
-    keys = ("count", "seconds", "cache_hits", "cache_misses", "share")
-    if found is None or not all(isinstance(found.get(k), int | float) for k in keys):
-        return ""
-    return compilation_line(found).removeprefix("compilation: ")
+    return "" if found is None else compilation_text(found)
 
 
 def _series(env: EnvHistory, kind: str, ident: str, now: float | None) -> list[float | None]:

@@ -78,6 +78,20 @@ class RunInfo:
     run_id: str | None = None
 
 
+def run_json(run: RunInfo) -> dict[str, Any]:
+    """The record's ``run`` section."""
+    return {
+        "started": utc_timestamp(run.started),
+        **({"id": run.run_id} if run.run_id else {}),
+        "duration": round(run.duration, 6),
+        "commit": run.commit,
+        "branch": run.branch,
+        "shard": run.shard,
+        "workers": run.workers,
+        "exitstatus": run.exitstatus,
+    }
+
+
 def record_head(
     run: RunInfo,
     detection: Detection,
@@ -85,20 +99,12 @@ def record_head(
     frameworks: Mapping[str, str],
     pytest_version: str,
 ) -> dict[str, Any]:
-    """Everything in a record but its tests, classes and modules."""
+    """The record's schema, run and environment: what a session writes before the
+    judgement, the comparison and the other features' sections."""
     return {
         "schema": RECORD_SCHEMA,
         "version": RECORD_VERSION,
-        "run": {
-            "started": utc_timestamp(run.started),
-            **({"id": run.run_id} if run.run_id else {}),
-            "duration": round(run.duration, 6),
-            "commit": run.commit,
-            "branch": run.branch,
-            "shard": run.shard,
-            "workers": run.workers,
-            "exitstatus": run.exitstatus,
-        },
+        "run": run_json(run),
         "env": {
             "key": key,
             "platform": detection.platform,

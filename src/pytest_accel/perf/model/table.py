@@ -4,6 +4,7 @@ per-module aggregates, as the collector folds pytest's reports in."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import add, itemgetter, mul, truediv
 from typing import Any
@@ -20,6 +21,63 @@ from pytest_accel.perf.model.runlength import runs
 from pytest_accel.perf.model.timings import Groups, first_per_process, whole_groups
 
 AttemptTuple = tuple[str, float, float, float]  # outcome, setup, call, teardown
+
+
+@dataclass(frozen=True)
+class RunCompilation:
+    """A run's JAX compilation (the record's ``compilation``): how many, how long, the
+    persistent cache's hits and misses, and the share of the tests' time it took."""
+
+    count: int
+    seconds: float
+    cache_hits: int
+    cache_misses: int
+    recompiles: int
+    trace_seconds: float | None  # None: a record of 0.3, which did not split them
+    backend_seconds: float | None
+    share: float
+
+    def to_json(self) -> dict[str, float | int]:
+        found: dict[str, float | int] = {
+            "count": self.count,
+            "seconds": round(self.seconds, 6),
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+            "recompiles": self.recompiles,
+        }
+        if self.trace_seconds is not None and self.backend_seconds is not None:
+            found["trace_seconds"] = round(self.trace_seconds, 6)
+            found["backend_seconds"] = round(self.backend_seconds, 6)
+        found["share"] = round(self.share, 4)
+        return found
+
+    @classmethod
+    def from_json(cls, found: Any) -> RunCompilation | None:
+        """A record's section, None where it is missing or not numbers (the page draws
+        what it can of a damaged record)."""
+        numbers = (int, float)
+        keys = ("count", "seconds", "cache_hits", "cache_misses", "share")
+        if not isinstance(found, Mapping) or not all(
+            isinstance(found.get(k), numbers) for k in keys
+        ):
+            return None
+
+        def optional(key: str) -> float | None:
+            value = found.get(key)
+            return float(value) if isinstance(value, numbers) else None
+
+        return cls(
+            int(found["count"]),
+            float(found["seconds"]),
+            int(found["cache_hits"]),
+            int(found["cache_misses"]),
+            int(found.get("recompiles", 0)) if isinstance(found.get("recompiles"), int) else 0,
+            optional("trace_seconds"),
+            optional("backend_seconds"),
+            float(found["share"]),
+        )
+
+
 # "classes" and "modules": as the comparison sees them, and their columns as written.
 GroupSections = dict[str, tuple[Groups, dict[str, list[Any]]]]
 _NO_PARENTS: Parents = (None, None)
@@ -106,7 +164,7 @@ class TimingTable:
         """Each test's compilations of a function it had compiled already (JAX in use)."""
         return {self.nodeids[row]: int(tally.recompiles) for row, tally in self.compiles.items()}
 
-    def compilation(self) -> dict[str, float | int] | None:
+    def compilation(self) -> RunCompilation | None:
         """The run's compilation: how many, how long, the persistent cache's hits and
         misses, and the share of the tests' time it took (None without JAX)."""
         if not self.compiles:
@@ -115,16 +173,16 @@ class TimingTable:
         for figures in self.compiles.values():
             run = run.plus(figures)
         total = sum(self.totals())
-        return {
-            "count": int(run.compilations),
-            "seconds": round(run.seconds, 6),
-            "cache_hits": int(run.cache_hits),
-            "cache_misses": int(run.cache_misses),
-            "recompiles": int(run.recompiles),
-            "trace_seconds": round(run.trace_seconds, 6),
-            "backend_seconds": round(run.backend_seconds, 6),
-            "share": round(run.seconds / total, 4) if total > 0 else 0.0,
-        }
+        return RunCompilation(
+            int(run.compilations),
+            run.seconds,
+            int(run.cache_hits),
+            int(run.cache_misses),
+            int(run.recompiles),
+            run.trace_seconds,
+            run.backend_seconds,
+            run.seconds / total if total > 0 else 0.0,
+        )
 
     def quarantined_failures(self) -> list[str]:
         """The tests whose final outcome is a failure a quarantine list covered."""
