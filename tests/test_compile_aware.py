@@ -198,7 +198,7 @@ def test_a_test_that_retraces_on_every_call_is_a_recompilation_regression_on_its
 ) -> None:
     pytester.makepyfile(test_r=RETRACING)
     monkeypatch.delenv("RETRACE", raising=False)
-    for _ in range(2):
+    for _ in range(3):  # recompilations need --perf-min-samples runs, as times do
         pytester.runpytest_subprocess(
             "--perf-baseline=b.json", "--perf-update-baseline"
         ).assert_outcomes(passed=1)
@@ -214,14 +214,14 @@ def test_a_test_that_retraces_on_every_call_is_a_recompilation_regression_on_its
         [
             "*PerfRegressionWarning: test test_r.py::test_steps: * recompilation(s)*",
             "RECOMPILED test test_r.py::test_steps: * recompilation(s) of functions it had"
-            " compiled already, at most 0 in 2 baseline run(s) *",
+            " compiled already, at most 0 in 3 baseline run(s) *",
             "perf: * regression(s), 0 change(s), 1 recompiling, *",  # its time may show too
             "::warning file=test_r.py,*title=recompilation (test)::*",
         ]
     )
     found = record(pytester.path / "r.json")["comparison"]["recompiled"]
     assert [(r["id"], r["baseline"], r["samples"]) for r in found] == [
-        ("test_r.py::test_steps", 0, 2)
+        ("test_r.py::test_steps", 0, 3)
     ]
     assert found[0]["current"] >= 7
     assert r"| recompiled | test | test\_r.py::test\_steps | 0 |" in summary.read_text()
@@ -317,6 +317,51 @@ def test_a_baseline_of_wall_times_judges_a_jax_run_on_wall_time_until_it_has_eno
     assert scope.run.call[0] == pytest.approx(0.4)
     result = compare(run, env, Rule())
     assert (result.time, result.left_out_time) == ("execution", 5)
+
+
+def _recompiling(count: int, index: int) -> RunTimings:
+    return replace(_compiling(run_of({SLOW: 1.0}, index), 0.6), recompiles={SLOW: count})
+
+
+def _fold_recompiling(env: EnvHistory, counts: tuple[int, ...]) -> None:
+    """Runs of this release: timed on execution, with their recompilations."""
+    for index, count in enumerate(counts):
+        add_run(env, replace(_recompiling(count, index), basis="wall"), 50)
+        env.runs[-1].basis = "execution"
+
+
+@pytest.mark.parametrize(
+    ("history", "now", "found"),
+    [
+        ((12, 9, 12), 23, True),  # a per-call jax.jit in a shared function: 23 against 12
+        ((0, 3, 1), 4, False),  # -n 2 hands tests out differently: within what it did
+        ((0, 0), 8, False),  # two runs: too few to know the usual count
+        ((0, 0, 0), 2, False),  # under the margin
+    ],
+)
+def test_recompilations_are_judged_against_enough_runs_and_a_clear_growth_is_found(
+    history: tuple[int, ...], now: int, found: bool
+) -> None:
+    env = EnvHistory()
+    _fold_recompiling(env, history)
+    result = compare(_recompiling(now, len(history)), env, Rule())
+    assert [(r.id, r.current, r.baseline) for r in result.recompiled] == (
+        [(SLOW, now, max(history))] if found else []
+    )
+    assert result.recompiles_judged == (len(history) >= 3)
+    assert result.recompile_runs == len(history)
+
+
+def test_too_few_runs_to_judge_recompilations_say_how_many_there_are() -> None:
+    from pytest_accel.perf.output import scope_notes
+
+    env = EnvHistory()
+    _fold_recompiling(env, (0, 0))
+    notes = scope_notes(compare(_recompiling(0, 2), env, Rule()))
+    assert (
+        "recompilations: not judged; 2 baseline run(s) laid out as this one (serial), and a"
+        " verdict needs 3 (--perf-min-samples)"
+    ) in notes
 
 
 def test_a_baseline_keeps_each_runs_time_compilation_and_recompilations(tmp_path: Path) -> None:

@@ -280,8 +280,12 @@ def scope_notes(comparison: Comparison) -> list[str]:
             f" laid out as this one ({layout}): a switch of layout is not a change"
         )
     if comparison.time == "execution" and not comparison.recompiles_judged:
+        runs = comparison.recompile_runs
         notes.append(
             f"recompilations: not judged; no baseline run was laid out as this one ({layout})"
+            if not runs
+            else f"recompilations: not judged; {runs} baseline run(s) laid out as this one"
+            f" ({layout}), and a verdict needs {comparison.min_samples} (--perf-min-samples)"
         )
     return [one_line(note) for note in notes]
 

@@ -7,10 +7,12 @@ judged here, on what does not move with the order of the tests:
   (``perf.compiles``) at least ``RECOMPILE_RATIO`` times as often as in any baseline
   run that ran it, and ``RECOMPILE_MARGIN`` more times.  That is a jitted function
   traced anew on every call, the classic JAX bug: a count, not a time, so one run
-  tells.  Only baseline runs laid out as this one count (``layouts.same_layout``):
-  which shapes a test finds compiled depends on what ran before it in its process, so
-  under ``-n 2`` a test compiles, and recompiles, shapes a serial run's earlier tests
-  compiled for it (on optax's suite, 25 against at most 7);
+  tells (23 against at most 12 is one).  Only baseline runs laid out as this one count
+  (``layouts.same_layout``), and at least ``--perf-min-samples`` of them that ran the
+  test, as for a time: which shapes a test finds compiled depends on what ran before it
+  in its process, so under ``-n 2`` a test compiles, and recompiles, shapes a serial
+  run's earlier tests compiled for it (on optax's suite, 25 against at most 7), and two
+  ``-n 2`` runs hand tests to workers differently (0 in one, 3 in the next);
 - **compile time growth**: the run's compilation seconds against the median of the
   baseline runs of its layout, reported (not an alarm) at ``COMPILE_GROWTH`` and
   ``COMPILE_DELTA`` seconds more: a new jitted path, a bigger graph, a lost cache.
@@ -25,7 +27,7 @@ from pytest_accel.perf.analysis.layouts import Scope, same_layout
 from pytest_accel.perf.model.findings import Comparison, Compilation, Finding, Recompiled
 from pytest_accel.perf.model.samples import Run
 
-RECOMPILE_RATIO = 2.0
+RECOMPILE_RATIO = 1.5
 RECOMPILE_MARGIN = 3
 COMPILE_GROWTH = 1.5
 COMPILE_DELTA = 1.0  # seconds
@@ -42,8 +44,9 @@ def _judging_runs(scope: Scope) -> list[Run]:
     ]
 
 
-def recompiled(scope: Scope, runs: list[Run]) -> list[Recompiled]:
-    """The tests of ``scope.run`` that recompile more than any of ``runs`` saw."""
+def recompiled(scope: Scope, runs: list[Run], min_samples: int = 1) -> list[Recompiled]:
+    """The tests of ``scope.run`` that recompile more than any of ``runs`` saw, of those
+    at least ``min_samples`` of the runs ran."""
     now, env = scope.run.recompiles, scope.env
     if not now or not runs:
         return []
@@ -58,8 +61,8 @@ def recompiled(scope: Scope, runs: list[Run]) -> list[Recompiled]:
             if (ident in tests and other.sample("tests", tests[ident]) is not None)
             or (ident in warmup and other.sample("warmup", warmup[ident]) is not None)
         ]
-        if not seen:
-            continue  # a new test: nothing to compare with
+        if len(seen) < max(min_samples, 1):
+            continue  # a new test, or too few runs to know its usual count
         most = max(seen)
         if count >= most * RECOMPILE_RATIO and count - most >= RECOMPILE_MARGIN:
             found.append(Recompiled(ident, count, most, len(seen)))
@@ -102,8 +105,9 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
         left_out_time=scope.left_out_time,
         left_out_layout=scope.left_out_layout,
         change_runs=None if scope.change_runs is None else len(scope.change_runs),
-        recompiled=recompiled(scope, judging),
-        recompiles_judged=run.recompiles is not None and bool(judging),
+        recompiled=recompiled(scope, judging, result.min_samples),
+        recompiles_judged=run.recompiles is not None and len(judging) >= result.min_samples,
+        recompile_runs=len(judging),
         compilation=compilation(scope),
     )
     if run.basis == "execution" and run.compiling is not None:

@@ -212,8 +212,10 @@ class Comparison:
     left_out_layout: int = 0
     change_runs: int | None = None
     recompiled: list[Recompiled] = field(default_factory=list)
-    # Whether recompilations were judged: JAX in use, and baseline runs of this layout.
+    # Whether recompilations were judged: JAX in use, and --perf-min-samples baseline
+    # runs of this layout; how many such runs there were.
     recompiles_judged: bool = False
+    recompile_runs: int = 0
     compilation: Compilation | None = None
     # Slower by every gate but the samples a verdict needs: no alarm yet ("learning").
     learning: list[Finding] = field(default_factory=list)
@@ -272,6 +274,7 @@ class Comparison:
             "change_runs": self.change_runs,
             "recompiled": [r.to_json() for r in self.recompiled],
             "recompiles_judged": self.recompiles_judged,
+            "recompile_runs": self.recompile_runs,
             "compilation": None if self.compilation is None else self.compilation.to_json(),
             "learning": [f.to_json() for f in self.learning],
             "interrupted": self.interrupted,
