@@ -94,8 +94,10 @@ def as_version_2(path: Path, into: Path) -> Path:
 def reads_version(tree: Path, module: str, constant: str) -> int:
     """The newest version of a file that the source in ``tree`` reads (``RECORD_VERSION``
     in ``perf/formats/record.py``, ``BASELINE_VERSION`` in ``perf/formats/baseline.py``)."""
-    text = (tree / "src" / "pytest_accel" / "perf" / module).read_text(encoding="utf-8")
-    found = re.search(rf"^{constant} = (\d+)$", text, re.MULTILINE)
+    package = tree / "src" / "pytest_accel" / "perf"
+    path = package / "formats" / module  # perf/<module> before the formats moved
+    text = (path if path.exists() else package / module).read_text(encoding="utf-8")
+    found = re.search(rf"^{constant} = (\d+)\b", text, re.MULTILINE)
     if found is None:
         raise SystemExit(f"{tree}: no {constant} in perf/{module}")
     return int(found.group(1))

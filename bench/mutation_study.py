@@ -415,11 +415,20 @@ def replay(args: argparse.Namespace) -> int:
     start = commits[0]
     git(root, "checkout", "-q", "-f", start)
     base_map = work / "replay.db"
-    base_map.unlink(missing_ok=True)
-    mapping = run(
-        pytest_command(config, "-n", "2", "--accel-map", str(base_map), config["tests"]), root
-    )
-    failing_at_start = failing_tests(mapping.stdout)
+    start_file = work / "replay-start.json"
+    if args.reuse_map and base_map.exists() and start_file.exists():
+        failing_at_start = set(json.loads(start_file.read_text())["failing"])
+    else:
+        base_map.unlink(missing_ok=True)
+        mapping = run(
+            pytest_command(config, "-n", "2", "--accel-map", str(base_map), config["tests"]), root
+        )
+        failing_at_start = failing_tests(mapping.stdout)
+        start_file.write_text(json.dumps({"commit": start, "failing": sorted(failing_at_start)}))
+    # Tests run (and their verdict known) per state of the package's Python files: a
+    # commit that changed no Python file since the last has the same outcomes, so only
+    # the tests deselected now that were not run in that state are run.
+    verified: dict[str, set[str]] = {}
     collected_at = {}
     out = work / "replay.jsonl"
     out.unlink(missing_ok=True)
@@ -438,10 +447,14 @@ def replay(args: argparse.Namespace) -> int:
             if name.endswith(".py")
         ]
         deselected = list(decision.deselected)
+        state = python_state(root, commit)
+        done = verified.setdefault(state, set())
+        to_run = [t for t in deselected if t not in done] if changed_python else []
         failed: set[str] = set()
+        if to_run:
+            failed = run_tests(cfg, root, to_run, first_failure=False)
+            done.update(to_run)
         ran_deselected = bool(changed_python and deselected)
-        if ran_deselected:
-            failed = run_tests(cfg, root, deselected, first_failure=False)
         record = {
             "commit": commit,
             "subject": git(root, "log", "-1", "--format=%s", commit)[:70],
@@ -450,6 +463,7 @@ def replay(args: argparse.Namespace) -> int:
             "valves": [f"{v.name}: {v.detail}" for v in decision.valves],
             "python_changed_since_map": len(changed_python),
             "deselected_run": ran_deselected,
+            "deselected_run_here": len(to_run),
             "deselected_failing": sorted(failed),
         }
         with out.open("a") as handle:
@@ -461,6 +475,12 @@ def replay(args: argparse.Namespace) -> int:
         )
     git(root, "checkout", "-q", "-f", config["base"])
     return 0
+
+
+def python_state(root: Path, commit: str) -> str:
+    """The commit's Python files, as their blobs: equal for commits that changed none."""
+    listed = git(root, "ls-tree", "-r", commit)
+    return "\n".join(line for line in listed.splitlines() if line.endswith(".py"))
 
 
 # -- summary --------------------------------------------------------------------------
@@ -545,6 +565,9 @@ def main() -> int:
     third = commands.add_parser("replay")
     third.add_argument("--work", required=True)
     third.add_argument("--commits", type=int, default=30)
+    third.add_argument(
+        "--reuse-map", action="store_true", help="keep WORK/replay.db from an earlier replay"
+    )
     fourth = commands.add_parser("summary")
     fourth.add_argument("--work", required=True)
     args = parser.parse_args()

@@ -157,7 +157,7 @@ def main() -> None:
         print(f"| {name} | {count} | {ours:.2%} | {theirs:.2%} |")
     print(
         "\n| slower runner (x1.3), seed | unchanged flagged | of 10 truly 2x caught |"
-        " suite slowdown reported | speed applied |"
+        " suite total a regression | speed applied |"
     )
     print("| --- | ---: | ---: | --- | ---: |")
     for run in range(args.seeds):

@@ -160,13 +160,7 @@ def compare(
 
     summary = summary_of(env)
     result, (compared, warm_compared) = take_inventory(
-        Comparison(run.key, runs=len(env.runs), min_samples=rule.min_samples),
-        run,
-        env,
-        summary,
-        overrides=overrides,
-        new_slow=new_slow,
-        timed=timed,
+        run, env, summary, rule, overrides=overrides, new_slow=new_slow, timed=timed
     )
     result = replace(result, suite_history=suite_history(env, summary))
     setting = _Setting(env, run, rule, summary=summary, change_runs=scope.change_runs)

@@ -50,18 +50,18 @@ class Compared(NamedTuple):
 
 
 def take_inventory(
-    result: Comparison,
     run: RunTimings,
     env: EnvHistory,
     summary: Summary,
+    rule: Rule,
     *,
     overrides: Mapping[str, Override],
     new_slow: float,
     timed: Compared | None = None,
 ) -> tuple[Comparison, Compared]:
-    """``result`` with the new, new and slow, missing and warm-up tests; the tests to
-    compare, and the warm-ups to compare with the baseline's warm-ups.  ``timed``: the
-    run's comparable tests and warm-ups, when the caller has them already."""
+    """The comparison begun: the new, new and slow, missing and warm-up tests; and the
+    tests to compare, and the warm-ups to compare with the baseline's warm-ups.
+    ``timed``: the run's comparable tests and warm-ups, when the caller has them."""
     now, warm_now = timed or Compared(
         run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True)
     )
@@ -89,8 +89,10 @@ def take_inventory(
     for kept in (compared, warm_compared):
         for ident in ignored.intersection(kept):
             del kept[ident]
-    result = replace(
-        result,
+    result = Comparison(
+        run.key,
+        runs=len(env.runs),
+        min_samples=rule.min_samples,
         new=new,
         missing=missing,
         new_slow=sorted(
@@ -325,13 +327,7 @@ def quiet_comparison(
         ):
             return None
     result, compared = take_inventory(
-        Comparison(run.key, runs=len(env.runs), min_samples=rule.min_samples),
-        run,
-        env,
-        summary,
-        overrides=overrides,
-        new_slow=new_slow,
-        timed=timed,
+        run, env, summary, rule, overrides=overrides, new_slow=new_slow, timed=timed
     )
     positions = env.positions("tests")
     tests = list(compared.tests)

@@ -201,18 +201,24 @@ def without_pauses(run: RunTimings, pauses: Sequence[float]) -> RunTimings:
     for row in paused_rows:
         call[row] = max(call[row] - pauses[row], 0.0)
         total[row] = max(total[row] - pauses[row], 0.0)
-    groups = []
-    for column, found in ((run.cls, run.classes), (run.module, run.modules)):
-        paused: dict[str, float] = {}
-        for row in paused_rows:
+    classes, modules = _groups_less(run, {row: pauses[row] for row in paused_rows})
+    return replace(run, call=call, total=total, classes=classes, modules=modules)
+
+
+def _groups_less(run: RunTimings, taken: Mapping[int, float]) -> tuple[Groups, Groups]:
+    """The run's classes and modules, each total less the seconds ``taken`` out of its
+    tests (by row)."""
+    found = []
+    for column, groups in ((run.cls, run.classes), (run.module, run.modules)):
+        by_group: dict[str, float] = {}
+        for row, seconds in taken.items():
             group = column[row]
             if group is not None:
-                paused[group] = paused.get(group, 0.0) + pauses[row]
-        totals = [
-            max(t - paused.get(g, 0.0), 0.0) for g, t in zip(found.ids, found.total, strict=True)
-        ]
-        groups.append(Groups(found.ids, totals, found.whole))
-    return replace(run, call=call, total=total, classes=groups[0], modules=groups[1])
+                by_group[group] = by_group.get(group, 0.0) + seconds
+        totals = zip(groups.ids, groups.total, strict=True)
+        less = [max(t - by_group.get(g, 0.0), 0.0) for g, t in totals]
+        found.append(Groups(groups.ids, less, groups.whole))
+    return found[0], found[1]
 
 
 def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
@@ -229,8 +235,7 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
     call, total = list(run.call), list(run.total)
     calls = None if run.call_compiling is None else dict(run.call_compiling)
     compiling = None if run.compiling is None else dict(run.compiling)
-    taken: list[dict[str, float]] = [{}, {}]
-    waited = 0.0
+    taken: dict[int, float] = {}
     for row in waiting:
         seconds = min(waits[row], call[row])
         if seconds <= 0.0:
@@ -238,33 +243,22 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
         kept = 1.0 - seconds / call[row]
         call[row] -= seconds
         total[row] = max(total[row] - seconds, 0.0)
-        waited += seconds
+        taken[row] = seconds
         ident = run.ids[row]
         if calls is not None and compiling is not None and ident in calls:
             share = calls[ident] * (1.0 - kept)
             calls[ident] -= share
             compiling[ident] = max(compiling.get(ident, 0.0) - share, 0.0)
-        for by_group, column in zip(taken, (run.cls, run.module), strict=True):
-            group = column[row]
-            if group is not None:
-                by_group[group] = by_group.get(group, 0.0) + seconds
-    groups = [
-        Groups(
-            found.ids,
-            [max(t - by.get(g, 0.0), 0.0) for g, t in zip(found.ids, found.total, strict=True)],
-            found.whole,
-        )
-        for by, found in zip(taken, (run.classes, run.modules), strict=True)
-    ]
+    classes, modules = _groups_less(run, taken)
     return replace(
         run,
         call=call,
         total=total,
-        classes=groups[0],
-        modules=groups[1],
+        classes=classes,
+        modules=modules,
         call_compiling=calls,
         compiling=compiling,
-        cpu_wait=round(waited, 6),
+        cpu_wait=round(sum(taken.values()), 6),
     )
 
 
@@ -282,28 +276,16 @@ def judged_on(run: RunTimings, time: str) -> RunTimings:
         return run
     calls = run.call_compiling or {}
     call, total = list(run.call), list(run.total)
-    by_group: list[dict[str, float]] = [{}, {}]
+    taken: dict[int, float] = {}
     for row, ident in enumerate(run.ids):
         seconds = compiling.get(ident, 0.0)
         if not seconds:
             continue
         call[row] = max(call[row] - calls.get(ident, 0.0), 0.0)
         total[row] = max(total[row] - seconds, 0.0)
-        for kept, column in zip(by_group, (run.cls, run.module), strict=True):
-            group = column[row]
-            if group is not None:
-                kept[group] = kept.get(group, 0.0) + seconds
-    groups = [
-        Groups(
-            found.ids,
-            [max(t - kept.get(g, 0.0), 0.0) for g, t in zip(found.ids, found.total, strict=True)],
-            found.whole,
-        )
-        for kept, found in zip(by_group, (run.classes, run.modules), strict=True)
-    ]
-    return replace(
-        run, call=call, total=total, classes=groups[0], modules=groups[1], basis="execution"
-    )
+        taken[row] = seconds
+    classes, modules = _groups_less(run, taken)
+    return replace(run, call=call, total=total, classes=classes, modules=modules, basis="execution")
 
 
 def whole_groups(
