@@ -12,7 +12,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_accel.perf.formats.record import encode_record, judgement_json, record_head
+from pytest_accel.perf.formats.record import (
+    compilation_json,
+    encode_record,
+    judgement_json,
+    record_head,
+)
 
 if TYPE_CHECKING:
     from pytest_accel.hardware.detection import Detection
@@ -67,7 +72,7 @@ class TimingResult:
         if self.comparison is not None:
             head["comparison"] = self.comparison.to_json()
         if self.compilation is not None:
-            head["compilation"] = self.compilation.to_json()
+            head["compilation"] = compilation_json(self.compilation)
         return {**head, **self.sections}
 
     def record(self) -> Iterator[bytes]:

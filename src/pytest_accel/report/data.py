@@ -21,7 +21,13 @@ from pytest_accel.perf.analysis.comparison import compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory
-from pytest_accel.perf.formats.record import GROUP_SECTIONS, run_columns, run_json, timings
+from pytest_accel.perf.formats.record import (
+    GROUP_SECTIONS,
+    compilation_of,
+    run_columns,
+    run_json,
+    timings,
+)
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison, Override
 from pytest_accel.perf.model.table import RunCompilation
 from pytest_accel.perf.model.timings import RunTimings, run_labels
@@ -153,7 +159,7 @@ def view_of_record(path: str, record: Mapping[str, Any], given: Given | None = N
     was (with what ``given`` adds on top)."""
     from pytest_accel.perf.offline import Given, judged_like_its_run
 
-    cost, compilation = record.get("cost"), record.get("compilation")
+    cost = record.get("cost")
     rule, overrides, new_slow, _ = judged_like_its_run(path, record, given or Given({}))
     return RecordView(
         path,
@@ -162,7 +168,7 @@ def view_of_record(path: str, record: Mapping[str, Any], given: Given | None = N
         run_columns(record),
         {section: record.get(section) or {"id": [], "total": []} for section in GROUP_SECTIONS},
         cost=cost if isinstance(cost, dict) else None,
-        compilation=RunCompilation.from_json(compilation),
+        compilation=compilation_of(record),
         selection=_section(record, "selection"),
         judged=(rule, overrides, new_slow),
     )

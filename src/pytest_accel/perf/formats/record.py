@@ -31,7 +31,7 @@ from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.outcomes import OUTCOMES, RunColumns, interrupted
 from pytest_accel.perf.model import runlength
 from pytest_accel.perf.model.findings import Override
-from pytest_accel.perf.model.table import GroupSections, TimingTable, rounded
+from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable, rounded
 from pytest_accel.perf.model.timings import (
     Groups,
     RunIdentity,
@@ -76,6 +76,49 @@ class RunInfo:
     workers: int
     exitstatus: int
     run_id: str | None = None
+
+
+def compilation_json(compilation: RunCompilation) -> dict[str, float | int]:
+    """The record's ``compilation`` section."""
+    found: dict[str, float | int] = {
+        "count": compilation.count,
+        "seconds": round(compilation.seconds, 6),
+        "cache_hits": compilation.cache_hits,
+        "cache_misses": compilation.cache_misses,
+        "recompiles": compilation.recompiles,
+    }
+    if compilation.trace_seconds is not None and compilation.backend_seconds is not None:
+        found["trace_seconds"] = round(compilation.trace_seconds, 6)
+        found["backend_seconds"] = round(compilation.backend_seconds, 6)
+    found["share"] = round(compilation.share, 4)
+    return found
+
+
+def compilation_of(record: Mapping[str, Any]) -> RunCompilation | None:
+    """A record's ``compilation`` section; None where it has none, or one that is not
+    numbers (the page draws what it can of a damaged record).  A record of 0.3 has no
+    tracing and backend seconds."""
+    found = record.get("compilation")
+    numbers = (int, float)
+    keys = ("count", "seconds", "cache_hits", "cache_misses", "share")
+    if not isinstance(found, Mapping) or not all(isinstance(found.get(k), numbers) for k in keys):
+        return None
+
+    def optional(key: str) -> float | None:
+        value = found.get(key)
+        return float(value) if isinstance(value, numbers) else None
+
+    recompiles = found.get("recompiles")
+    return RunCompilation(
+        int(found["count"]),
+        float(found["seconds"]),
+        int(found["cache_hits"]),
+        int(found["cache_misses"]),
+        recompiles if isinstance(recompiles, int) else 0,
+        optional("trace_seconds"),
+        optional("backend_seconds"),
+        float(found["share"]),
+    )
 
 
 def run_json(run: RunInfo) -> dict[str, Any]:

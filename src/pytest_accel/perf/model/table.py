@@ -37,46 +37,6 @@ class RunCompilation:
     backend_seconds: float | None
     share: float
 
-    def to_json(self) -> dict[str, float | int]:
-        found: dict[str, float | int] = {
-            "count": self.count,
-            "seconds": round(self.seconds, 6),
-            "cache_hits": self.cache_hits,
-            "cache_misses": self.cache_misses,
-            "recompiles": self.recompiles,
-        }
-        if self.trace_seconds is not None and self.backend_seconds is not None:
-            found["trace_seconds"] = round(self.trace_seconds, 6)
-            found["backend_seconds"] = round(self.backend_seconds, 6)
-        found["share"] = round(self.share, 4)
-        return found
-
-    @classmethod
-    def from_json(cls, found: Any) -> RunCompilation | None:
-        """A record's section, None where it is missing or not numbers (the page draws
-        what it can of a damaged record)."""
-        numbers = (int, float)
-        keys = ("count", "seconds", "cache_hits", "cache_misses", "share")
-        if not isinstance(found, Mapping) or not all(
-            isinstance(found.get(k), numbers) for k in keys
-        ):
-            return None
-
-        def optional(key: str) -> float | None:
-            value = found.get(key)
-            return float(value) if isinstance(value, numbers) else None
-
-        return cls(
-            int(found["count"]),
-            float(found["seconds"]),
-            int(found["cache_hits"]),
-            int(found["cache_misses"]),
-            int(found.get("recompiles", 0)) if isinstance(found.get("recompiles"), int) else 0,
-            optional("trace_seconds"),
-            optional("backend_seconds"),
-            float(found["share"]),
-        )
-
 
 # "classes" and "modules": as the comparison sees them, and their columns as written.
 GroupSections = dict[str, tuple[Groups, dict[str, list[Any]]]]
