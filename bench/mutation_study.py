@@ -489,14 +489,21 @@ def python_state(root: Path, commit: str) -> str:
 def summary(args: argparse.Namespace) -> int:
     work = Path(args.work).resolve()
     config = settings(work)
+    print(
+        f"library: {config['package']} at {config['base'][:12]}, {len(config['collected'])} tests"
+    )
+    if (work / "mutants.jsonl").exists():
+        mutants_summary(work, config)
+    replay_summary(work)
+    return 0
+
+
+def mutants_summary(work: Path, config: dict[str, Any]) -> None:
     rows = [json.loads(line) for line in (work / "mutants.jsonl").read_text().splitlines()]
     valid = [r for r in rows if r["verdict"] in ("caught", "missed")]
     caught = [r for r in valid if r["verdict"] == "caught"]
     survived = [r for r in rows if r["verdict"] == "survived"]
     share = sum(r["kept"] / r["collected"] for r in valid) / len(valid) if valid else 0.0
-    print(
-        f"library: {config['package']} at {config['base'][:12]}, {len(config['collected'])} tests"
-    )
     print(
         f"mapping run: {config['mapping_seconds']} s; ground-truth run: {config['truth_seconds']} s"
     )
@@ -527,22 +534,25 @@ def summary(args: argparse.Namespace) -> int:
             f" program; {p_share:.1%} of the tests run on average (those whose programs"
             f" changed); of those that changed a program, {with_failing} ran a failing test"
         )
+
+
+def replay_summary(work: Path) -> None:
     replay_path = work / "replay.jsonl"
-    if replay_path.exists():
-        replayed = [json.loads(line) for line in replay_path.read_text().splitlines()]
-        shares = [r["kept"] / r["collected"] for r in replayed]
-        bad = [r for r in replayed if r["deselected_failing"]]
+    if not replay_path.exists():
+        return
+    replayed = [json.loads(line) for line in replay_path.read_text().splitlines()]
+    shares = [r["kept"] / r["collected"] for r in replayed]
+    bad = [r for r in replayed if r["deselected_failing"]]
+    print(
+        f"replay: {len(replayed)} commits; share selected: mean {sum(shares) / len(shares):.1%};"
+        f" deselected tests failing: {len(bad)} commit(s)"
+    )
+    for r in replayed:
+        failing = f" FAILING {r['deselected_failing']}" if r["deselected_failing"] else ""
         print(
-            f"replay: {len(replayed)} commits; share selected: mean"
-            f" {sum(shares) / len(shares):.1%}; "
-            f"deselected tests failing: {len(bad)} commit(s)"
+            f"  {r['commit'][:10]} {r['kept']:4d}/{r['collected']}"
+            f" {r['subject'][:50]} {'; '.join(r['valves'])[:60]}{failing}"
         )
-        for r in replayed:
-            print(
-                f"  {r['commit'][:10]} {r['kept']:4d}/{r['collected']}"
-                f" {r['subject'][:50]} {'; '.join(r['valves'])[:60]}"
-            )
-    return 0
 
 
 def main() -> int:
