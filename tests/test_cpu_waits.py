@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from pytest_accel.cli import main
 from pytest_accel.perf.model.timings import Groups, RunIdentity, RunTimings, without_waits
-from pytest_accel.perf.waits import RunQueueClock
+from pytest_accel.perf.waits import CallWaits, RunQueueClock
 
 
 def run_of(call: list[float], compiling: dict[str, float] | None = None) -> RunTimings:
@@ -94,6 +95,30 @@ def test_the_real_clock_counts_this_thread(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 BASELINE = ("--perf-baseline=b.json",)
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/thread-self/schedstat"), reason="needs Linux's schedstat"
+)
+def test_the_clock_follows_the_thread_that_runs_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner that calls the tests from another thread than the one that configured
+    the session gets that thread's wait, not the idle configuring thread's."""
+    monkeypatch.delenv("PYTEST_ACCEL_SYSROOT", raising=False)
+    first = RunQueueClock.open()
+    assert first is not None
+    waits = CallWaits(first)
+    assert waits._clock() is first
+    found: list[tuple[RunQueueClock | None, int]] = []
+    runner = threading.Thread(target=lambda: found.append((waits._clock(), waits.thread)))
+    runner.start()
+    runner.join()
+    clock, thread = found[0]
+    assert clock is not None
+    assert clock is not first
+    assert thread == runner.native_id != threading.get_native_id()
+    waits.pytest_unconfigure()
+
+
 SLEEPER = """
 import os, time
 from pathlib import Path

@@ -75,15 +75,29 @@ class CallWaits:
     (``CALL_WAIT_ATTR``, which crosses xdist's channel as a float)."""
 
     def __init__(self, clock: RunQueueClock) -> None:
-        self.clock = clock
+        self.clock: RunQueueClock | None = clock
+        self.thread = threading.get_native_id()
+
+    def _clock(self) -> RunQueueClock | None:
+        """The clock of the thread that runs the tests: the one that opened it, unless a
+        runner calls tests from another (an older execnet ran them off the main thread)."""
+        thread = threading.get_native_id()
+        if thread != self.thread:
+            if self.clock is not None:
+                self.clock.close()
+            self.clock, self.thread = RunQueueClock.open(), thread
+        return self.clock
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        before = self.clock.waited()
+        clock = self._clock()
+        if clock is None:
+            return (yield)
+        before = clock.waited()
         try:
             return (yield)
         finally:
-            item.stash[_waited_key] = self.clock.waited() - before
+            item.stash[_waited_key] = clock.waited() - before
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -97,7 +111,8 @@ class CallWaits:
         return report
 
     def pytest_unconfigure(self) -> None:
-        self.clock.close()
+        if self.clock is not None:
+            self.clock.close()
 
 
 def register(config: pytest.Config) -> None:
