@@ -23,7 +23,7 @@ from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.formats.record import RunInfo
+from pytest_accel.perf.formats.record import TIMING_SECTIONS, RunInfo
 from pytest_accel.perf.model.findings import Override
 from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable
 from pytest_accel.perf.model.timings import (
@@ -285,7 +285,7 @@ class PerfPlugin:
         found: dict[str, Any] = {}
         for sections in self.config.hook.pytest_accel_record_sections(session=session, run=columns):
             for name, section in (sections or {}).items():
-                if name in found or name in RECORD_OWN_SECTIONS:
+                if name in found or name in TIMING_SECTIONS:
                     raise ValueError(f"two features add the record section {name!r}")
                 found[name] = section
         return found
@@ -445,11 +445,6 @@ def load_for_session(options: PerfOptions) -> Baseline | None:
 
 
 baseline_key = pytest.StashKey["Baseline | None"]()
-# The sections the timing feature writes itself: no other feature may add one of these.
-RECORD_OWN_SECTIONS = frozenset(
-    {"schema", "version", "run", "env", "judgement", "comparison", "compilation", "tests"}
-    | {"classes", "modules"}
-)
 
 
 def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: bool) -> None:

@@ -87,9 +87,10 @@ def compilation(scope: Scope) -> Compilation | None:
 
 
 def with_compilation(result: Comparison, scope: Scope) -> Comparison:
-    """``result`` with what ``scope`` says of compilation: what the timings were judged
-    on, the runs left out, recompilations, compile time, and beside each finding of a
-    test judged on execution, the seconds it spent compiling."""
+    """``result`` with what ``scope`` says of the run's timings and compilation: what they
+    were judged on and what was left out of them (CPU waits, baseline runs of another
+    basis or layout), recompilations, compile time, and beside each finding of a test
+    judged on execution, the seconds it spent compiling."""
     run = scope.run
     judging = _judging_runs(scope)
     share = None

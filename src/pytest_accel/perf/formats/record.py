@@ -51,6 +51,11 @@ TEXTS = ("class", "module", "worker")
 OPTIONAL_COLUMNS = ("tests", "deselected", "whole", PAUSES, WAITS, "worker")
 RUN_COLUMNS = ("outcome", *TEXTS)  # written as runs where shorter (perf.model.runlength)
 GROUP_SECTIONS = ("classes", "modules")
+# The sections the timing feature writes itself: no other feature may add one of these.
+TIMING_SECTIONS = frozenset(
+    {"schema", "version", "run", "env", "judgement", "comparison", "compilation", "tests"}
+    | set(GROUP_SECTIONS)
+)
 QUARANTINED = "quarantined"  # optional: failures a quarantine list covered (real outcome kept)
 PLATFORM_SKIPS = "platform_skips"  # optional: {test: why} for tests our markers skipped
 COMPILES = "compiles"  # optional: {test: XLA compilations} where the suite used JAX
