@@ -860,3 +860,20 @@ def test_many_small_tests_each_slower_under_the_floor_are_found_at_their_module_
     from pytest_accel.perf.output import describe
 
     assert "; moved most: m.py::test_07 (+3" in describe(module)
+
+
+def test_a_slowed_run_folded_into_a_3_run_baseline_does_not_hide_the_next_one() -> None:
+    """docs/ci.md builds a baseline with 3 runs: a 2x slowdown is a regression on its
+    first run, is folded in, and on its second run is named as a change since the run
+    that brought it, where its widened spread used to hide it."""
+    slow, other = "t.py::test_slow", "t.py::test_other"
+    env = EnvHistory()
+    for index in range(3):
+        wobble = WOBBLE[index]
+        add_run(env, run_of({slow: 0.5 * wobble, other: 0.3 * wobble}, index), 20)
+    first = run_of({slow: 1.0, other: 0.3}, 3)
+    assert [f.id for f in compare(first, env, Rule()).regressions] == [slow]
+    add_run(env, first, 20)
+    second = compare(run_of({slow: 1.02, other: 0.29}, 4), env, Rule())
+    assert [(c.id, c.since.commit, c.runs) for c in second.slowdowns] == [(slow, "c3", 2)]
+    assert second.alarms == 1

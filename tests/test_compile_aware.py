@@ -364,16 +364,59 @@ def test_too_few_runs_to_judge_recompilations_say_how_many_there_are() -> None:
     ) in notes
 
 
+@pytest.mark.parametrize(
+    ("serial", "now", "found"),
+    [
+        # Under -n 2 a test compiles shapes a serial run's earlier tests had compiled for
+        # it: 25 recompilations against at most 7, yet no function more than 4 times.
+        ((3, 4, 3), (25, 4), False),
+        # A per-call jax.jit of a shared function: compiled on each of 12 calls.
+        ((3, 4, 3), (25, 12), True),
+    ],
+)
+def test_a_run_laid_out_unlike_its_baseline_is_judged_on_its_most_compiled_function(
+    serial: tuple[int, ...], now: tuple[int, int], found: bool
+) -> None:
+    """A pull request's -n 2 job against a baseline of serial runs."""
+    env = EnvHistory()
+    for index, most in enumerate(serial):
+        run = replace(_recompiling(7, index), repeats={SLOW: most}, layout="serial")
+        add_run(env, replace(run, basis="wall"), 50)
+        env.runs[-1].basis = "execution"
+    recompiles, most = now
+    run = replace(_recompiling(recompiles, len(serial)), repeats={SLOW: most}, layout="xdist 2")
+    result = compare(run, env, Rule())
+    assert result.recompiles_judged
+    assert result.recompiles_across
+    assert [(r.id, r.current, r.baseline, r.of_one_function) for r in result.recompiled] == (
+        [(SLOW, most, 4, True)] if found else []
+    )
+    from pytest_accel.perf.output import describe_recompiled, scope_notes
+
+    assert (
+        "recompilations: judged on each test's most compiled function against 3 baseline"
+        " run(s) of other layouts (too few laid out as this one, xdist 2)"
+    ) in scope_notes(result)
+    if found:
+        assert describe_recompiled(result.recompiled[0]).startswith(
+            f"test {SLOW}: 12 compilations of one function, at most 4 in 3 baseline run(s)"
+            " of other layouts"
+        )
+
+
 def test_a_baseline_keeps_each_runs_time_compilation_and_recompilations(tmp_path: Path) -> None:
     env = EnvHistory()
-    add_run(env, replace(_compiling(run_of({SLOW: 1.0}, 0), 0.6), recompiles={SLOW: 4}), 50)
+    counted = replace(_compiling(run_of({SLOW: 1.0}, 0), 0.6), recompiles={SLOW: 4})
+    add_run(env, replace(counted, repeats={SLOW: 3, FAST: 1}), 50)
     (tmp_path / "b.json").write_text(json.dumps(baseline_json(Baseline({"cpu/x1": env}))))
     data = json.loads((tmp_path / "b.json").read_text())
     run = data["envs"]["cpu/x1"]["runs"][0]
     assert run["recompiles"] == {SLOW: 4}
+    assert run["repeats"] == {SLOW: 3}  # one compilation of each function is no repeat
     assert data["envs"]["cpu/x1"]["summary"]["revision"] == 2
     read = parse_baseline("b.json", data).envs["cpu/x1"].runs[0]
     assert read.recompiles == {SLOW: 4}
+    assert read.repeats == {SLOW: 3}
     run["time"] = "cpu"
     with pytest.raises(Exception, match=r"b\.json: envs\['cpu/x1'\]\.runs\[0\]\.time: .*'cpu'"):
         parse_baseline("b.json", data)

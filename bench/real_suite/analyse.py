@@ -4,8 +4,9 @@
 
 ``old``: the release in the worktree at $OLD_SRC (its ``src``) on the same records.
 
-Baselines (5 runs each): serial, xdist 2, 2 merged shards, and a mixed history
-(the three interleaved, 15 runs).  Judged: rounds 6-8 of each layout."""
+Baselines (rounds 1-5: 5 runs each; BASE_FROM=3: rounds 3-5, the 3 runs docs/ci.md
+builds): serial, xdist 2, 2 merged shards, and a mixed history (the three
+interleaved).  Judged: rounds 6-8 of each layout."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Any
 RUNS = Path(sys.argv[1])
 OUT = Path(sys.argv[2])
 TIME = sys.argv[3] if len(sys.argv) > 3 else "execution"
-BASE = range(1, 6)
+BASE = range(int(os.environ.get("BASE_FROM", "1")), 6)
 JUDGED = range(6, 9)
 CLI = [sys.executable, "-m", "pytest_accel"]
 OLD = TIME == "old"  # the release before compile-aware timing, from a worktree
@@ -43,7 +44,7 @@ for i in [*BASE, *JUDGED]:
 
 
 def baseline(name: str, records: list[Path]) -> Path:
-    path = OUT / f"{name}-{TIME}.json"
+    path = OUT / f"{name}-{len(BASE)}runs-{TIME}.json"
     path.unlink(missing_ok=True)
     done = run("baseline", *map(str, records), "--into", str(path), *TIMEFLAG)
     assert done.returncode == 0, done.stderr
@@ -101,7 +102,7 @@ for layout, pattern in layouts.items():
                         against,
                         i,
                         "REG",
-                        x["kind"],
+                        x["kind"] + (" tracing" if x.get("tracing") else ""),
                         x["id"][-60:],
                         x["ratio"],
                         x.get("z"),
@@ -115,7 +116,7 @@ for layout, pattern in layouts.items():
                         against,
                         i,
                         "CHG",
-                        x["kind"],
+                        x["kind"] + (" tracing" if x.get("tracing") else ""),
                         x["id"][-60:],
                         x["ratio"],
                         x["runs"],
@@ -133,7 +134,7 @@ for layout, pattern in layouts.items():
                         x["baseline"],
                     )
         rows.append(f"| {layout} | {against} | {' / '.join(cells)} | {c['compared']} |")
-print(f"time = {TIME}")
+print(f"time = {TIME}, baselines of {len(BASE)} runs")
 print("| run layout | baseline | alarms per run (tests flagged, changes) | compared |")
 print("| --- | --- | --- | ---: |")
 print("\n".join(rows))

@@ -38,7 +38,7 @@ NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
 class CompileFigures(NamedTuple):
     """One test's JAX compile activity, as its teardown report carries it
     (``COMPILES_ATTR``: a list on the wire, as xdist sends it; ``of`` reads one back,
-    the five figures of a worker of 0.3 included)."""
+    the five figures of a worker of 0.3 and the seven of an early 0.4 included)."""
 
     compilations: int  # backend compilations
     seconds: float  # tracing, lowering and compiling, each instant once
@@ -47,12 +47,17 @@ class CompileFigures(NamedTuple):
     recompiles: int  # compilations of a function it had compiled already
     trace_seconds: float = 0.0  # of ``seconds``: tracing its Python (the project's speed)
     backend_seconds: float = 0.0  # of ``seconds``: what the persistent cache can save
+    # Compilations of the function it compiled most: what a function jitted anew on
+    # every call drives up whatever its process compiled before (``perf.compiles``).
+    repeats: int = 0
 
     @classmethod
     def of(cls, value: Sequence[float]) -> CompileFigures:
-        figures = [*value[:7], *[0.0] * (7 - len(value[:7]))]
-        count, seconds, hits, misses, repeated, trace, backend = figures
-        return cls(int(count), seconds, int(hits), int(misses), int(repeated), trace, backend)
+        figures = [*value[:8], *[0.0] * (8 - len(value[:8]))]
+        count, seconds, hits, misses, repeated, trace, backend, most = figures
+        return cls(
+            int(count), seconds, int(hits), int(misses), int(repeated), trace, backend, int(most)
+        )
 
     def plus(self, other: CompileFigures) -> CompileFigures:
         return CompileFigures.of([a + b for a, b in zip(self, other, strict=True)])

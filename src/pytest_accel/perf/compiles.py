@@ -92,6 +92,7 @@ class CompileTally:
             count - len(self.functions),
             round(covered_seconds(self.trace_spans, pauses), 6),
             round(covered_seconds(self.backend_spans, pauses), 6),
+            max(self.functions.values(), default=0),
         )
 
 

@@ -33,6 +33,11 @@ def seconds(value: float) -> str:
     return f"{value:.3g}s"
 
 
+def subject(kind: str, ident: str, *, tracing: bool = False) -> str:
+    """``test t.py::a``; ``test t.py::a tracing`` where its JAX tracing was judged."""
+    return f"{kind} {ident} tracing" if tracing else f"{kind} {ident}"
+
+
 def describe(finding: Finding) -> str:
     """``test t.py::a: 0.430s vs baseline 0.210s (2.05x, 20 sample(s))``; with a runner-
     speed correction, both ratios."""
@@ -55,8 +60,8 @@ def describe(finding: Finding) -> str:
         )
         movers = f"; moved most: {named}"
     return one_line(
-        f"{finding.kind} {finding.id}: {finding.current:.3f}s vs baseline"
-        f" {finding.baseline:.3f}s ({ratio}, {basis}){movers}"
+        f"{subject(finding.kind, finding.id, tracing=finding.tracing)}: {finding.current:.3f}s"
+        f" vs baseline {finding.baseline:.3f}s ({ratio}, {basis}){movers}"
     )
 
 
@@ -69,7 +74,8 @@ def describe_learning(finding: Finding, comparison: Comparison) -> str:
     else:
         basis = f"on {finding.samples} of the {needed} samples"
     return one_line(
-        f"{finding.kind} {finding.id}: {finding.current:.3f}s vs baseline"
+        f"{subject(finding.kind, finding.id, tracing=finding.tracing)}: {finding.current:.3f}s"
+        " vs baseline"
         f" {finding.baseline:.3f}s ({finding.ratio:.2f}x) {basis} a verdict needs:"
         " no alarm yet"
     )
@@ -78,13 +84,20 @@ def describe_learning(finding: Finding, comparison: Comparison) -> str:
 def describe_change(change: Change) -> str:
     """``test t.py::a: 0.21s -> 0.43s (2.05x) since abc1234, 3 runs``."""
     return one_line(
-        f"{change.kind} {change.id}: {seconds(change.before)} -> {seconds(change.after)}"
+        f"{subject(change.kind, change.id, tracing=change.tracing)}:"
+        f" {seconds(change.before)} -> {seconds(change.after)}"
         f" ({change.ratio:.2f}x) since {change.since.describe()}, {change.runs} runs"
     )
 
 
 def describe_recompiled(found: Recompiled) -> str:
     """``test t.py::a: 9 recompilation(s), at most 0 in 5 baseline run(s) ...``."""
+    if found.of_one_function:
+        return one_line(
+            f"test {found.id}: {found.current} compilations of one function, at most"
+            f" {found.baseline} in {found.samples} baseline run(s) of other layouts"
+            " (a jitted function traced anew on every call?)"
+        )
     return one_line(
         f"test {found.id}: {found.current} recompilation(s) of functions it had compiled"
         f" already, at most {found.baseline} in {found.samples} baseline run(s)"
@@ -226,6 +239,15 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
                 f" ({_first(comparison.unconfirmed)})",
             )
         )
+    if comparison.tracing_moved:
+        rows.append(
+            Line(
+                Tone.NOTE,
+                f"tracing: {len(comparison.tracing_moved)} test(s) or module(s) traced longer"
+                " where others traced shorter (a shared function traced first"
+                f" elsewhere): not findings ({_first(comparison.tracing_moved)})",
+            )
+        )
     return rows + [Line(Tone.NOTE, note) for note in scope_notes(comparison)]
 
 
@@ -278,6 +300,17 @@ def scope_notes(comparison: Comparison) -> list[str]:
         notes.append(
             f"layout: changes over runs judged on the {comparison.change_runs} baseline run(s)"
             f" laid out as this one ({layout}): a switch of layout is not a change"
+        )
+    if comparison.compilation is not None and comparison.layout is not None:
+        notes.append(
+            f"tracing: not judged; too few baseline runs laid out as this one ({layout}),"
+            " and which test traces a shared function first depends on it"
+        )
+    if comparison.recompiles_across:
+        notes.append(
+            f"recompilations: judged on each test's most compiled function against"
+            f" {comparison.recompile_runs} baseline run(s) of other layouts (too few laid out"
+            f" as this one, {layout})"
         )
     if comparison.time == "execution" and not comparison.recompiles_judged:
         runs = comparison.recompile_runs

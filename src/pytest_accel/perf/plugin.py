@@ -217,6 +217,8 @@ class PerfPlugin:
                 compiling=table.compile_seconds(),
                 call_compiling=table.call_compile_seconds(),
                 recompiles=table.recompiles(),
+                tracing=table.trace_seconds(),
+                repeats=table.repeats(),
             )
         waits = table.waits if table.waits_measured else None
         return without_waits(without_pauses(measured, table.pauses), waits)

@@ -7,7 +7,7 @@ the baseline's runs, a test's finding stands only where its class or module conf
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -94,7 +94,7 @@ def confirmed_by_groups(
     return sorted(unconfirmed)
 
 
-def shifts_of(sources: list[tuple[Judged, Mapping[str, str | None]]]) -> dict[str, float]:
+def shifts_of(sources: Sequence[tuple[Judged, Mapping[str, str | None]]]) -> dict[str, float]:
     """Per group, the seconds its members' findings account for (+ slower, - faster);
     each source maps its ids to their group."""
     shifts: dict[str, float] = {}

@@ -23,6 +23,14 @@ new level that the runs before them did not.  For each candidate ``m`` (from
 - the same duration and delta floors as the single-run rule, so a 3 ms test that became
   6 ms is not a change.
 
+A short history (too few runs for that rule at all, fewer than ``min_before`` plus
+``min_runs``: a baseline built with the 3 runs docs/ci.md suggests) has its own tier:
+``short_before`` runs before and ``short_runs`` after suffice, with the spread at
+least ``short_floor`` (as the single-run rule's short baselines,
+``rule.SHORT_NOISE_FLOOR``), so that a step of a third or more is named on its second
+run.  Without it, a first slowed run folded into
+a 3-run baseline widened the spread the next run was judged against and hid it.
+
 Where several cuts qualify, the one with the most evidence names the change point
 (``since``), moved later past leading runs still closer to the old level; fewer than
 ``min_runs`` runs left after that is not yet a change.
@@ -39,6 +47,7 @@ from pytest_accel.perf.analysis.rule import (
     CLIP_MADS,
     LOG_FLOOR,
     MAD_SCALE,
+    SHORT_NOISE_FLOOR,
     Rule,
     row_median,
     sample_spread,
@@ -67,6 +76,11 @@ class ChangeRule:
     # Each run further back a cut lies needs this much more evidence: the search looks at
     # several cuts, and an old change has piled up evidence anyway.
     t_per_run: float = 0.75
+    # A history of fewer than min_before + min_runs runs: this many runs before the
+    # cut, this many after, and a spread of at least short_floor (log seconds).
+    short_before: int = 3
+    short_runs: int = 2
+    short_floor: float = SHORT_NOISE_FLOOR
     hold: float = 1.0  # share of the runs after the cut that must clear the margin
     margin: float = 0.45  # ... which is this share of the step, from the old level
     threshold: float = 1.2
@@ -135,11 +149,35 @@ def _trim_leading_runs(
     return result
 
 
+def _screen(logs: FloatArray, rule: ChangeRule) -> IntArray:
+    """The rows that may hold a step: the last ``min_runs`` runs (``short_runs``, for
+    the short tier) at least the rule's ratio from the rest, this run present."""
+    import numpy as np
+
+    short = _is_short(logs, rule)
+    moved = np.zeros(len(logs), dtype=bool)
+    for last, rows in ((rule.min_runs, ~short), (rule.short_runs, short)):
+        if logs.shape[1] > last and rows.any():
+            recent = row_median(logs[:, -last:])
+            rest = row_median(logs[:, :-last])
+            moved |= rows & (np.abs(recent - rest) >= log(rule.threshold))
+    found: IntArray = np.flatnonzero(moved & ~np.isnan(logs[:, -1]))
+    return found
+
+
+def _is_short(series: FloatArray, rule: ChangeRule) -> BoolArray:
+    """The rows with too few runs for the full rule: the short tier's."""
+    import numpy as np
+
+    short: BoolArray = np.sum(~np.isnan(series), axis=1) < rule.min_before + rule.min_runs
+    return short
+
+
 def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     """Steps in ``series`` (rows of seconds, oldest run first, NaN = no sample; the
     last column is this run).  Vectorised over rows; rows that cannot hold a step
-    (too few runs, or a last-three level within the threshold of the rest) are
-    screened out before the search."""
+    (too few runs, or a last-three, or last-two, level within the threshold of the
+    rest: ``_screen``) are left out before the search."""
     import numpy as np
 
     rows, width = series.shape
@@ -147,16 +185,13 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     runs = np.zeros(rows, dtype=np.int64)
     before_level = np.full(rows, np.nan)
     after_level = np.full(rows, np.nan)
-    if width < rule.min_before + rule.min_runs:
+    if width < min(rule.min_before + rule.min_runs, rule.short_before + rule.short_runs):
         return Steps(found, runs, before_level, after_level)
     with np.errstate(all="ignore"):
         logs = np.maximum(series, LOG_FLOOR)
         np.log(logs, out=logs)  # in place: at 100,000 tests a copy is 17 MB to fault in
         min_step = log(rule.threshold)
-        # Screen: the last min_runs runs against the rest, and the current run present.
-        recent = row_median(logs[:, -rule.min_runs :])
-        rest = row_median(logs[:, : -rule.min_runs])
-        candidates = np.flatnonzero((np.abs(recent - rest) >= min_step) & ~np.isnan(logs[:, -1]))
+        candidates = _screen(logs, rule)
         if not len(candidates):
             return Steps(found, runs, before_level, after_level)
         x = logs[candidates]
@@ -164,7 +199,11 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
         best_m = np.zeros(len(candidates), dtype=np.int64)
         best_before = np.full(len(candidates), np.nan)
         best_after = np.full(len(candidates), np.nan)
-        for m in range(rule.min_runs, min(rule.max_runs, width - rule.min_before) + 1):
+        best_short = np.zeros(len(candidates), dtype=bool)
+        short = _is_short(x, rule)
+        for m in range(
+            min(rule.min_runs, rule.short_runs), min(rule.max_runs, width - rule.short_before) + 1
+        ):
             head, tail = x[:, :-m], x[:, -m:]
             n_head = np.sum(~np.isnan(head), axis=1)
             n_tail = np.sum(~np.isnan(tail), axis=1)
@@ -175,7 +214,7 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
             level_head = _level(head, median_head, sigma)
             level_tail = _level(tail, median_tail, sigma)
             step = level_tail - level_head
-            error = sigma * np.sqrt(
+            error = np.where(short, np.maximum(sigma, rule.short_floor), sigma) * np.sqrt(
                 WINSORISED_VARIANCE * (1 / np.maximum(n_head, 1) + 1 / np.maximum(n_tail, 1))
             )
             evidence = np.abs(step) / np.where(error > 0, error, np.nan)
@@ -187,10 +226,17 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
             counted = ~np.isnan(tail) & ~(spike & (step < 0)[:, None])
             held = np.sum(beyond & counted, axis=1) / np.maximum(np.sum(counted, axis=1), 1)
             valid = (
-                (n_head >= rule.min_before)
-                & (n_tail >= rule.min_runs)
+                np.where(
+                    short,
+                    (n_head >= rule.short_before) & (n_tail >= rule.short_runs),
+                    (n_head >= rule.min_before) & (n_tail >= rule.min_runs),
+                )
                 & (np.abs(step) >= min_step)
-                & (evidence >= rule.t + rule.t_per_run * (m - rule.min_runs))
+                & (
+                    evidence
+                    >= rule.t
+                    + rule.t_per_run * (m - np.where(short, rule.short_runs, rule.min_runs))
+                )
                 & (held >= rule.hold)
                 & (beyond[:, -1] | ~counted[:, -1])
                 & (evidence > best)
@@ -199,13 +245,14 @@ def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
             best_m = np.where(valid, m, best_m)
             best_before = np.where(valid, level_head, best_before)
             best_after = np.where(valid, level_tail, best_after)
+            best_short = np.where(valid, short, best_short)
         best_m = _trim_leading_runs(x, best_m, best_before, best_after)
     before_s, after_s = np.exp(best_before), np.exp(best_after)
     big_enough = (
         (np.maximum(before_s, after_s) >= rule.min_duration)
         & (np.abs(after_s - before_s) >= rule.min_delta)
         # A cut whose leading runs were still at the old level is not yet min_runs long.
-        & (best_m >= rule.min_runs)
+        & (best_m >= np.where(best_short, rule.short_runs, rule.min_runs))
     )
     chosen = candidates[big_enough]
     found[chosen] = True

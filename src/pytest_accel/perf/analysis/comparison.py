@@ -71,10 +71,11 @@ if TYPE_CHECKING:
 
 def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]]:
     """The changes the baseline's own runs show, its newest run taken as this one: per
-    change, the kind of samples it is in (``tests``, ``classes``, ...), its row there
-    and the change.  What ``baseline --accept`` accepts and a report of a baseline alone
-    draws.  Only the runs timed and laid out as the newest one are searched
-    (``perf.analysis.layouts``); a change's ``runs`` counts every run from its start."""
+    change, the kind of samples it is in (``tests``, ``classes``, ..., ``trace`` for the
+    tests' tracing), its row there and the change.  What ``baseline --accept`` accepts
+    and a report of a baseline alone draws.  Only the runs timed and laid out as the
+    newest one are searched (``perf.analysis.layouts``); a change's ``runs`` counts every
+    run from its start."""
     if len(env.runs) < 2:
         return []
     import numpy as np
@@ -87,7 +88,7 @@ def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]
     ]
     alike = env if len(kept) == len(env.runs) else env.with_runs(kept)
     found: list[tuple[str, int, Change]] = []
-    for kind, name in KIND_OF_FINDING.items():
+    for kind, name in (*KIND_OF_FINDING.items(), ("test", "trace")):
         ids, matrix = alike.matrix(name)
         if not ids:
             continue
@@ -96,7 +97,8 @@ def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]
             start = kept[len(kept) - int(steps.runs[row])]
             since, runs = env.runs[start].identity, len(env.runs) - start
             before, after = float(steps.before[row]), float(steps.after[row])
-            found.append((name, int(row), Change(kind, ids[row], before, after, runs, since)))
+            change = Change(kind, ids[row], before, after, runs, since, tracing=name == "trace")
+            found.append((name, int(row), change))
     return found
 
 
@@ -190,6 +192,7 @@ def compare(
     result, groups = _judge_groups(result, setting, tests)
     result = _judge_suite(result, [tests, warm], groups, rule)
     result = _name_movers(result, tests, run)
+    result = _judge_tracing(result, setting, overrides)
     result = replace(
         result,
         regressions=sorted(result.regressions, key=lambda f: (-f.ratio, f.kind, f.id)),
@@ -228,6 +231,126 @@ def _name_movers(result: Comparison, tests: Judged, run: RunTimings) -> Comparis
         if finding.kind not in kinds:
             return finding
         ids = list(moved) if finding.kind == "session" else members.get(finding.id, [])
+        top = sorted(ids, key=lambda i: (-moved[i], i))[:MOVERS]
+        return replace(finding, movers=tuple((i, moved[i]) for i in top))
+
+    return replace(
+        result,
+        regressions=[named(f) for f in result.regressions],
+        learning=[named(f) for f in result.learning],
+    )
+
+
+def _judge_tracing(
+    result: Comparison, setting: _Setting, overrides: Mapping[str, Override]
+) -> Comparison:
+    """``result`` with the findings and changes of the tests' JAX tracing: each test's
+    seconds, and summed over each module run whole and over the suite, so that a few
+    milliseconds more per trace, spread over tests each under the floor, is found at
+    the group (named by the tests that moved most).  Judged against runs of this run's
+    layout only: which test traces a shared function first (and pays for it) depends
+    on what its process ran before.  Only what the members' findings do not explain
+    is a group's finding, as for execution."""
+    import numpy as np
+
+    run, env, rule = setting.run, setting.env, setting.rule
+    now = run.comparable_tracing()
+    if not now or not env.ids["trace"] or result.layout is not None:
+        return result
+    for ident in [i for i, o in overrides.items() if o.ignore and i in now]:
+        del now[ident]
+    inputs = _inputs(setting, "test", now, env.matrix("trace"), of="trace")
+    # The runner's speed at tracing, where the tests agree on one: a busy runner slows
+    # every test's tracing alike (beyond the CPU waits taken out), and its sums most
+    # visibly; as for execution, the correction explains findings away, never makes one.
+    if rule.normalize:
+        speed = runner_speed_of_arrays(inputs.current, inputs.medians, inputs.noise)
+        if speed is not None:
+            setting = replace(setting, speed=speed)
+    tests = _judge(setting, "test", inputs, overrides, tracing=True)
+    # The groups sum the tests with a sample in every run (a test added since would
+    # make the older runs' sums look faster), this run's seconds last.
+    series = np.concatenate([inputs.samples, inputs.current[:, None]], axis=1)
+    complete = np.flatnonzero(~np.isnan(series).any(axis=1))
+    module_of = dict(zip(run.ids, run.module, strict=True))
+    whole = run.modules.comparable()
+    row_of: dict[str, int] = {}
+    in_module: list[tuple[int, int]] = []  # (the test's row in series, its module's)
+    for row in complete.tolist():
+        module = module_of.get(inputs.ids[row])
+        if module in whole:
+            in_module.append((row, row_of.setdefault(module, len(row_of))))
+    movable = [tests]  # what a move explains: tests between tests, modules between modules
+    if row_of:
+        sums = np.zeros((len(row_of), series.shape[1]))
+        np.add.at(sums, [m for _, m in in_module], series[[t for t, _ in in_module]])
+        modules = _judge(setting, "module", _derived(setting, list(row_of), sums), {}, tracing=True)
+        movable.append(unexplained(modules, shifts_of([(tests, module_of)])))
+    judged_all = list(movable)
+    if len(complete) > 1:
+        total = series[complete].sum(axis=0, keepdims=True)
+        suite = _judge(setting, "session", _derived(setting, [SUITE], total), {}, tracing=True)
+        everything = [(judged, dict.fromkeys(judged.ids, SUITE)) for judged in movable]
+        judged_all.append(unexplained(suite, shifts_of(everything)))
+    # Set aside once the groups were explained by them: a moved cost traced slower on a
+    # busy runner raises its module's sum, and that is the move's too.
+    moved = [ident for judged in movable for ident in _moved(judged)]
+    result = replace(result, tracing_judged=True, tracing_moved=moved)
+    for judged in judged_all:
+        result = _collect(result, judged)
+    return _name_tracing_movers(result, tests, module_of)
+
+
+SUITE = "suite total"  # the id of the suite's findings
+MOVED_SHARE = 1 / 3  # of a rise in tracing, the fall elsewhere that makes it a move
+
+
+def _moved(judged: Judged) -> list[str]:
+    """Tracing that moved between tests (or modules) rather than grew: a shared jitted
+    function is traced by the first test of its process to call it, which changes with
+    the order (a test added before it, ``-k``, xdist handing tests out anew).  Where the
+    ids whose tracing fell by the rule (an improvement by its floors and z-score, noise
+    is not) account for at least ``MOVED_SHARE`` of what the findings and changes rose
+    by, those are the same cost in other places (slower in this run, on a busy runner,
+    by up to 1/MOVED_SHARE): the findings and changes of ``judged`` are set aside, and
+    their ids returned."""
+    import numpy as np
+
+    rose = [f.id for what, f in judged.findings if what == "regression"]
+    rose += [c.id for c in judged.changes if c.slower]
+    if not rose:
+        return []
+    rows = [judged.ids.index(ident) for ident in dict.fromkeys(rose)]
+    gained = float(np.nansum(judged.current[rows] - judged.medians[rows]))
+    lost = float(np.nansum((judged.medians - judged.current)[judged.improved]))
+    if gained <= 0 or lost < MOVED_SHARE * gained:
+        return []
+    judged.findings, judged.changes = [], []
+    return sorted(dict.fromkeys(rose))
+
+
+def _derived(setting: _Setting, ids: list[str], series: FloatArray) -> _Inputs:
+    """Inputs of ids whose samples are derived (sums): ``series``, this run last."""
+    import numpy as np
+
+    return _numbers(setting, ids, np.arange(len(ids)), series[:, -1], series[:, :-1])
+
+
+def _name_tracing_movers(
+    result: Comparison, tests: Judged, module_of: Mapping[str, str | None]
+) -> Comparison:
+    """Each module's and the suite's tracing finding with the tests that traced
+    longer than their median by most."""
+    moved = {
+        ident: float(now - then)
+        for ident, now, then in zip(tests.ids, tests.current, tests.medians, strict=True)
+        if now > then
+    }
+
+    def named(finding: Finding) -> Finding:
+        if not finding.tracing or finding.kind not in ("module", "session"):
+            return finding
+        ids = [i for i in moved if finding.kind == "session" or module_of.get(i) == finding.id]
         top = sorted(ids, key=lambda i: (-moved[i], i))[:MOVERS]
         return replace(finding, movers=tuple((i, moved[i]) for i in top))
 
@@ -317,22 +440,27 @@ class _Inputs:
 
 
 def _inputs(
-    setting: _Setting, kind: str, now: Mapping[str, float], baseline: tuple[list[str], FloatArray]
+    setting: _Setting,
+    kind: str,
+    now: Mapping[str, float],
+    baseline: tuple[list[str], FloatArray],
+    *,
+    of: str | None = None,
 ) -> _Inputs:
-    """The ids of ``now`` the baseline has samples of, and their numbers."""
+    """The ids of ``now`` the baseline has samples of, and their numbers; ``of``: the
+    baseline's ids they are among, where not ``kind``'s (``KIND_OF_FINDING``)."""
     import numpy as np
 
-    env, rule = setting.env, setting.rule
+    env = setting.env
     ids, matrix = baseline
+    of = of or KIND_OF_FINDING[kind]
     present = list(now)
     if present == ids:  # the baseline's ids in its order, as a suite that did not change
         rows = np.arange(len(ids), dtype=np.int64)
         samples = matrix
         current = np.fromiter(now.values(), dtype=np.float64, count=len(present))
     else:
-        index = (
-            env.positions(KIND_OF_FINDING[kind]) if env.ids[KIND_OF_FINDING[kind]] is ids else None
-        )
+        index = env.positions(of) if env.ids[of] is ids else None
         if index is None:
             index = dict(zip(ids, range(len(ids)), strict=True))
         # The ids of ``now`` the baseline has, with C-level maps: 100,000 of them offline.
@@ -342,7 +470,22 @@ def _inputs(
         rows = np.array(list(compress(positions, kept)), dtype=np.int64)
         samples = matrix[rows] if len(rows) else np.zeros((0, len(env.runs)))
         current = np.array(list(compress(now.values(), kept)), dtype=np.float64)
-    known = _summarised(setting, kind, ids)
+    return _numbers(setting, present, rows, current, samples, _summarised(setting, kind, ids))
+
+
+def _numbers(  # noqa: PLR0917  # the columns of one _Inputs
+    setting: _Setting,
+    present: list[str],
+    rows: IntArray,
+    current: FloatArray,
+    samples: FloatArray,
+    known: tuple[Values, tuple[Values, Values] | None] | None = None,
+) -> _Inputs:
+    """What the rule needs of ``present`` (their ``samples`` a row each, their seconds
+    ``current``): the summary's numbers where ``known``, else worked out."""
+    import numpy as np
+
+    rule = setting.rule
     if known is not None:  # the numbers the quiet comparison (perf.analysis.quiet) uses too
         medians = _at_rows(known[0], rows)
     else:
@@ -368,9 +511,14 @@ def _at_rows(values: Values, rows: IntArray) -> FloatArray:
 
 
 def _judge(
-    setting: _Setting, kind: str, inputs: _Inputs, overrides: Mapping[str, Override]
+    setting: _Setting,
+    kind: str,
+    inputs: _Inputs,
+    overrides: Mapping[str, Override],
+    *,
+    tracing: bool = False,
 ) -> Judged:
-    """One kind's single-run verdicts and changes."""
+    """One kind's single-run verdicts and changes (``tracing``: of JAX's tracing)."""
     import numpy as np
 
     rule, speed = setting.rule, setting.speed
@@ -408,7 +556,7 @@ def _judge(
         if after < before and settled[row]:
             continue  # a speed-up reported when it was found: its level is the reference now
         judged.changes.append(
-            Change(kind, present[row], before, after, runs, _since(setting, runs))
+            Change(kind, present[row], before, after, runs, _since(setting, runs), tracing)
         )
     # A change says more (when it began, and that it held) than a finding the same way.
     direction = np.sign(steps.after - steps.before)  # NaN: no step
@@ -438,6 +586,7 @@ def _judge(
                 int(count),
                 None if isnan(z) else z,
                 None if speed is None else ratio / speed,
+                tracing=tracing,
             )
             if what == "learning":
                 judged.learning.append(finding)

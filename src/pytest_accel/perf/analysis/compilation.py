@@ -12,7 +12,13 @@ judged here, on what does not move with the order of the tests:
   test, as for a time: which shapes a test finds compiled depends on what ran before it
   in its process, so under ``-n 2`` a test compiles, and recompiles, shapes a serial
   run's earlier tests compiled for it (on optax's suite, 25 against at most 7), and two
-  ``-n 2`` runs hand tests to workers differently (0 in one, 3 in the next);
+  ``-n 2`` runs hand tests to workers differently (0 in one, 3 in the next).  Where
+  too few runs are laid out as this one (a pull request's ``-n 2`` against a serial
+  baseline), the test's compilations of the one function it compiled most (its
+  *repeats*) are judged instead, against every run that counted them, by the same
+  ratio and margin: a shape a process compiled before saves one compilation of that
+  function per shape, while a function jitted anew on every call compiles once per
+  call whatever ran before;
 - **compile time growth**: the run's compilation seconds against the median of the
   baseline runs of its layout, reported (not an alarm) at ``COMPILE_GROWTH`` and
   ``COMPILE_DELTA`` seconds more: a new jitted path, a bigger graph, a lost cache.
@@ -44,10 +50,24 @@ def _judging_runs(scope: Scope) -> list[Run]:
     ]
 
 
-def recompiled(scope: Scope, runs: list[Run], min_samples: int = 1) -> list[Recompiled]:
+def _repeat_runs(scope: Scope) -> list[Run]:
+    """The baseline runs that counted repeats (``RunTimings.repeats``), of any layout."""
+    return [
+        other
+        for other in scope.env.runs
+        if other.basis == "execution" and other.repeats is not None
+    ]
+
+
+def recompiled(
+    scope: Scope, runs: list[Run], min_samples: int = 1, *, repeats: bool = False
+) -> list[Recompiled]:
     """The tests of ``scope.run`` that recompile more than any of ``runs`` saw, of those
-    at least ``min_samples`` of the runs ran."""
-    now, env = scope.run.recompiles, scope.env
+    at least ``min_samples`` of the runs ran; ``repeats``: judged on the compilations of
+    each test's most compiled function (a run without an entry for a test that ran
+    compiled no function of it more than once)."""
+    now = scope.run.repeats if repeats else scope.run.recompiles
+    env = scope.env
     if not now or not runs:
         return []
     tests, warmup = env.positions("tests"), env.positions("warmup")
@@ -56,7 +76,7 @@ def recompiled(scope: Scope, runs: list[Run], min_samples: int = 1) -> list[Reco
         if count < RECOMPILE_MARGIN:
             continue
         seen = [
-            other.recompiles.get(ident, 0)
+            (other.repeats or {}).get(ident, 1) if repeats else other.recompiles.get(ident, 0)
             for other in runs
             if (ident in tests and other.sample("tests", tests[ident]) is not None)
             or (ident in warmup and other.sample("warmup", warmup[ident]) is not None)
@@ -65,7 +85,7 @@ def recompiled(scope: Scope, runs: list[Run], min_samples: int = 1) -> list[Reco
             continue  # a new test, or too few runs to know its usual count
         most = max(seen)
         if count >= most * RECOMPILE_RATIO and count - most >= RECOMPILE_MARGIN:
-            found.append(Recompiled(ident, count, most, len(seen)))
+            found.append(Recompiled(ident, count, most, len(seen), of_one_function=repeats))
     return sorted(found, key=lambda r: (-(r.current - r.baseline), r.id))
 
 
@@ -93,6 +113,10 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
     judged on execution, the seconds it spent compiling."""
     run = scope.run
     judging = _judging_runs(scope)
+    needed = result.min_samples
+    across = len(judging) < needed and run.repeats is not None
+    if across:
+        judging = _repeat_runs(scope)
     share = None
     if run.cpu_wait is not None:
         called = sum(run.call) + run.cpu_wait
@@ -106,8 +130,9 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
         left_out_time=scope.left_out_time,
         left_out_layout=scope.left_out_layout,
         change_runs=None if scope.change_runs is None else len(scope.change_runs),
-        recompiled=recompiled(scope, judging, result.min_samples),
-        recompiles_judged=run.recompiles is not None and len(judging) >= result.min_samples,
+        recompiled=recompiled(scope, judging, needed, repeats=across),
+        recompiles_judged=run.recompiles is not None and len(judging) >= needed,
+        recompiles_across=across and len(judging) >= needed,
         recompile_runs=len(judging),
         compilation=compilation(scope),
     )
@@ -115,7 +140,7 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
         compiling, calls = run.compiling, run.call_compiling or {}
 
         def beside(finding: Finding) -> Finding:
-            if finding.kind != "test":
+            if finding.kind != "test" or finding.tracing:  # tracing is a part of compiling
                 return finding
             # A test the listener did not see (it ran before it began) has no figure.
             seconds = (compiling if scope.env.test_metric == "total" else calls).get(finding.id)

@@ -246,11 +246,14 @@ def _faster(now: float, then: float, rule: Rule) -> bool:
 
 def may_step(series: Sequence[float | None], rule: ChangeRule) -> bool:
     """Whether ``find_steps`` could find a step in one series (oldest first, this run
-    last; None: no sample): its screen, the last ``min_runs`` runs against the rest."""
-    if len(series) < rule.min_before + rule.min_runs or series[-1] is None:
+    last; None: no sample): its screen, the last ``min_runs`` runs (``short_runs``, for
+    a short history's tier) against the rest."""
+    present = len(series) - series.count(None)
+    if present < rule.short_before + rule.short_runs or series[-1] is None:
         return False
-    recent = [log(max(v, LOG_FLOOR)) for v in series[-rule.min_runs :] if v is not None]
-    rest = [log(max(v, LOG_FLOOR)) for v in series[: -rule.min_runs] if v is not None]
+    last = rule.short_runs if present < rule.min_before + rule.min_runs else rule.min_runs
+    recent = [log(max(v, LOG_FLOOR)) for v in series[-last:] if v is not None]
+    rest = [log(max(v, LOG_FLOOR)) for v in series[:-last] if v is not None]
     return bool(rest) and abs(median(recent) - median(rest)) >= log(rule.threshold)
 
 
@@ -315,6 +318,9 @@ def quiet_comparison(
     timed = timed or Compared(
         run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True)
     )
+    tracing = run.comparable_tracing()
+    if env.ids["trace"] and fsum(tracing.values()) >= rule.min_duration:
+        return None  # the suite's tracing, summed, can be a finding (comparison.py)
     judged = {
         "tests": timed.tests,  # ignored and new ones too: a bound needs no more care
         "warmup": timed.warmups,

@@ -187,6 +187,10 @@ def _parse_run(
     recompiles = expect_object(path, f"{where}.recompiles", entry.get("recompiles", {}))
     for ident, count in recompiles.items():
         expect_int(path, f"{where}.recompiles[{ident!r}]", count, minimum=0)
+    repeats = entry.get("repeats")
+    if repeats is not None:
+        for ident, count in expect_object(path, f"{where}.repeats", repeats).items():
+            expect_int(path, f"{where}.repeats[{ident!r}]", count, minimum=0)
     values: dict[str, Values] = {}
     encoded: dict[str, bytes] = {}
     for kind in KINDS:
@@ -223,6 +227,7 @@ def _parse_run(
         basis,
         None if compiling is None else float(compiling),
         dict(recompiles),
+        None if repeats is None else dict(repeats),
     )
 
 
@@ -313,6 +318,7 @@ def add_run(
         "warmup": run.comparable(env.test_metric, warmup=True),
         "classes": run.classes.comparable(),
         "modules": run.modules.comparable(),
+        "trace": run.comparable_tracing(),
     }
     values: dict[str, Values] = {}
     for kind, timings_of_kind in current.items():
@@ -334,6 +340,7 @@ def add_run(
             run.basis,
             run.compile_seconds,
             {t: n for t, n in (run.recompiles or {}).items() if n},
+            None if run.repeats is None else {t: n for t, n in run.repeats.items() if n > 1},
         )
     )
     del env.runs[:-window]
@@ -397,7 +404,10 @@ def to_json(baseline: Baseline, summarise: Summarise) -> dict[str, Any]:
 
 
 def _env_json(env: EnvHistory, summarise: Summarise) -> dict[str, Any]:
-    data: dict[str, Any] = {"test_metric": env.test_metric, **env.ids}
+    # The tracing kind is written only where the suite uses JAX (new in 0.4: a release
+    # before reads the file as it was, without it).
+    kinds = KINDS if env.ids["trace"] else tuple(k for k in KINDS if k != "trace")
+    data: dict[str, Any] = {"test_metric": env.test_metric, **{k: env.ids[k] for k in kinds}}
     data["runs"] = [
         {
             **run.identity.to_json(),
@@ -405,7 +415,8 @@ def _env_json(env: EnvHistory, summarise: Summarise) -> dict[str, Any]:
             **({"time": run.basis} if run.basis != "wall" else {}),
             **({"compile_seconds": run.compile_seconds} if run.compile_seconds is not None else {}),
             **({"recompiles": run.recompiles} if run.recompiles else {}),
-            **{kind: columns.encode(run.values, kind) for kind in KINDS},
+            **({"repeats": run.repeats} if run.repeats is not None else {}),
+            **{kind: columns.encode(run.values, kind) for kind in kinds},
         }
         for run in env.runs
     ]
@@ -430,6 +441,7 @@ def _env_json(env: EnvHistory, summarise: Summarise) -> dict[str, Any]:
         "warmup": {"median": summary.warmup_median, "peak": summary.peaks["warmup"]},
         "classes": {"peak": summary.peaks["classes"]},
         "modules": {"peak": summary.peaks["modules"]},
+        **({"trace": {"peak": summary.peaks["trace"]}} if "trace" in kinds else {}),
     }
     return data
 

@@ -63,9 +63,17 @@ COMPILE_SECONDS = "compile_seconds"  # optional: {test: seconds tracing, lowerin
 CALL_COMPILE_SECONDS = "call_compile_seconds"  # optional: {test: ... of them in its call}
 RECOMPILES = "recompiles"  # optional: {test: compilations of a function compiled already}
 TRACE_SECONDS = "trace_seconds"  # optional (0.4): {test: seconds JAX spent tracing it}
+REPEATS = "repeats"  # optional (0.4): {test: compilations of its most compiled function}
 # The per-test maps of compilation, where the suite used JAX (a record of 0.3 has no
-# trace_seconds).
-COMPILE_MAPS = (COMPILES, COMPILE_SECONDS, CALL_COMPILE_SECONDS, RECOMPILES, TRACE_SECONDS)
+# trace_seconds or repeats).
+COMPILE_MAPS = (
+    COMPILES,
+    COMPILE_SECONDS,
+    CALL_COMPILE_SECONDS,
+    RECOMPILES,
+    TRACE_SECONDS,
+    REPEATS,
+)
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
     from pytest_accel.hardware.detection import Detection
@@ -207,6 +215,7 @@ def encode_record(
                 CALL_COMPILE_SECONDS: table.call_compile_seconds(),
                 RECOMPILES: table.recompiles(),
                 TRACE_SECONDS: table.trace_seconds(),
+                REPEATS: table.repeats(),
             }
             if (counts := table.compile_counts()) is not None
             else {}
@@ -260,6 +269,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         CALL_COMPILE_SECONDS: expect_seconds,
         RECOMPILES: partial(expect_int, minimum=0),
         TRACE_SECONDS: expect_seconds,
+        REPEATS: partial(expect_int, minimum=0),
     }
     for name, check in maps.items():
         found = maps[name] = expect_object(path, f"tests.{name}", tests.get(name, {}))
@@ -484,6 +494,8 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         # A record from before the call's share was kept: its call is all execution.
         call_compiling=tests.get(CALL_COMPILE_SECONDS, {}) if COMPILES in tests else None,
         recompiles=tests.get(RECOMPILES) if COMPILES in tests else None,
+        tracing=tests.get(TRACE_SECONDS) if COMPILES in tests else None,
+        repeats=tests.get(REPEATS) if REPEATS in tests else None,
     )
     paused = without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
     return without_waits(paused, tests.get(WAITS))

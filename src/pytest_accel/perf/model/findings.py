@@ -41,6 +41,9 @@ class Finding:
     # A class, module or the suite: its tests that moved most, (id, seconds slower than
     # their median): many small tests a few milliseconds slower each are named here.
     movers: tuple[tuple[str, float], ...] = ()
+    # Judged on the seconds JAX spent tracing (a test's, or summed over a module or the
+    # suite): the project's Python, apart from execution (docs/regressions.md).
+    tracing: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -60,6 +63,8 @@ class Finding:
             data["compiling"] = round(self.compiling, 6)
         if self.movers:
             data["moved_most"] = [{"id": i, "seconds": round(s, 6)} for i, s in self.movers]
+        if self.tracing:
+            data["tracing"] = True
         return data
 
 
@@ -73,6 +78,9 @@ class Recompiled:
     current: int  # its recompilations in this run
     baseline: int  # the most any baseline run had
     samples: int  # the baseline runs that ran it
+    # Counted as the compilations of its most compiled function (``repeats``), against
+    # baseline runs of other layouts (``analysis.compilation``).
+    of_one_function: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +89,7 @@ class Recompiled:
             "current": self.current,
             "baseline": self.baseline,
             "samples": self.samples,
+            "counted": "repeats" if self.of_one_function else "recompiles",
         }
 
 
@@ -118,6 +127,7 @@ class Change:
     after: float  # seconds: the level from it on
     runs: int  # consecutive runs at the new level, this one included
     since: RunIdentity  # the first of them
+    tracing: bool = False  # of the seconds JAX spent tracing (``Finding.tracing``)
 
     @property
     def ratio(self) -> float:
@@ -136,6 +146,7 @@ class Change:
             "ratio": round(self.ratio, 4),
             "runs": self.runs,
             "since": self.since.to_json(),
+            **({"tracing": True} if self.tracing else {}),
         }
 
 
@@ -215,6 +226,8 @@ class Comparison:
     # Whether recompilations were judged: JAX in use, and --perf-min-samples baseline
     # runs of this layout; how many such runs there were.
     recompiles_judged: bool = False
+    # ... on the tests' repeats, against runs of other layouts (too few of this one).
+    recompiles_across: bool = False
     recompile_runs: int = 0
     compilation: Compilation | None = None
     # Slower by every gate but the samples a verdict needs: no alarm yet ("learning").
@@ -227,6 +240,12 @@ class Comparison:
     # and their share of the calls' time (None: not measured).
     cpu_wait: float | None = None
     cpu_wait_share: float | None = None
+    # Whether the tests' tracing was judged (JAX in use, runs of this layout to judge it
+    # with): a run laid out unlike its baseline's moves tracing between tests.
+    tracing_judged: bool = False
+    # Tests and modules whose tracing rose where others' fell by as much: the same cost
+    # moved (a shared function traced first elsewhere), set aside, not findings.
+    tracing_moved: list[str] = field(default_factory=list)
 
     @property
     def slowdowns(self) -> list[Change]:
@@ -274,6 +293,7 @@ class Comparison:
             "change_runs": self.change_runs,
             "recompiled": [r.to_json() for r in self.recompiled],
             "recompiles_judged": self.recompiles_judged,
+            "recompiles_across_layouts": self.recompiles_across,
             "recompile_runs": self.recompile_runs,
             "compilation": None if self.compilation is None else self.compilation.to_json(),
             "learning": [f.to_json() for f in self.learning],
@@ -283,4 +303,6 @@ class Comparison:
             "cpu_wait": None
             if self.cpu_wait is None
             else {"seconds": self.cpu_wait, "share": round(self.cpu_wait_share or 0.0, 4)},
+            "tracing_judged": self.tracing_judged,
+            "tracing_moved": self.tracing_moved,
         }

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 DISTINCT_SECONDS = 1e-3  # a sample this long is never the same in two runs to 1 µs
 ANY_ENV = "*"  # the key of a pytest-split map: it applies to whatever hardware runs
 # Per run: tests; the tests that ran first in their process (``warmup``: judged apart);
-# classes and modules.
-KINDS = ("tests", "warmup", "classes", "modules")
+# classes and modules; the tests' JAX tracing (``trace``: the tests of ``tests`` in a
+# suite that uses JAX, judged as a kind of its own, docs/regressions.md).
+KINDS = ("tests", "warmup", "classes", "modules", "trace")
 METRICS = ("call", "total")
 
 # ``value is not None`` as a C-level predicate, for maps and filters over samples.
@@ -41,6 +42,9 @@ class Run:
     compile_seconds: float | None = None  # its JAX compilation (None: none known)
     # Per test, compilations of a function it had compiled already (where not 0).
     recompiles: dict[str, int] = field(default_factory=dict)
+    # Per test, compilations of the function it compiled most (where over one); None:
+    # the run did not count them (folded before 0.4).
+    repeats: dict[str, int] | None = None
 
     def sample(self, kind: str, row: int) -> float | None:
         """The sample of the id in ``row`` of ``kind`` (None: none in this run)."""

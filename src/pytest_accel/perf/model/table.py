@@ -124,6 +124,14 @@ class TimingTable:
         """Each test's compilations of a function it had compiled already (JAX in use)."""
         return {self.nodeids[row]: int(tally.recompiles) for row, tally in self.compiles.items()}
 
+    def repeats(self) -> dict[str, int]:
+        """Each test's compilations of the function it compiled most, where over one."""
+        return {
+            self.nodeids[row]: int(tally.repeats)
+            for row, tally in self.compiles.items()
+            if tally.repeats > 1
+        }
+
     def compilation(self) -> RunCompilation | None:
         """The run's compilation: how many, how long, the persistent cache's hits and
         misses, and the share of the tests' time it took (None without JAX)."""

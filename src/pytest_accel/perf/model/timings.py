@@ -147,6 +147,13 @@ class RunTimings:
     compiling: Mapping[str, float] | None = None
     call_compiling: Mapping[str, float] | None = None
     recompiles: Mapping[str, int] | None = None
+    # Per test, the seconds JAX spent tracing its Python (None: no JAX, or a record of
+    # 0.3): the project's own speed, judged per test apart from execution.
+    tracing: Mapping[str, float] | None = None
+    # Per test, the compilations of the function it compiled most, where over one (None:
+    # not counted, a record from before 0.4): judged where the runs of the baseline are
+    # laid out unlike this one (``analysis.compilation``).
+    repeats: Mapping[str, int] | None = None
     # Seconds the tests' calls waited for a CPU, left out of the timings (``perf.waits``);
     # None where the run did not measure it.
     cpu_wait: float | None = None
@@ -172,6 +179,23 @@ class RunTimings:
         passed = map(eq, self.outcome, repeat("passed"))
         keep = map(and_, passed, map(eq, self.warmup, repeat(warmup)))
         return dict(compress(zip(self.ids, self.metric(metric), strict=True), keep))
+
+    def comparable_tracing(self) -> dict[str, float]:
+        """Each test's tracing seconds, of the tests whose execution is compared: passed
+        and not first in their process (whose tracing is the process's: every shared
+        function is traced there first)."""
+        if not self.tracing:
+            return {}
+        tracing = self.tracing
+        if self.warmup.count(False) == len(self.ids) and self.outcome.count("passed") == len(
+            self.ids
+        ):
+            return {i: tracing.get(i, 0.0) for i in self.ids}
+        return {
+            ident: tracing.get(ident, 0.0)
+            for ident, outcome, first in zip(self.ids, self.outcome, self.warmup, strict=True)
+            if outcome == "passed" and not first
+        }
 
     def ran_modules(self) -> set[str]:
         return {m for m in self.module if m is not None}
@@ -235,6 +259,7 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
     call, total = list(run.call), list(run.total)
     calls = None if run.call_compiling is None else dict(run.call_compiling)
     compiling = None if run.compiling is None else dict(run.compiling)
+    tracing = None if run.tracing is None else dict(run.tracing)
     taken: dict[int, float] = {}
     for row in waiting:
         seconds = min(waits[row], call[row])
@@ -249,6 +274,8 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
             share = calls[ident] * (1.0 - kept)
             calls[ident] -= share
             compiling[ident] = max(compiling.get(ident, 0.0) - share, 0.0)
+        if tracing is not None and ident in tracing:  # the tracing in the call waited too
+            tracing[ident] = round(tracing[ident] * kept, 6)
     classes, modules = _groups_less(run, taken)
     return replace(
         run,
@@ -258,6 +285,7 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
         modules=modules,
         call_compiling=calls,
         compiling=compiling,
+        tracing=tracing,
         cpu_wait=round(sum(taken.values()), 6),
     )
 
