@@ -11,9 +11,12 @@ where 40% of the tests got 0.6x faster for their own reasons (a warm compile cac
 the rest did not change.
 
 ``--mode runs``: run sequences (``bench/signal_runs.py``), for the change detector.
+``--mode short``: a 3-run baseline and 4 runs after it, each folded in: the change
+detector's short tier against the rule without it (0.3's).
 
     python bench/signal_quality.py --mode single --seed 1000 --seeds 10
     python bench/signal_quality.py --mode runs --seed 1000 --seeds 10
+    python bench/signal_quality.py --mode short --seed 1000 --seeds 10
 """
 
 from __future__ import annotations
@@ -122,13 +125,30 @@ def runner_scenario(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--mode", choices=("single", "runs"), default="single")
+    parser.add_argument("--mode", choices=("single", "runs", "short"), default="single")
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--seeds", type=int, default=10, help="seeds averaged")
     for name in ("t", "t_per_run", "margin", "hold"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=float, default=None)
     args = parser.parse_args()
     rule = Rule()
+    if args.mode == "short":
+        tiers = {"short tier": ChangeRule(), "without it (0.3)": ChangeRule(short_before=10**6)}
+        found = {
+            name: [
+                signal_runs.short_history(args.seed + run, rule, tier) for run in range(args.seeds)
+            ]
+            for name, tier in tiers.items()
+        }
+        print(f"3-run baselines, 4 runs judged and folded; {args.seeds} seeds from {args.seed}\n")
+        print(f"| measure | {' | '.join(tiers)} |")
+        print("| --- |" + " ---: |" * len(tiers))
+        for measure in found["short tier"][0]:
+            cells = [
+                f"{sum(r[measure] for r in rates) / len(rates):.2%}" for rates in found.values()
+            ]
+            print(f"| {measure} | {' | '.join(cells)} |")
+        return
     if args.mode == "runs":
         overrides = {
             name: getattr(args, name)

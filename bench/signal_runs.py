@@ -202,3 +202,58 @@ def ideal_t_test(seed: int, count: int = 200_000, alpha: float = 0.003) -> str:
         both = float(np.mean(t_values(shift, runs) > cut))
         lines.append(f"| {name} | {runs} | {known:.1%} | {level:.1%} | {both:.1%} |")
     return "\n".join(lines)
+
+
+SHORT_BASELINE = 3  # runs, as docs/ci.md builds a baseline
+SHORT_JUDGED = 4  # runs judged after it, each folded in (a history of 4 to 7 runs)
+
+
+def short_history(
+    seed: int, rule: Rule, change_rule: ChangeRule, count: int = 10_000
+) -> dict[str, float]:
+    """A baseline of SHORT_BASELINE runs, then SHORT_JUDGED runs each judged against
+    every run before it and folded in: the short tier of the change detector.  Rates:
+    unchanged tests reported as slowed per run (by a change; by any alarm), steps named
+    as a change by their second run and found by anything within two, a one-run 2x
+    spike followed by a change."""
+    rng = np.random.default_rng(seed)
+    runs = SHORT_BASELINE + SHORT_JUDGED
+
+    def judged(history: Array, run: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+        verdict = judge(history[:, run], history[:, :run], rule)
+        steps = find_steps(history[:, : run + 1], change_rule)
+        direction = np.nan_to_num(np.sign(steps.after - steps.before)).astype(np.int64)
+        return verdict.regressed, np.where(steps.found, steps.runs * direction, 0)
+
+    rates: dict[str, float] = {}
+    history = series(rng, count, np.ones(WINDOW + JUDGED))[:, :runs]
+    changed = alarmed = 0
+    for run in range(SHORT_BASELINE, runs):
+        regressed, change = judged(history, run)
+        changed += int(np.sum(change > 0))
+        alarmed += int(np.sum(regressed | (change > 0)))
+    rates["unchanged tests reported as slowed by a change, per run"] = changed / (
+        count * SHORT_JUDGED
+    )
+    rates["unchanged tests reported as slowed by any alarm, per run"] = alarmed / (
+        count * SHORT_JUDGED
+    )
+    for name, factor in (("2x", 2.0), ("+50%", 1.5)):
+        factors = np.ones(WINDOW + JUDGED)
+        factors[SHORT_BASELINE:] = factor
+        history = series(rng, count, factors)[:, :runs]
+        first, _ = judged(history, SHORT_BASELINE)
+        second, change = judged(history, SHORT_BASELINE + 1)
+        rates[f"{name} slower named as a change on its second run"] = float(np.mean(change > 0))
+        rates[f"{name} slower found by any alarm within two runs"] = float(
+            np.mean(first | second | (change > 0))
+        )
+    factors = np.ones(WINDOW + JUDGED)
+    factors[SHORT_BASELINE] = 2.0
+    history = series(rng, count, factors)[:, :runs]
+    spiked = np.zeros(count, dtype=bool)
+    for run in range(SHORT_BASELINE + 1, runs):
+        _, change = judged(history, run)
+        spiked |= change >= run - SHORT_BASELINE + 1  # the change's cut at or before it
+    rates["one-run 2x spike reported as a change"] = float(spiked.mean())
+    return rates

@@ -84,7 +84,7 @@ def test_a_slow_drift_is_not_a_step() -> None:
 def test_a_short_history_names_a_large_step_on_its_second_run() -> None:
     """A baseline of the 3 runs docs/ci.md builds, its first slowed run folded in, and
     this one: 2x is a change of 2 runs (the first slowed run no longer hides the
-    second); 1.25x is too little evidence against the short tier's 10% spread floor;
+    second); 1.25x is too little evidence against the short tier's 15% spread floor;
     one slow run is no change; a long history still needs 3 runs."""
     found = steps(
         series((1.0, 3), (2.0, 2)),

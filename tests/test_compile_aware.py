@@ -230,6 +230,33 @@ def test_a_test_that_retraces_on_every_call_is_a_recompilation_regression_on_its
     assert "1 recompiling; judged on execution time" in page
 
 
+@pytest.mark.requires("jax")
+@pytest.mark.requires("xdist")
+def test_a_per_call_jit_is_found_on_the_first_xdist_run_against_serial_runs(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull request's -n 2 job against a baseline main built serially."""
+    pytester.makepyfile(test_r=RETRACING, test_other="def test_other():\n    pass\n")
+    monkeypatch.delenv("RETRACE", raising=False)
+    for _ in range(3):
+        pytester.runpytest_subprocess(
+            "--perf-baseline=b.json", "--perf-update-baseline", "-p", "no:randomly"
+        ).assert_outcomes(passed=2)
+    monkeypatch.setenv("RETRACE", "1")
+    result = pytester.runpytest_subprocess(
+        "--perf-baseline=b.json", "--perf-fail", "-n", "2", "-p", "no:randomly"
+    )
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "RECOMPILED test test_r.py::test_steps: 8 compilations of one function, at most"
+            " 1 in 3 baseline run(s) (a jitted function traced anew on every call?)",
+            "recompilations: judged on each test's most compiled function against 3 baseline"
+            " run(s) of other layouts (too few laid out as this one, xdist 2)",
+        ]
+    )
+
+
 # --- without JAX: the rules on constructed histories --------------------------------
 
 SLOW, FAST = "t.py::test_slow", "t.py::test_fast"
@@ -372,6 +399,8 @@ def test_too_few_runs_to_judge_recompilations_say_how_many_there_are() -> None:
         ((3, 4, 3), (25, 4), False),
         # A per-call jax.jit of a shared function: compiled on each of 12 calls.
         ((3, 4, 3), (25, 12), True),
+        # Eager operations' shapes a serial run's earlier tests compiled (dm-pix).
+        ((1, 1, 1), (24, 5), False),
     ],
 )
 def test_a_run_laid_out_unlike_its_baseline_is_judged_on_its_most_compiled_function(
@@ -400,8 +429,28 @@ def test_a_run_laid_out_unlike_its_baseline_is_judged_on_its_most_compiled_funct
     if found:
         assert describe_recompiled(result.recompiled[0]).startswith(
             f"test {SLOW}: 12 compilations of one function, at most 4 in 3 baseline run(s)"
-            " of other layouts"
         )
+
+
+@pytest.mark.parametrize(("most", "found"), [(5, False), (12, True)])
+def test_xdist_runs_are_judged_on_the_most_compiled_function_against_xdist_runs(
+    most: int, found: bool
+) -> None:
+    """-n 2 against five -n 2 runs: which worker first meets an eager operation's shape
+    differs each run (dm-pix: a test recompiled 24 times against 0, its most compiled
+    function 5 times against 1); a per-call jax.jit is still found."""
+    env = EnvHistory()
+    for index in range(5):
+        run = replace(_recompiling(0, index), repeats={SLOW: 1}, layout="xdist 2")
+        add_run(env, replace(run, basis="wall"), 50)
+        env.runs[-1].basis = "execution"
+    run = replace(_recompiling(24, 5), repeats={SLOW: most}, layout="xdist 2")
+    result = compare(run, env, Rule())
+    assert result.recompiles_judged
+    assert not result.recompiles_across
+    assert [(r.current, r.baseline, r.of_one_function) for r in result.recompiled] == (
+        [(most, 1, True)] if found else []
+    )
 
 
 def test_a_baseline_keeps_each_runs_time_compilation_and_recompilations(tmp_path: Path) -> None:
@@ -591,3 +640,33 @@ def test_compile_time_that_grew_is_reported_apart_and_is_no_alarm() -> None:
     same = compare(_compiling(run_of({SLOW: 1.0}, 4), 0.35), env, Rule())
     assert same.compilation is not None
     assert not same.compilation.grew
+
+
+@pytest.mark.parametrize(
+    ("now", "compiling", "found"),
+    [
+        (0.35, 4.3, False),  # a first use moved here: 0.33 s more beside 4.3 s compiling
+        (0.8, 0.1, True),  # slower with next to no compiling: a finding
+    ],
+)
+def test_under_xdist_a_slowdown_within_what_its_compiling_leaves_is_no_finding(
+    now: float, compiling: float, found: bool
+) -> None:
+    """xdist hands tests to workers anew each run, so first uses (and the overhead
+    compiling leaves outside its spans) move between tests of the same layout too."""
+    env = EnvHistory()
+    for index in range(5):
+        wobble = WOBBLE[index % len(WOBBLE)]
+        run = run_of({SLOW: 0.02 * wobble if compiling > 1 else 0.4 * wobble, FAST: 0.3}, index)
+        add_run(env, replace(run, layout="xdist 2"), 50)
+    run = replace(run_of({SLOW: now, FAST: 0.3}, 5), layout="xdist 2", compiling={SLOW: compiling})
+    result = compare(run, env, Rule())
+    assert [f.id for f in result.regressions] == ([SLOW] if found else [])
+    assert result.unconfirmed == ([] if found else [SLOW])
+    from pytest_accel.perf.output import terminal_rows
+
+    if not found:
+        assert any(
+            row.text.startswith("order: xdist hands tests to workers anew each run; 1 test(s)")
+            for row in terminal_rows(result, 20)
+        )

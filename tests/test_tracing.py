@@ -37,11 +37,13 @@ def _run(tracing: dict[str, float], index: int, layout: str = "serial") -> RunTi
     return replace(run, tracing=traced, layout=layout)
 
 
-def _judged(baseline: dict[str, float], now: dict[str, float], runs: int = 5) -> Comparison:
+def _judged(
+    baseline: dict[str, float], now: dict[str, float], runs: int = 5, layout: str = "serial"
+) -> Comparison:
     env = EnvHistory()
     for index in range(runs):
-        add_run(env, _run(baseline, index), 50)
-    return compare(_run(now, runs), env, Rule())
+        add_run(env, _run(baseline, index, layout), 50)
+    return compare(_run(now, runs, layout), env, Rule())
 
 
 def _texts(result: Comparison) -> list[str]:
@@ -61,6 +63,15 @@ def test_a_test_whose_tracing_grew_is_a_tracing_regression_and_its_execution_is_
     )
     assert result.to_json()["regressions"][0]["tracing"] is True
     assert result.alarms == 1  # what --perf-fail, the warnings and the summary count
+
+
+def test_under_xdist_only_the_sums_of_tracing_are_judged() -> None:
+    """xdist hands tests to workers anew each run: which test traces a shared function
+    first in its worker moves, so a test's tracing is no finding there; its module's
+    sum is."""
+    result = _judged(USUAL, {**USUAL, OTHER: 0.4}, layout="xdist 2")
+    assert [(f.kind, f.id, f.tracing) for f in result.regressions] == [("module", "o.py", True)]
+    assert result.regressions[0].movers[0][0] == OTHER
 
 
 def test_many_tests_tracing_a_little_longer_each_are_found_at_their_module() -> None:
@@ -91,8 +102,8 @@ def test_tracing_that_moved_to_another_test_is_no_finding_and_is_said(
     after = {**USUAL, TESTS[1]: now}
     result = _judged(before, after)
     assert [f for f in result.regressions if f.tracing] == []
-    assert result.tracing_moved == [TESTS[1]]
-    assert any(text.startswith("tracing: 1 test(s) or module(s) traced") for text in _texts(result))
+    assert result.tracing_moved == [TESTS[0], TESTS[1]]  # the one that fell, the one that rose
+    assert any(text.startswith("tracing: 2 test(s) or module(s) traced") for text in _texts(result))
 
 
 @pytest.mark.parametrize("runner", [1.0, 1.4])

@@ -95,7 +95,7 @@ def describe_recompiled(found: Recompiled) -> str:
     if found.of_one_function:
         return one_line(
             f"test {found.id}: {found.current} compilations of one function, at most"
-            f" {found.baseline} in {found.samples} baseline run(s) of other layouts"
+            f" {found.baseline} in {found.samples} baseline run(s)"
             " (a jitted function traced anew on every call?)"
         )
     return one_line(
@@ -229,7 +229,7 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
                 f" paid its warm-up, which no baseline run saw them pay ({shown})",
             )
         )
-    if comparison.unconfirmed:
+    if comparison.unconfirmed and comparison.layout is not None:
         rows.append(
             Line(
                 Tone.NOTE,
@@ -239,12 +239,22 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
                 f" ({_first(comparison.unconfirmed)})",
             )
         )
+    elif comparison.unconfirmed:
+        rows.append(
+            Line(
+                Tone.NOTE,
+                f"order: xdist hands tests to workers anew each run;"
+                f" {len(comparison.unconfirmed)} test(s) slowed within what their compiling"
+                " here explains, their class and module holding, are not findings"
+                f" ({_first(comparison.unconfirmed)})",
+            )
+        )
     if comparison.tracing_moved:
         rows.append(
             Line(
                 Tone.NOTE,
                 f"tracing: {len(comparison.tracing_moved)} test(s) or module(s) traced longer"
-                " where others traced shorter (a shared function traced first"
+                " or shorter where others did the opposite (a shared function traced first"
                 f" elsewhere): not findings ({_first(comparison.tracing_moved)})",
             )
         )

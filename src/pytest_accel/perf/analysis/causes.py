@@ -7,7 +7,7 @@ the baseline's runs, a test's finding stands only where its class or module conf
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -60,6 +60,8 @@ def confirmed_by_groups(
     class_of: Mapping[str, str | None],
     module_of: Mapping[str, str | None],
     sizes: Mapping[str, int] | None = None,
+    *,
+    only: Collection[str] | None = None,
 ) -> list[str]:
     """In a run spread over processes unlike the baseline's runs (``-n`` against serial
     runs, a shard against whole runs), a first use's cost (a JAX compilation, a lazy
@@ -67,7 +69,8 @@ def confirmed_by_groups(
     inside the test's class or module: keep a test's finding only where that group's
     total, compared whole, moved the same way; the others are returned, not findings.
     The group is the test's class, else its module, of at least
-    ``MIN_CONFIRMING_TESTS`` tests (``sizes``: tests per group; None counts none out)."""
+    ``MIN_CONFIRMING_TESTS`` tests (``sizes``: tests per group; None counts none out).
+    ``only``: the tests whose findings need confirming (None: all); the others stand."""
     moved: dict[str, set[str]] = {"regression": set(), "improvement": set()}
     for group in groups:
         for what, finding in group.findings:
@@ -78,6 +81,9 @@ def confirmed_by_groups(
     kept: list[tuple[str, Finding]] = []
     unconfirmed: list[str] = []
     for what, finding in tests.findings:
+        if only is not None and finding.id not in only:
+            kept.append((what, finding))
+            continue
         holder = next(
             (
                 g

@@ -26,10 +26,11 @@ new level that the runs before them did not.  For each candidate ``m`` (from
 A short history (too few runs for that rule at all, fewer than ``min_before`` plus
 ``min_runs``: a baseline built with the 3 runs docs/ci.md suggests) has its own tier:
 ``short_before`` runs before and ``short_runs`` after suffice, with the spread at
-least ``short_floor`` (as the single-run rule's short baselines,
-``rule.SHORT_NOISE_FLOOR``), so that a step of a third or more is named on its second
-run.  Without it, a first slowed run folded into
-a 3-run baseline widened the spread the next run was judged against and hid it.
+least ``short_floor`` (above the single-run rule's short-baseline floor, 10%: tuned by
+``bench/signal_quality.py --mode short`` to keep false changes near 0.3% a run), so
+that a step of about 1.5x or more is named on its second run.  Without it, a first
+slowed run folded into a 3-run baseline widened the spread the next run was judged
+against and hid it.
 
 Where several cuts qualify, the one with the most evidence names the change point
 (``since``), moved later past leading runs still closer to the old level; fewer than
@@ -47,7 +48,6 @@ from pytest_accel.perf.analysis.rule import (
     CLIP_MADS,
     LOG_FLOOR,
     MAD_SCALE,
-    SHORT_NOISE_FLOOR,
     Rule,
     row_median,
     sample_spread,
@@ -80,7 +80,7 @@ class ChangeRule:
     # cut, this many after, and a spread of at least short_floor (log seconds).
     short_before: int = 3
     short_runs: int = 2
-    short_floor: float = SHORT_NOISE_FLOOR
+    short_floor: float = 0.15
     hold: float = 1.0  # share of the runs after the cut that must clear the margin
     margin: float = 0.45  # ... which is this share of the step, from the old level
     threshold: float = 1.2

@@ -12,13 +12,16 @@ judged here, on what does not move with the order of the tests:
   test, as for a time: which shapes a test finds compiled depends on what ran before it
   in its process, so under ``-n 2`` a test compiles, and recompiles, shapes a serial
   run's earlier tests compiled for it (on optax's suite, 25 against at most 7), and two
-  ``-n 2`` runs hand tests to workers differently (0 in one, 3 in the next).  Where
-  too few runs are laid out as this one (a pull request's ``-n 2`` against a serial
-  baseline), the test's compilations of the one function it compiled most (its
-  *repeats*) are judged instead, against every run that counted them, by the same
-  ratio and margin: a shape a process compiled before saves one compilation of that
-  function per shape, while a function jitted anew on every call compiles once per
-  call whatever ran before;
+  ``-n 2`` runs hand tests to workers differently (0 in one, 3 in the next).  That
+  holds for serial runs and shards, whose order is the same from run to run.  Under
+  xdist (a worker's tests differ from run to run: on dm-pix's suite one test
+  recompiled 24 times against 0 in five ``-n 2`` runs), and where too few runs are laid
+  out as this one (a pull request's ``-n 2`` against a serial baseline), the test's
+  compilations of the one function it compiled most (its *repeats*) are judged
+  instead, against the runs of its layout or else every run that counted them, at
+  ``REPEAT_RATIO`` and ``REPEAT_MARGIN``: a shape a process compiled before saves one
+  compilation of that function per shape (dm-pix: at most 5 against 1), while a
+  function jitted anew on every call compiles once per call whatever ran before;
 - **compile time growth**: the run's compilation seconds against the median of the
   baseline runs of its layout, reported (not an alarm) at ``COMPILE_GROWTH`` and
   ``COMPILE_DELTA`` seconds more: a new jitted path, a bigger graph, a lost cache.
@@ -35,8 +38,16 @@ from pytest_accel.perf.model.samples import Run
 
 RECOMPILE_RATIO = 1.5
 RECOMPILE_MARGIN = 3
+REPEAT_RATIO = 2.0
+REPEAT_MARGIN = 5
 COMPILE_GROWTH = 1.5
 COMPILE_DELTA = 1.0  # seconds
+
+
+def handed_out_anew(layout: str | None) -> bool:
+    """Whether a run laid out so hands its tests to processes anew each time (xdist),
+    so that which test pays a first use moves between runs of the same layout too."""
+    return layout is not None and layout.startswith("xdist")
 
 
 def _judging_runs(scope: Scope) -> list[Run]:
@@ -70,10 +81,13 @@ def recompiled(
     env = scope.env
     if not now or not runs:
         return []
+    ratio, margin = (
+        (REPEAT_RATIO, REPEAT_MARGIN) if repeats else (RECOMPILE_RATIO, RECOMPILE_MARGIN)
+    )
     tests, warmup = env.positions("tests"), env.positions("warmup")
     found = []
     for ident, count in now.items():
-        if count < RECOMPILE_MARGIN:
+        if count < margin:
             continue
         seen = [
             (other.repeats or {}).get(ident, 1) if repeats else other.recompiles.get(ident, 0)
@@ -84,7 +98,7 @@ def recompiled(
         if len(seen) < max(min_samples, 1):
             continue  # a new test, or too few runs to know its usual count
         most = max(seen)
-        if count >= most * RECOMPILE_RATIO and count - most >= RECOMPILE_MARGIN:
+        if count >= most * ratio and count - most >= margin:
             found.append(Recompiled(ident, count, most, len(seen), of_one_function=repeats))
     return sorted(found, key=lambda r: (-(r.current - r.baseline), r.id))
 
@@ -114,9 +128,12 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
     run = scope.run
     judging = _judging_runs(scope)
     needed = result.min_samples
+    handed_out = handed_out_anew(run.layout)
     across = len(judging) < needed and run.repeats is not None
     if across:
         judging = _repeat_runs(scope)
+    elif handed_out:
+        judging = [other for other in judging if other.repeats is not None]
     share = None
     if run.cpu_wait is not None:
         called = sum(run.call) + run.cpu_wait
@@ -130,7 +147,7 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
         left_out_time=scope.left_out_time,
         left_out_layout=scope.left_out_layout,
         change_runs=None if scope.change_runs is None else len(scope.change_runs),
-        recompiled=recompiled(scope, judging, needed, repeats=across),
+        recompiled=recompiled(scope, judging, needed, repeats=across or handed_out),
         recompiles_judged=run.recompiles is not None and len(judging) >= needed,
         recompiles_across=across and len(judging) >= needed,
         recompile_runs=len(judging),

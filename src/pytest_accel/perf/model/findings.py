@@ -78,8 +78,8 @@ class Recompiled:
     current: int  # its recompilations in this run
     baseline: int  # the most any baseline run had
     samples: int  # the baseline runs that ran it
-    # Counted as the compilations of its most compiled function (``repeats``), against
-    # baseline runs of other layouts (``analysis.compilation``).
+    # Counted as the compilations of its most compiled function (``repeats``): under
+    # xdist, or against baseline runs of other layouts (``analysis.compilation``).
     of_one_function: bool = False
 
     def to_json(self) -> dict[str, Any]:
