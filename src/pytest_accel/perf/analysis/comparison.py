@@ -37,8 +37,8 @@ from pytest_accel.perf.analysis.causes import (
     usual_layout,
 )
 from pytest_accel.perf.analysis.changes import change_rule, current_level, find_steps
-from pytest_accel.perf.analysis.compilation import handed_out_anew, with_compilation
-from pytest_accel.perf.analysis.layouts import Scope, same_layout, scope_of
+from pytest_accel.perf.analysis.compilation import with_compilation
+from pytest_accel.perf.analysis.layouts import Scope, handed_out_anew, same_layout, scope_of
 from pytest_accel.perf.analysis.quiet import (
     Compared,
     module_path_of,
@@ -406,8 +406,9 @@ def _judge_groups(
     # Set aside, not gone: what they moved explains their groups' shift too.
     aside = _compile_dominated(tests, run.compiling or {}) if moving else _holding(tests)
     dominated = [f.id for _, f in aside.findings]
+    # Tests per class and module, for the groups that confirm a test's finding.
+    sizes = Counter(c for c in run.cls if c) + Counter(m for m in run.module if m) if moving else {}
     if not same_layout(run.layout, usual):
-        sizes = Counter(c for c in run.cls if c) + Counter(m for m in run.module if m)
         confirmed = confirmed_by_groups(tests, [classes, modules], class_of, module_of, sizes)
         result = replace(
             result,
@@ -428,7 +429,6 @@ def _judge_groups(
         heavy = {
             f.id for _, f in tests.findings if compiling.get(f.id, 0.0) >= f.current - f.baseline
         }
-        sizes = Counter(c for c in run.cls if c) + Counter(m for m in run.module if m)
         groups = [classes, modules]
         confirmed = confirmed_by_groups(tests, groups, class_of, module_of, sizes, only=heavy)
         if dominated or confirmed:

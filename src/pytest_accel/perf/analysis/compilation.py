@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 from statistics import median
 
-from pytest_accel.perf.analysis.layouts import Scope, same_layout
+from pytest_accel.perf.analysis.layouts import Scope, handed_out_anew, same_layout
 from pytest_accel.perf.model.findings import Comparison, Compilation, Finding, Recompiled
 from pytest_accel.perf.model.samples import Run
 
@@ -42,12 +42,6 @@ REPEAT_RATIO = 2.0
 REPEAT_MARGIN = 5
 COMPILE_GROWTH = 1.5
 COMPILE_DELTA = 1.0  # seconds
-
-
-def handed_out_anew(layout: str | None) -> bool:
-    """Whether a run laid out so hands its tests to processes anew each time (xdist),
-    so that which test pays a first use moves between runs of the same layout too."""
-    return layout is not None and layout.startswith("xdist")
 
 
 def _judging_runs(scope: Scope) -> list[Run]:

@@ -76,3 +76,9 @@ def scope_of(run: RunTimings, env: EnvHistory, time: str, min_samples: int) -> S
     if len(alike) >= min_samples:
         return Scope(judged, env.with_runs(alike), left_out_time, len(env.runs) - len(alike))
     return Scope(judged, env, left_out_time, change_runs=tuple(alike))
+
+
+def handed_out_anew(layout: str | None) -> bool:
+    """Whether a run laid out so hands its tests to processes anew each time (xdist),
+    so that which test pays a first use moves between runs of the same layout too."""
+    return layout is not None and layout.startswith("xdist")
