@@ -208,12 +208,19 @@ def compare(
 MOVERS = 3  # tests named per group finding
 
 
-def _name_movers(result: Comparison, tests: Judged, run: RunTimings) -> Comparison:
+def _name_movers(
+    result: Comparison, tests: Judged, run: RunTimings, *, tracing: bool = False
+) -> Comparison:
     """Each class, module and suite finding with the tests in it that moved most: a
     slowdown of a few milliseconds a call, spread over tests each under the floor, is
-    found at the group and named by its tests."""
-    kinds = ("class", "module", "session")
-    if not any(f.kind in kinds for f in (*result.regressions, *result.learning)):
+    found at the group and named by its tests.  ``tracing``: the findings of the tests'
+    tracing, with ``tests`` judged on it (its groups are modules and the suite)."""
+    kinds = ("module", "session") if tracing else ("class", "module", "session")
+
+    def grouped(finding: Finding) -> bool:
+        return finding.kind in kinds and finding.tracing == tracing
+
+    if not any(map(grouped, (*result.regressions, *result.learning))):
         return result
     moved = {
         ident: float(now - then)
@@ -228,7 +235,7 @@ def _name_movers(result: Comparison, tests: Judged, run: RunTimings) -> Comparis
                     members.setdefault(group, []).append(ident)
 
     def named(finding: Finding) -> Finding:
-        if finding.kind not in kinds:
+        if not grouped(finding):
             return finding
         ids = list(moved) if finding.kind == "session" else members.get(finding.id, [])
         top = sorted(ids, key=lambda i: (-moved[i], i))[:MOVERS]
@@ -303,7 +310,7 @@ def _judge_tracing(
     result = replace(result, tracing_judged=True, tracing_moved=moved)
     for judged in judged_all:
         result = _collect(result, judged)
-    return _name_tracing_movers(result, tests, module_of)
+    return _name_movers(result, tests, run, tracing=True)
 
 
 SUITE = "suite total"  # the id of the suite's findings
@@ -347,31 +354,6 @@ def _derived(setting: _Setting, ids: list[str], series: FloatArray) -> _Inputs:
     import numpy as np
 
     return _numbers(setting, ids, np.arange(len(ids)), series[:, -1], series[:, :-1])
-
-
-def _name_tracing_movers(
-    result: Comparison, tests: Judged, module_of: Mapping[str, str | None]
-) -> Comparison:
-    """Each module's and the suite's tracing finding with the tests that traced
-    longer than their median by most."""
-    moved = {
-        ident: float(now - then)
-        for ident, now, then in zip(tests.ids, tests.current, tests.medians, strict=True)
-        if now > then
-    }
-
-    def named(finding: Finding) -> Finding:
-        if not finding.tracing or finding.kind not in ("module", "session"):
-            return finding
-        ids = [i for i in moved if finding.kind == "session" or module_of.get(i) == finding.id]
-        top = sorted(ids, key=lambda i: (-moved[i], i))[:MOVERS]
-        return replace(finding, movers=tuple((i, moved[i]) for i in top))
-
-    return replace(
-        result,
-        regressions=[named(f) for f in result.regressions],
-        learning=[named(f) for f in result.learning],
-    )
 
 
 def _timed(scope: Scope) -> Compared:
