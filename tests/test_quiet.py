@@ -16,7 +16,7 @@ from pytest_accel.perf.analysis.compilation import with_compilation
 from pytest_accel.perf.analysis.layouts import scope_of
 from pytest_accel.perf.analysis.quiet import quiet_comparison
 from pytest_accel.perf.analysis.rule import Rule
-from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, parse_baseline
+from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run, parse_baseline
 from pytest_accel.perf.model.findings import Comparison
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.offline import baseline_json
@@ -170,3 +170,20 @@ def test_a_summary_left_behind_by_an_edit_of_the_runs_is_not_used() -> None:
     assert env.stored_summary() is None
     data: Any = baseline_json(Baseline({"cpu/x1": env}))
     assert data["envs"]["cpu/x1"]["summary"]["runs"] == 5  # written afresh
+
+
+def test_a_suites_tracing_is_left_to_the_full_comparison_where_its_sum_can_be_a_finding() -> None:
+    """JAX tracing is judged summed over modules and the suite (issue 37): tests each
+    tracing under the floor can add up to a finding, so the quiet comparison answers only
+    where the sum stays under it, and then as the full comparison does."""
+
+    def traced(calls: Mapping[str, float], seconds: float, index: int) -> RunTimings:
+        return replace(run_of(calls, index), tracing=dict.fromkeys(calls, seconds))
+
+    env = EnvHistory()
+    for index in range(5):
+        add_run(env, traced(FAST, 0.001, index), 50)
+    quiet, full = both(traced(FAST, 0.001, 5), env)
+    assert quiet.to_json() == full.to_json()
+    assert quiet.tracing_judged
+    assert unanswered(traced(FAST, 0.01, 5), env)  # 40 tests: 0.4 s of tracing in all

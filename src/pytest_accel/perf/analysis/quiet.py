@@ -357,6 +357,8 @@ def quiet_comparison(
     usual = usual_layout(env)
     if not same_layout(run.layout, usual):
         result = replace(result, layout=run.layout, baseline_layout=usual)
+    elif tracing and env.ids["trace"]:
+        result = replace(result, tracing_judged=True)  # nothing in it could be a finding
     warm = list(compared.warmups)
     warm_medians = aligned(summary.warmup_median, env.positions("warmup"), warm)
     count = len(tests) + len(warm)
