@@ -12,6 +12,8 @@ autoloading is off in every run: each variant loads exactly the plugin it measur
     build/bench-venv/bin/python bench/overhead.py --set flaky --reference 1 --repeat 9
     # a compile-heavy JAX suite: the compile listeners against the same run without them
     python bench/overhead.py --set compile --tests 80 --reference 1 --repeat 15
+    # what each feature adds to a run that records timings (issue 39)
+    python bench/overhead.py --set features --tests 10000 --reference 2 --repeat 5
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Variant:
     name: str
     args: list[str]
     prepare: list[str] = field(default_factory=list)  # one run before the warm-up
+    env: dict[str, str] = field(default_factory=dict)  # {tmp} expanded, as in args
     walls: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
 
@@ -108,6 +111,37 @@ VARIANT_SETS: dict[str, list[Variant]] = {
         Variant(
             "pytest-rerunfailures --reruns=2 (nothing fails)",
             ["-p", "pytest_rerunfailures", "--reruns=2"],
+        ),
+    ],
+    # Issue 39: each feature on top of recording (variant 2), one at a time; the compile
+    # listener's share on a suite without JAX is the record with it blocked.
+    "features": [
+        Variant("bare pytest", []),
+        Variant("pytest-accel (no option)", ACCEL),
+        Variant("--perf-record", [*ACCEL, RECORD]),
+        Variant(
+            "--perf-record, compile listener blocked",
+            [*ACCEL, RECORD, "-p", "no:pytest_accel:compiles"],
+        ),
+        Variant(
+            "--perf-record --perf-baseline (compare)",
+            [*ACCEL, RECORD, BASELINE],
+            prepare=[*ACCEL, BASELINE, "--perf-update-baseline"],
+        ),
+        Variant("--perf-record --flaky-history", [*ACCEL, RECORD, "--flaky-history={tmp}/h.json"]),
+        Variant("--perf-record --accel-price (cost)", [*ACCEL, RECORD, "--accel-price=*=2.5"]),
+        Variant(
+            "--perf-record --accel-min-coverage (coverage)",
+            [*ACCEL, RECORD, "--accel-min-coverage=0"],
+        ),
+        Variant(
+            "--perf-record, job summary ($GITHUB_STEP_SUMMARY)",
+            [*ACCEL, RECORD],
+            env={"GITHUB_STEP_SUMMARY": "{tmp}/summary.md"},
+        ),
+        Variant(
+            "--perf-record --accel-report (the page)",
+            [*ACCEL, RECORD, "--accel-report={tmp}/r.html"],
         ),
     ],
     # Issue 27: the jax.monitoring listeners (perf.compiles) on a suite where most of
@@ -220,6 +254,7 @@ def run_once(variant: Variant, suite: Path, common: list[str], workdir: Path) ->
     args = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider"]
     args += common + [a.replace("{tmp}", str(workdir)) for a in variant.args]
     env = measured_env()
+    env.update({k: v.replace("{tmp}", str(workdir)) for k, v in variant.env.items()})
     start = time.perf_counter()
     process = subprocess.Popen(
         args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=workdir
@@ -241,15 +276,17 @@ def paired(values: list[float], reference: list[float]) -> float:
 def table(variants: list[Variant], reference: int) -> str:
     ref = variants[reference]
     lines = [
-        f"| variant | median wall (s) | paired wall ratio to {ref.name} | peak RSS (MB)"
-        " | paired RSS ratio |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        f"| variant | median wall (s) | paired wall ratio to {ref.name} | paired ms over it"
+        " | peak RSS (MB) | paired RSS ratio | paired MB over it |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for v in variants:
         wall, rss = statistics.median(v.walls), statistics.median(v.rss_mb)
+        more_ms = 1000 * statistics.median(a - b for a, b in zip(v.walls, ref.walls, strict=True))
+        more_mb = statistics.median(a - b for a, b in zip(v.rss_mb, ref.rss_mb, strict=True))
         lines.append(
-            f"| {v.name} | {wall:.3f} | {paired(v.walls, ref.walls):.3f}x | {rss:.0f}"
-            f" | {paired(v.rss_mb, ref.rss_mb):.3f}x |"
+            f"| {v.name} | {wall:.3f} | {paired(v.walls, ref.walls):.3f}x | {more_ms:+.0f}"
+            f" | {rss:.0f} | {paired(v.rss_mb, ref.rss_mb):.3f}x | {more_mb:+.1f} |"
         )
     return "\n".join(lines)
 
