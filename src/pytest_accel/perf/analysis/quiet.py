@@ -318,8 +318,8 @@ def quiet_comparison(
     timed = timed or Compared(
         run.comparable(env.test_metric), run.comparable(env.test_metric, warmup=True)
     )
-    tracing = run.comparable_tracing()
-    if env.ids["trace"] and fsum(tracing.values()) >= rule.min_duration:
+    tracing = run.comparable_tracing() if env.ids["trace"] else {}
+    if fsum(tracing.values()) >= rule.min_duration:
         return None  # the suite's tracing, summed, can be a finding (comparison.py)
     judged = {
         "tests": timed.tests,  # ignored and new ones too: a bound needs no more care
@@ -357,7 +357,7 @@ def quiet_comparison(
     usual = usual_layout(env)
     if not same_layout(run.layout, usual):
         result = replace(result, layout=run.layout, baseline_layout=usual)
-    elif tracing and env.ids["trace"]:
+    elif tracing:
         result = replace(result, tracing_judged=True)  # nothing in it could be a finding
     warm = list(compared.warmups)
     warm_medians = aligned(summary.warmup_median, env.positions("warmup"), warm)

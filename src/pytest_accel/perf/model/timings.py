@@ -187,15 +187,7 @@ class RunTimings:
         if not self.tracing:
             return {}
         tracing = self.tracing
-        if self.warmup.count(False) == len(self.ids) and self.outcome.count("passed") == len(
-            self.ids
-        ):
-            return {i: tracing.get(i, 0.0) for i in self.ids}
-        return {
-            ident: tracing.get(ident, 0.0)
-            for ident, outcome, first in zip(self.ids, self.outcome, self.warmup, strict=True)
-            if outcome == "passed" and not first
-        }
+        return {ident: tracing.get(ident, 0.0) for ident in self.comparable()}
 
     def ran_modules(self) -> set[str]:
         return {m for m in self.module if m is not None}
