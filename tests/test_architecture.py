@@ -263,7 +263,13 @@ def test_the_alarm_kinds_are_listed_in_one_module_and_every_output_reads_them() 
     from pytest_accel.github import Location
     from pytest_accel.perf import output
     from pytest_accel.perf.model import findings
-    from pytest_accel.perf.model.findings import Change, Comparison, Finding, Recompiled
+    from pytest_accel.perf.model.findings import (
+        Change,
+        Comparison,
+        Finding,
+        MemoryGrowth,
+        Recompiled,
+    )
     from pytest_accel.perf.model.timings import RunIdentity
     from pytest_accel.text import Tone
 
@@ -279,18 +285,30 @@ def test_the_alarm_kinds_are_listed_in_one_module_and_every_output_reads_them() 
         regressions=[Finding("test", "t.py::a", 0.1, 0.5, 5.0, 10)],
         changes=[Change("test", "t.py::b", 0.2, 0.6, 3, RunIdentity("abc"))],
         recompiled=[Recompiled("t.py::c", 9, 0, 5)],
+        memory=[MemoryGrowth("t.py::d", 4 * 2**30, 2**30, 3)],
     )
-    # The most severe first, whatever its kind: 9 recompilations against none, 5x, 3x.
-    assert [a.kind for a in one_of_each.alarm_list] == ["recompiled", "regression", "slowdown"]
+    # The most severe first, whatever its kind: 9 recompilations against none, 5x, 4x, 3x.
+    assert [a.kind for a in one_of_each.alarm_list] == [
+        "recompiled",
+        "regression",
+        "memory",
+        "slowdown",
+    ]
     assert one_of_each.alarms == len(findings.ALARM_KINDS)
     rows = output.terminal_rows(one_of_each, top=20)
     assert sum(row.tone is Tone.ALARM for row in rows) == len(findings.ALARM_KINDS)
     annotations = output.workflow_commands(one_of_each, lambda *_: Location("t.py", 1))
     assert len(annotations) == len(findings.ALARM_KINDS)
     table = output.summary_section(one_of_each, failing=True).rows
-    assert [row.split("|")[1].strip() for row in table] == ["recompiled", "regression", "change"]
+    assert [row.split("|")[1].strip() for row in table] == [
+        "recompiled",
+        "regression",
+        "memory",
+        "change",
+    ]
     assert output.alarm_count(one_of_each) == (
         "1 regression(s) and 1 slowdown change(s) and 1 recompiling test(s)"
+        " and 1 device memory growth(s)"
     )
 
 

@@ -29,6 +29,10 @@ NEW_RUNS_ATTR = "pytest_accel_new_runs"
 COMPILES_ATTR = "pytest_accel_compiles"
 # on its call report: the seconds of the call that were compiling.
 CALL_COMPILE_ATTR = "pytest_accel_call_compile"
+# On a test's teardown report where its process has a GPU or TPU in use (perf.memory):
+# each device's peak memory during the test, ``[[device, bytes, exact], ...]``; exact is
+# 0 where the figure is a lower bound (``DeviceMemory``).
+DEVICE_MEMORY_ATTR = "pytest_accel_device_memory"
 # On a call report: the seconds the call's thread waited for a CPU (perf.waits).
 CALL_WAIT_ATTR = "pytest_accel_cpu_wait"
 # ... and each run's outcome, in order ("passed" or a failing phase's outcome).

@@ -227,6 +227,35 @@ def parse_non_negative_float(flag: str, value: str) -> float:
     return number
 
 
+# A size's unit: binary where it says so (KiB, MiB, ...) and where it is a bare letter (as
+# ``docker --memory=2g`` reads it), decimal where it says bytes (kB, MB, GB).
+_SIZE = re.compile(r"(?i)([0-9]{1,12}(?:\.[0-9]{1,6})?)\s*([kmgt]?)(i?)(b?)")
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def size_value(text: str) -> int | None:
+    """``text`` as a number of bytes (``2GiB``, ``2g``, ``512MB``, ``1048576``); None
+    where it is not a size."""
+    found = _SIZE.fullmatch(text.strip())
+    if found is None:
+        return None
+    number, unit, binary, in_bytes = found.groups()
+    power = _POWERS[unit.lower()]
+    if binary and not power:
+        return None  # "2i", "2ib": no unit to be binary
+    base = 1000 if power and in_bytes and not binary else 1024
+    return int(float(number) * base**power)
+
+
+def parse_size(flag: str, value: str) -> int:
+    count = size_value(value)
+    if count is None or count <= 0:
+        raise usage_error(
+            f"{flag}: {shown(value)} is not a size (bytes, or with a unit: 512MiB, 2GiB, 2G)"
+        )
+    return count
+
+
 def parse_positive_float(flag: str, value: str) -> float:
     number = number_value(value)
     if number is None or number <= 0:

@@ -61,6 +61,17 @@ def problem(exc: BaseException, context: str = "") -> str:
     return str(exc) or type(exc).__name__
 
 
+def size(count: float) -> str:
+    """Bytes as people read a device's memory: ``512 B``, ``12.0 MiB``, ``2.50 GiB``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(count) >= scale:
+            shown = count / scale
+            if shown == int(shown):
+                return f"{int(shown)} {unit}"
+            return f"{shown:.2f} {unit}" if abs(shown) < 10 else f"{shown:.1f} {unit}"
+    return f"{int(count)} B"
+
+
 class Tone(enum.Enum):
     """What a line of output says, which decides its colour and at which verbosity it is
     shown (``reports.write_section``), as pytest decides a status's colour from its

@@ -23,3 +23,7 @@ def register(config: pytest.Config) -> None:
         from pytest_accel.perf.plugin import register_feature
 
         register_feature(config, options, wanted=wanted)
+    elif options.max_device_memory is not None and not config.option.collectonly:
+        from pytest_accel.perf.plugin import register_meter
+
+        register_meter(config, options)

@@ -20,6 +20,7 @@ from pytest_accel.outcomes import (
     CALL_COMPILE_ATTR,
     CALL_WAIT_ATTR,
     COMPILES_ATTR,
+    DEVICE_MEMORY_ATTR,
     OUTCOME_RANK,
     PLATFORM_SKIP_PROPERTY,
     QUARANTINED_ATTR,
@@ -31,12 +32,14 @@ from pytest_accel.outcomes import (
     test_ids,
 )
 from pytest_accel.perf.compiles import WORKEROUTPUT_PROBLEM
+from pytest_accel.perf.device_memory import WORKEROUTPUT_MEMORY_PROBLEM
 from pytest_accel.perf.model.table import TimingTable
 from pytest_accel.perf.pauses import WORKEROUTPUT_PAUSES, Pause, attribute, pauses_key
 from pytest_accel.reports import node_parents, report_stats, reports_are_relayed, xdist_worker_id
 
 if TYPE_CHECKING:
     from pytest_accel.perf.compiles import CompileCounter
+    from pytest_accel.perf.device_memory import DeviceMemoryMeter
 
 # The report attribute that carries collection-tree facts from a worker to the controller.
 NODE_INFO_ATTR = "pytest_accel_node"
@@ -153,10 +156,17 @@ class NodeInfoSender:
 class ResultsCollector:
     """Runs in the process that owns the session and folds its reports into a table."""
 
-    def __init__(self, config: pytest.Config, counter: CompileCounter | None = None) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        counter: CompileCounter | None = None,
+        meter: DeviceMemoryMeter | None = None,
+    ) -> None:
         self.config = config
         self.counter = counter  # this process's compile listener, where tests run here
+        self.meter = meter  # ... and its device memory meter
         self.compile_problems: set[str] = set()  # an xdist worker's, from its output
+        self.memory_problems: set[str] = set()
         self.table = TimingTable()
         self.marks: dict[str, PerfMark] = {}
         self.workers: set[str] = set()
@@ -191,6 +201,8 @@ class ResultsCollector:
         output = getattr(node, "workeroutput", {})
         if output.get(WORKEROUTPUT_PROBLEM):
             self.compile_problems.add(str(output[WORKEROUTPUT_PROBLEM]))
+        if output.get(WORKEROUTPUT_MEMORY_PROBLEM):
+            self.memory_problems.add(str(output[WORKEROUTPUT_MEMORY_PROBLEM]))
         pauses = output.get(WORKEROUTPUT_PAUSES)
         if pauses:
             self.pauses[str(node.gateway.id)] = [(float(t), float(s)) for t, s in pauses]
@@ -203,8 +215,15 @@ class ResultsCollector:
     def compile_problem(self) -> str | None:
         """Why this run's compilation was not measured, where JAX's monitoring failed."""
         problems = set(self.compile_problems)
-        if self.counter is not None and self.counter.problem is not None:
-            problems.add(self.counter.problem)
+        if self.counter is not None:
+            problems.update(self.counter.problems())
+        return "; ".join(sorted(problems)) or None
+
+    def memory_problem(self) -> str | None:
+        """Why device memory was not measured, where a framework failed to answer."""
+        problems = set(self.memory_problems)
+        if self.meter is not None and self.meter.problem is not None:
+            problems.add(self.meter.problem)
         return "; ".join(sorted(problems)) or None
 
     def _take_node_info(self, row: int, info: NodeInfo) -> None:
@@ -231,6 +250,9 @@ class ResultsCollector:
         compiles = getattr(report, COMPILES_ATTR, None)
         if compiles is not None:
             table.add_compilation(row, compiles)
+        peaks = getattr(report, DEVICE_MEMORY_ATTR, None)
+        if peaks:
+            table.add_device_memory(row, peaks)
         if report.skipped:
             reason = next(
                 (v for k, v in report.user_properties if k == PLATFORM_SKIP_PROPERTY), None

@@ -1,4 +1,4 @@
-"""How much of each test's time was JAX compiling, where the suite uses JAX.
+"""How much of each test's time was compiling, where the suite uses JAX or torch.compile.
 
 Nothing here imports jax: the moment the suite has it (imported already, or as soon as
 its first import finishes, in a test's body too), it gets ``jax.monitoring`` listeners,
@@ -12,11 +12,19 @@ of the spans: JAX traces a jitted function called inside another one within the 
 trace, and summing both would count that time twice.  The call's share rides on the
 call report (what ``timings.without_compiles`` takes out of the judged call), the
 test's whole tally on its teardown report; pytest-xdist carries both from a worker.
+
+``torch.compile`` is counted the same way from the moment ``torch._dynamo`` is
+imported, through its compile callbacks (``torch._dynamo.callback``): each graph Dynamo
+compiles is a compilation of its frame (the code object, ``frame/compile`` in the
+callback's compile id), one compiled again is a recompilation, and the span from start
+to end (Dynamo's tracing, AOTAutograd and the backend) is compiling time.  Torch has no
+tracing or backend split, and no persistent-cache events there: those figures stay JAX's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import time
 from collections import Counter
@@ -42,6 +50,9 @@ COMPILE_STEPS = frozenset(
 CACHE_HIT = "/jax/compilation_cache/cache_hits"
 CACHE_MISS = "/jax/compilation_cache/cache_misses"
 PER_TEST = "pytest_accel:compiles_per_test"
+# torch.compile's compile id: "frame/compile", maybe with a restart ("0/1_1") or a
+# compiled-autograd prefix ("!0/0/1"): the frame is the function compiled.
+TORCH_COMPILE_ID = re.compile(r"(\d+)/(\d+)")
 
 
 def covered_seconds(spans: list[tuple[float, float]], pauses: Sequence[Pause] = ()) -> float:
@@ -115,6 +126,11 @@ class CompileCounter:
         self.config: pytest.Config | None = None
         self.problem: str | None = None  # why compilation is not measured, if it is not
         self.hook: AfterImport | None = None
+        self.torch_hook: AfterImport | None = None
+        self.torch_callbacks: Any = None  # torch._dynamo's handler, once listened to
+        self.torch_started: dict[str, float] = {}  # compile id -> when it started
+        self.per_test: _PerTest | None = None
+        self.torch_problem: str | None = None  # why torch.compile is not counted, if not
 
     @property
     def pauses(self) -> Sequence[Pause]:
@@ -140,20 +156,72 @@ class CompileCounter:
         elif event == CACHE_MISS:
             self.tally.misses += 1
 
+    def heard_torch_start(self, args: Any = None) -> None:
+        self.torch_started[str(getattr(args, "compile_id", ""))] = time.time()
+
+    def heard_torch_end(self, args: Any = None) -> None:
+        """One torch.compile compilation ended: a graph of its frame (a lazy backward
+        or a CUDA graph recording adds seconds, not a compilation)."""
+        compile_id = str(getattr(args, "compile_id", ""))
+        began = self.torch_started.pop(compile_id, None)
+        if self.current is None or began is None:
+            return
+        self.tally.spans.append((began, time.time()))
+        trigger = getattr(getattr(args, "callback_trigger", None), "name", "DYNAMO")
+        if trigger == "DYNAMO":
+            frame = TORCH_COMPILE_ID.search(compile_id)
+            self.tally.functions[f"torch.compile:{frame.group(1) if frame else '?'}"] += 1
+
     def start(self, config: pytest.Config) -> None:
-        """Listen now if jax is imported, else once it is."""
+        """Listen now if jax (torch._dynamo) is imported, else once it is."""
         self.config = config
         if "jax" in sys.modules:
             self._listen()
         else:
             self.hook = after_import("jax", self._imported)
+        if "torch._dynamo" in sys.modules:
+            self._listen_torch()
+        else:
+            self.torch_hook = after_import("torch._dynamo", self._torch_imported)
 
-    def _imported(self) -> None:
-        self._stop_watching()
-        self._listen()
-        if self.monitoring is not None and self.running is not None:
+    def _torch_imported(self) -> None:
+        if self.torch_hook is not None:
+            self.torch_hook.stop()
+            self.torch_hook = None
+        self._listen_torch()
+        self._own_from_here()
+
+    def _own_from_here(self) -> None:
+        if self.running is not None and self.current != self.running:
             # Imported inside a test: its compilations from here on are its own.
             self.current, self.tally = self.running, CompileTally()
+
+    def _listen_torch(self) -> None:
+        if self.torch_callbacks is not None or self.torch_problem or self.config is None:
+            return
+        try:
+            from torch._dynamo.callback import callback_handler
+
+            callback_handler.register_start_callback(self.heard_torch_start)
+            callback_handler.register_end_callback(self.heard_torch_end)
+        except Exception as exc:  # a torch without compile callbacks (before 2.5): say so
+            self.torch_problem = f"torch._dynamo.callback: {type(exc).__name__}: {exc}"
+            return
+        self.torch_callbacks = callback_handler
+        self._count_per_test()
+
+    def _count_per_test(self) -> None:
+        if self.per_test is None and self.config is not None:
+            self.per_test = _PerTest(self)
+            self.config.pluginmanager.register(self.per_test, PER_TEST)
+
+    def _imported(self) -> None:
+        if self.hook is not None:
+            self.hook.stop()
+            self.hook = None
+        self._listen()
+        if self.monitoring is not None:
+            self._own_from_here()
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.running = nodeid
@@ -171,23 +239,33 @@ class CompileCounter:
             self._unregister(monitoring if "monitoring" in locals() else None)
             return
         self.monitoring = monitoring
-        self.config.pluginmanager.register(_PerTest(self), PER_TEST)
+        self._count_per_test()
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(session.config, "workeroutput", None)
-        if workeroutput is not None and self.problem is not None:
-            workeroutput[WORKEROUTPUT_PROBLEM] = self.problem
+        if workeroutput is not None and self.problems():
+            workeroutput[WORKEROUTPUT_PROBLEM] = "; ".join(self.problems())
+
+    def problems(self) -> list[str]:
+        """Why compilation is not measured, JAX's or torch's, where it is not."""
+        return [p for p in (self.problem, self.torch_problem) if p is not None]
 
     def pytest_unconfigure(self) -> None:
         self._stop_watching()
         if self.monitoring is not None:  # in-process runs (pytester) leave none behind
             self._unregister(self.monitoring)
             self.monitoring = None
+        if self.torch_callbacks is not None:
+            with contextlib.suppress(Exception):
+                self.torch_callbacks.remove_start_callback(self.heard_torch_start)
+                self.torch_callbacks.remove_end_callback(self.heard_torch_end)
+            self.torch_callbacks = None
 
     def _stop_watching(self) -> None:
-        if self.hook is not None:
-            self.hook.stop()
-            self.hook = None
+        for hook in (self.hook, self.torch_hook):
+            if hook is not None:
+                hook.stop()
+        self.hook = self.torch_hook = None
 
     def _unregister(self, monitoring: Any) -> None:
         """Take our listeners off, as far as this jax lets us (old ones cannot)."""

@@ -21,6 +21,7 @@ from pytest_accel.settings import (
     parse_non_negative_float,
     parse_positive_float,
     parse_positive_int,
+    parse_size,
     raw_setting,
     spec_in,
     text_setting,
@@ -100,6 +101,25 @@ OPTIONS = OptionGroup(
             default="execution",
         ),
         OptionSpec(
+            "--perf-memory-threshold",
+            "A test's peak device memory (GPU, TPU) grew: at least its most in the"
+            " baseline x RATIO (default 1.25)...",
+            metavar="RATIO",
+            default="1.25",
+        ),
+        OptionSpec(
+            "--perf-memory-min-delta",
+            "... and SIZE more (default 64MiB; bytes, or 512MiB, 2GiB, 2G).",
+            metavar="SIZE",
+            default="64MiB",
+        ),
+        OptionSpec(
+            "--accel-max-device-memory",
+            "Fail a test (at teardown) whose peak device memory on a GPU or TPU passed SIZE"
+            " (2GiB, 512MiB, 2G; JAX and PyTorch); unset: no limit.",
+            metavar="SIZE",
+        ),
+        OptionSpec(
             "--perf-new-slow",
             "Name a new test (no baseline yet) that took SECONDS or more (default 1.0).",
             metavar="SECONDS",
@@ -139,6 +159,8 @@ RULE_FLAGS = (
     "--perf-mad-k",
     "--perf-normalize",
     "--perf-time",
+    "--perf-memory-threshold",
+    "--perf-memory-min-delta",
 )
 
 
@@ -156,6 +178,7 @@ class PerfOptions:
     update_baseline: bool
     window: int
     new_slow: float = 1.0
+    max_device_memory: int | None = None  # bytes (--accel-max-device-memory)
 
     @property
     def enabled(self) -> bool:
@@ -203,6 +226,19 @@ def rule_settings(
         if mode not in ("on", "off"):
             raise choices_error(shown("--perf-normalize"), mode, ("on", "off"))
         settings["normalize"] = mode == "on"
+    memory_ratio = text("--perf-memory-threshold")
+    if memory_ratio is not None:
+        ratio = settings["memory_threshold"] = parse_positive_float(
+            shown("--perf-memory-threshold"), memory_ratio
+        )
+        if ratio < 1:
+            raise usage_error(
+                f"{shown('--perf-memory-threshold')}: {memory_ratio!r} is below 1; growth is"
+                " a ratio above 1"
+            )
+    memory_delta = text("--perf-memory-min-delta")
+    if memory_delta is not None:
+        settings["memory_min_delta"] = parse_size(shown("--perf-memory-min-delta"), memory_delta)
     time = text("--perf-time")
     if time is not None:
         what = time.strip().lower()
@@ -246,6 +282,7 @@ def resolve(config: pytest.Config) -> PerfOptions:
     settings = rule_settings({flag: get(flag) for flag in RULE_FLAGS})
     top, window, new_slow = get("--perf-top"), get("--perf-window"), get("--perf-new-slow")
     update = bool(get("--perf-update-baseline"))
+    limit = get("--accel-max-device-memory")
     if update and not baseline:
         raise usage_error("--perf-update-baseline needs --perf-baseline PATH to update")
     return PerfOptions(
@@ -257,4 +294,5 @@ def resolve(config: pytest.Config) -> PerfOptions:
         update_baseline=update,
         window=parse_positive_int("--perf-window", str(window)) if window else DEFAULT_WINDOW,
         new_slow=parse_non_negative_float("--perf-new-slow", str(new_slow)) if new_slow else 1.0,
+        max_device_memory=parse_size("--accel-max-device-memory", str(limit)) if limit else None,
     )

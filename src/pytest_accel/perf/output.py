@@ -22,10 +22,11 @@ from pytest_accel.perf.model.findings import (
     Comparison,
     Compilation,
     Finding,
+    MemoryGrowth,
     Recompiled,
 )
-from pytest_accel.perf.model.table import RunCompilation
-from pytest_accel.text import Line, Tone, one_line
+from pytest_accel.perf.model.table import RunCompilation, TimingTable
+from pytest_accel.text import Line, Tone, one_line, size
 
 
 def seconds(value: float) -> str:
@@ -105,6 +106,42 @@ def describe_recompiled(found: Recompiled) -> str:
     )
 
 
+def describe_memory(found: MemoryGrowth) -> str:
+    """``test t.py::a: peak device memory 3.00 GiB vs at most 1.00 GiB (3.00x) in 5
+    baseline run(s)``."""
+    ratio = "" if found.ratio == float("inf") else f" ({found.ratio:.2f}x)"
+    return one_line(
+        f"test {found.id}: peak device memory {'at least ' if found.at_least else ''}"
+        f"{size(found.current)} vs at most {size(found.baseline)}{ratio} in"
+        f" {found.samples} baseline run(s)"
+    )
+
+
+def memory_note(comparison: Comparison) -> str | None:
+    """``device memory: highest peak 1.20 GiB (t.py::a); judged against 5 run(s)``."""
+    if comparison.memory_peak is None:
+        return None
+    test, count = comparison.memory_peak
+    judged = (
+        f"judged against {comparison.memory_runs} baseline run(s)"
+        if comparison.memory_judged
+        else f"not judged: {comparison.memory_runs} baseline run(s) measured it and a"
+        f" verdict needs {comparison.min_samples}"
+    )
+    return one_line(f"device memory: highest peak {size(count)} ({test}); {judged}")
+
+
+def device_memory_line(table: TimingTable) -> str:
+    """``device memory: highest peak 1.20 GiB (t.py::a on gpu:0), 40 test(s) measured``."""
+    row, peaks = max(table.device_memory.items(), key=lambda item: max(item[1].values()))
+    device = max(peaks, key=lambda name: peaks[name])
+    bound = " at least" if row in table.memory_bounded else ""
+    return one_line(
+        f"device memory: highest peak{bound} {size(peaks[device])}"
+        f" ({table.nodeids[row]} on {device}), {len(table.device_memory)} test(s) measured"
+    )
+
+
 def describe_compilation(compilation: Compilation) -> str | None:
     """``suite: 14.2s compiling vs 6.10s (2.33x) in the baseline runs of this layout``,
     where compile time grew; None where it did not."""
@@ -119,16 +156,23 @@ def describe_compilation(compilation: Compilation) -> str | None:
 
 
 # Each alarm kind's label in the terminal and its annotation's title (``ALARM_KINDS``).
-ALARM_LABELS = {"regression": "REGRESSION", "slowdown": "CHANGED", "recompiled": "RECOMPILED"}
+ALARM_LABELS = {
+    "regression": "REGRESSION",
+    "slowdown": "CHANGED",
+    "recompiled": "RECOMPILED",
+    "memory": "MEMORY",
+}
 ALARM_TITLES = {
     "regression": "perf regression",
     "slowdown": "perf change",
     "recompiled": "recompilation",
+    "memory": "device memory",
 }
 _ALARM_COUNTS = {
     "regression": "regression(s)",
     "slowdown": "slowdown change(s)",
     "recompiled": "recompiling test(s)",
+    "memory": "device memory growth(s)",
 }
 
 
@@ -139,6 +183,8 @@ def describe_alarm(alarm: Alarm) -> str:
         return describe(found)
     if isinstance(found, Change):
         return describe_change(found)
+    if isinstance(found, MemoryGrowth):
+        return describe_memory(found)
     return describe_recompiled(found)
 
 
@@ -167,6 +213,8 @@ def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--pe
     ]
     if comparison.recompiled:
         parts.insert(2, f"{len(comparison.recompiled)} recompiling")
+    if comparison.memory:
+        parts.insert(2, f"{len(comparison.memory)} memory growth(s)")
     if comparison.learning:
         parts.insert(1, f"{len(comparison.learning)} learning")
     line = "perf: " + ", ".join(parts)
@@ -330,6 +378,9 @@ def scope_notes(comparison: Comparison) -> list[str]:
             else f"recompilations: not judged; {runs} baseline run(s) laid out as this one"
             f" ({layout}), and a verdict needs {comparison.min_samples} (--perf-min-samples)"
         )
+    memory = memory_note(comparison)
+    if memory is not None:
+        notes.append(memory)
     return [one_line(note) for note in notes]
 
 
@@ -401,6 +452,12 @@ def _alarm_row(alarm: Alarm) -> str:
         return _row("regression", found, _evidence(found))
     if isinstance(found, Change):
         return _change_row(found)
+    if isinstance(found, MemoryGrowth):
+        return (
+            f"| memory | test | {escape_cell(found.id)} | {size(found.baseline)} |"
+            f" {size(found.current)} | {found.ratio:.2f}x | peak device memory, most of"
+            f" {found.samples} baseline runs |"
+        )
     return (
         f"| recompiled | test | {escape_cell(found.id)} | {found.baseline} | {found.current} | |"
         f" recompilations, most of {found.samples} baseline runs |"

@@ -51,6 +51,7 @@ from pytest_accel.reports import (
 from pytest_accel.text import Line, Tone
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
+    from pytest_accel.perf.device_memory import DeviceMemoryMeter
     from pytest_accel.perf.formats.baseline import Baseline
     from pytest_accel.perf.model.findings import Comparison
 
@@ -156,6 +157,7 @@ class PerfPlugin:
             baseline=self.baseline if self.wanted else None,
             baseline_missing=self.baseline_missing,
             compile_problem=self.results.compile_problem(),
+            memory_problem=self.results.memory_problem(),
         )
         if not self.wanted:
             # Nothing reads it again (an update re-reads the file under its lock): its
@@ -219,6 +221,12 @@ class PerfPlugin:
                 recompiles=table.recompiles(),
                 tracing=table.trace_seconds(),
                 repeats=table.repeats(),
+            )
+        if table.device_memory:
+            measured = replace(
+                measured,
+                device_memory=table.peak_memory(),
+                memory_bounded=frozenset(table.memory_bounds()),
             )
         waits = table.waits if table.waits_measured else None
         return without_waits(without_pauses(measured, table.pauses), waits)
@@ -393,6 +401,12 @@ class PerfPlugin:
             )
         if result.compilation is not None and result.compilation.count:
             lines.append(Line(Tone.NOTE, output.compilation_line(result.compilation)))
+        if result.table.device_memory and (comparison is None or comparison.memory_peak is None):
+            lines.append(Line(Tone.NOTE, output.device_memory_line(result.table)))
+        if result.memory_problem is not None:
+            lines.append(
+                Line(Tone.CHANGE, f"device memory: not measured ({result.memory_problem})")
+            )
         if result.compile_problem is not None:
             lines.append(
                 Line(
@@ -457,7 +471,7 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
     if config.option.collectonly:
         return  # nothing runs: no timings to show, compare or write (shards still plan)
     register_pauses(config)  # by module path: pytester reruns import it afresh
-    counter = None
+    counter = meter = None
     if not config.pluginmanager.has_plugin("dsession"):  # where tests run, not xdist's controller
         from pytest_accel.perf.compiles import CompileCounter
 
@@ -465,6 +479,7 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
         config.pluginmanager.register(counter, "pytest_accel:compiles")
         counter.start(config)
         register_waits(config)
+        meter = register_meter(config, options)
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")
@@ -481,12 +496,23 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
     job_summary(config)  # checked before any test runs
     interrupt_on_sigterm(config)
     baseline = config.stash[baseline_key] = load_for_session(options)
-    results = ResultsCollector(config, counter)
+    results = ResultsCollector(config, counter, meter)
     config.pluginmanager.register(results, "pytest_accel:results")
     plugin = PerfPlugin(
         config, options, facts.detection, baseline, key=facts.key, results=results, wanted=wanted
     )
     config.pluginmanager.register(plugin, "pytest_accel:perf")
+
+
+def register_meter(config: pytest.Config, options: PerfOptions) -> DeviceMemoryMeter | None:
+    """Each test's peak device memory, wherever tests run (not xdist's controller)."""
+    if config.pluginmanager.has_plugin("dsession"):
+        return None
+    from pytest_accel.perf.device_memory import DeviceMemoryMeter
+
+    meter = DeviceMemoryMeter(options.max_device_memory)
+    config.pluginmanager.register(meter, "pytest_accel:device_memory")
+    return meter
 
 
 class ExpectedDurations:

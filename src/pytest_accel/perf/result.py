@@ -61,6 +61,7 @@ class TimingResult:
     baseline_missing: bool = False  # --perf-baseline names no file yet (a cold cache)
     # Why compilation was not measured where the suite has jax (its monitoring failed).
     compile_problem: str | None = None
+    memory_problem: str | None = None  # why device memory was not (the meter's note)
 
     def head(self) -> dict[str, Any]:
         """Everything in the record but its tests, classes and modules, encoded now."""

@@ -345,6 +345,7 @@ def _add_trends(
     scope = scope_of(run, env, rule.time, rule.min_samples)
     run, env = scope.run, scope.env
     data.notes += ["RECOMPILED " + output.describe_recompiled(r) for r in comparison.recompiled]
+    data.notes += ["MEMORY " + output.describe_memory(m) for m in comparison.memory]
     data.notes += output.scope_notes(comparison)
 
     labels = [*run_labels([r.identity for r in env.runs]), "this run"]

@@ -81,6 +81,8 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
             )
             if comparison.recompiled:
                 findings += f", {len(comparison.recompiled)} recompiling"
+            if comparison.memory:
+                findings += f", {len(comparison.memory)} memory growth(s)"
             if comparison.time == "execution":
                 findings += "; judged on execution time"
         yield (

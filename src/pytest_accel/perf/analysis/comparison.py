@@ -39,6 +39,7 @@ from pytest_accel.perf.analysis.causes import (
 from pytest_accel.perf.analysis.changes import change_rule, current_level, find_steps
 from pytest_accel.perf.analysis.compilation import with_compilation
 from pytest_accel.perf.analysis.layouts import Scope, handed_out_anew, same_layout, scope_of
+from pytest_accel.perf.analysis.memory import with_memory
 from pytest_accel.perf.analysis.quiet import (
     Compared,
     module_path_of,
@@ -146,7 +147,7 @@ def compare(
         timed = _timed(scope)
     run, env = scope.run, scope.env
     if not env.runs and scope.left_out_time:  # all of them timed the other way: say so
-        return with_compilation(Comparison(run.key), scope)
+        return with_memory(with_compilation(Comparison(run.key), scope), scope, rule)
     quiet = (
         quiet_comparison(
             run, env, rule, overrides, new_slow=new_slow, change_rule=change_rule(rule), timed=timed
@@ -157,7 +158,7 @@ def compare(
         else None
     )
     if quiet is not None:
-        return with_compilation(quiet, scope)
+        return with_memory(with_compilation(quiet, scope), scope, rule)
     import numpy as np
 
     summary = summary_of(env)
@@ -202,7 +203,7 @@ def compare(
             result.changes, key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id)
         ),
     )
-    return with_compilation(result, scope)
+    return with_memory(with_compilation(result, scope), scope, rule)
 
 
 MOVERS = 3  # tests named per group finding

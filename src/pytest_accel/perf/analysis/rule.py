@@ -59,6 +59,10 @@ class Rule:
     # What a timing is: "execution" (JAX compilation taken out, ``timings.judged_on``)
     # or "wall" (as measured).
     time: str = "execution"
+    # A test's peak device memory grew (MEMORY): at least this many times its most in
+    # the baseline, and this many bytes more (``perf.analysis.memory``).
+    memory_threshold: float = 1.25
+    memory_min_delta: int = 64 * 2**20
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,10 @@ def _parse_run(
     if repeats is not None:
         for ident, count in expect_object(path, f"{where}.repeats", repeats).items():
             expect_int(path, f"{where}.repeats[{ident!r}]", count, minimum=0)
+    memory = entry.get("device_memory")
+    if memory is not None:
+        for ident, count in expect_object(path, f"{where}.device_memory", memory).items():
+            expect_int(path, f"{where}.device_memory[{ident!r}]", count, minimum=0)
     values: dict[str, Values] = {}
     encoded: dict[str, bytes] = {}
     for kind in KINDS:
@@ -228,6 +232,7 @@ def _parse_run(
         None if compiling is None else float(compiling),
         dict(recompiles),
         None if repeats is None else dict(repeats),
+        None if memory is None else dict(memory),
     )
 
 
@@ -341,6 +346,7 @@ def add_run(
             run.compile_seconds,
             {t: n for t, n in (run.recompiles or {}).items() if n},
             None if run.repeats is None else {t: n for t, n in run.repeats.items() if n > 1},
+            None if run.device_memory is None else run.exact_memory(),
         )
     )
     del env.runs[:-window]
@@ -416,6 +422,7 @@ def _env_json(env: EnvHistory, summarise: Summarise) -> dict[str, Any]:
             **({"compile_seconds": run.compile_seconds} if run.compile_seconds is not None else {}),
             **({"recompiles": run.recompiles} if run.recompiles else {}),
             **({"repeats": run.repeats} if run.repeats is not None else {}),
+            **({"device_memory": run.device_memory} if run.device_memory is not None else {}),
             **{kind: columns.encode(run.values, kind) for kind in kinds},
         }
         for run in env.runs

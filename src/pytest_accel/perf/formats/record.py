@@ -64,6 +64,10 @@ CALL_COMPILE_SECONDS = "call_compile_seconds"  # optional: {test: ... of them in
 RECOMPILES = "recompiles"  # optional: {test: compilations of a function compiled already}
 TRACE_SECONDS = "trace_seconds"  # optional (0.4): {test: seconds JAX spent tracing it}
 REPEATS = "repeats"  # optional (0.4): {test: compilations of its most compiled function}
+# optional (0.4), where a GPU or TPU reported memory: {test: {device: peak bytes}}, and
+# the tests whose figures are lower bounds (perf.device_memory).
+DEVICE_MEMORY = "device_memory"
+DEVICE_MEMORY_BOUNDED = "device_memory_bounded"
 # The per-test maps of compilation, where the suite used JAX (a record of 0.3 has no
 # trace_seconds or repeats).
 COMPILE_MAPS = (
@@ -220,6 +224,11 @@ def encode_record(
             if (counts := table.compile_counts()) is not None
             else {}
         ),
+        **(
+            {DEVICE_MEMORY: memory, DEVICE_MEMORY_BOUNDED: table.memory_bounds()}
+            if (memory := table.device_memory_json()) is not None
+            else {}
+        ),
         "attempts": table.attempts_json(),
     }
     written = {section: groups[section][1] for section in GROUP_SECTIONS}
@@ -275,7 +284,19 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         found = maps[name] = expect_object(path, f"tests.{name}", tests.get(name, {}))
         for nodeid, value in found.items():
             check(path, f"tests.{name}[{nodeid!r}]", value)
+    memory = maps[DEVICE_MEMORY] = expect_object(
+        path, f"tests.{DEVICE_MEMORY}", tests.get(DEVICE_MEMORY, {})
+    )
+    for nodeid, peaks in memory.items():
+        where = f"tests.{DEVICE_MEMORY}[{nodeid!r}]"
+        for device, count in expect_object(path, where, peaks).items():
+            expect_int(path, f"{where}[{device!r}]", count, minimum=0)
+    bounded = tests.get(DEVICE_MEMORY_BOUNDED, [])
     for where, names in (
+        (
+            f"tests.{DEVICE_MEMORY_BOUNDED}",
+            _check_names(path, f"tests.{DEVICE_MEMORY_BOUNDED}", bounded),
+        ),
         ("tests.warmup", _check_names(path, "tests.warmup", tests.get("warmup", []))),
         ("tests.quarantined", _check_names(path, "tests.quarantined", tests.get(QUARANTINED, []))),
         ("tests.attempts", list(attempts)),
@@ -496,9 +517,18 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         recompiles=tests.get(RECOMPILES) if COMPILES in tests else None,
         tracing=tests.get(TRACE_SECONDS) if COMPILES in tests else None,
         repeats=tests.get(REPEATS) if REPEATS in tests else None,
+        device_memory=peak_memory(tests.get(DEVICE_MEMORY)),
+        memory_bounded=frozenset(tests.get(DEVICE_MEMORY_BOUNDED, ())),
     )
     paused = without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
     return without_waits(paused, tests.get(WAITS))
+
+
+def peak_memory(memory: Mapping[str, Mapping[str, int]] | None) -> dict[str, int] | None:
+    """Each test's peak on its busiest device (None: no device reported memory)."""
+    if memory is None:
+        return None
+    return {nodeid: max(peaks.values()) for nodeid, peaks in memory.items() if peaks}
 
 
 def run_columns(data: Mapping[str, Any]) -> RunColumns:
@@ -579,6 +609,8 @@ RULE_FIELDS: dict[str, tuple[type, ...]] = {
     "spread": (str,),
     "log_space": (bool,),
     "time": (str,),
+    "memory_threshold": (int, float),
+    "memory_min_delta": (int,),
 }
 
 

@@ -94,6 +94,35 @@ class Recompiled:
 
 
 @dataclass(frozen=True)
+class MemoryGrowth:
+    """A test whose peak device memory grew past its most in the baseline's runs, by
+    the rule's ratio and bytes (``perf.analysis.memory``): a new buffer kept alive, a
+    batch grown, a cache that no longer frees."""
+
+    id: str
+    current: int  # bytes: its peak on its busiest device in this run
+    baseline: int  # bytes: the most any baseline run measured
+    samples: int  # the baseline runs that measured it
+    at_least: bool = False  # ``current`` is a lower bound (JAX's process-wide peak)
+
+    @property
+    def ratio(self) -> float:
+        return self.current / self.baseline if self.baseline > 0 else float("inf")
+
+    def to_json(self) -> dict[str, Any]:
+        ratio = self.ratio
+        return {
+            "kind": "test",
+            "id": self.id,
+            "current": self.current,
+            "baseline": self.baseline,
+            "ratio": None if ratio == float("inf") else round(ratio, 4),
+            "samples": self.samples,
+            **({"at_least": True} if self.at_least else {}),
+        }
+
+
+@dataclass(frozen=True)
 class Compilation:
     """The run's compilation against the baseline runs of its layout (JAX)."""
 
@@ -153,7 +182,7 @@ class Change:
 # What --perf-fail fails on: every consumer (the gate, the warnings, the annotations,
 # the job summary, the exit reason, the report) reads ``Comparison.alarm_list``, so a kind
 # added here reaches all of them and none can be forgotten in one.
-ALARM_KINDS = ("regression", "slowdown", "recompiled")
+ALARM_KINDS = ("regression", "slowdown", "recompiled", "memory")
 
 
 @dataclass(frozen=True)
@@ -161,12 +190,13 @@ class Alarm:
     """One finding that fails a run under --perf-fail, and its kind (``ALARM_KINDS``)."""
 
     kind: str
-    finding: Finding | Change | Recompiled
+    finding: Finding | Change | Recompiled | MemoryGrowth
 
     @property
     def scope(self) -> str:
         """``test``, ``class``, ``module`` or ``session``."""
-        return "test" if isinstance(self.finding, Recompiled) else self.finding.kind
+        found = self.finding
+        return "test" if isinstance(found, (Recompiled, MemoryGrowth)) else found.kind
 
     @property
     def id(self) -> str:
@@ -178,7 +208,7 @@ class Alarm:
         found = self.finding
         if isinstance(found, Recompiled):
             return found.current / max(found.baseline, 1)
-        return found.ratio
+        return found.ratio if found.ratio != float("inf") else 1e9
 
 
 @dataclass(frozen=True)
@@ -246,6 +276,13 @@ class Comparison:
     # Tests and modules whose tracing rose where others' fell by as much: the same cost
     # moved (a shared function traced first elsewhere), set aside, not findings.
     tracing_moved: list[str] = field(default_factory=list)
+    # Tests whose peak device memory grew (MEMORY); whether device memory was judged (a
+    # GPU or TPU reported it, and the baseline has --perf-min-samples runs measuring
+    # it), against how many runs; the run's highest peak: (test, bytes), where measured.
+    memory: list[MemoryGrowth] = field(default_factory=list)
+    memory_judged: bool = False
+    memory_runs: int = 0
+    memory_peak: tuple[str, int] | None = None
 
     @property
     def slowdowns(self) -> list[Change]:
@@ -254,10 +291,11 @@ class Comparison:
     @property
     def alarm_list(self) -> list[Alarm]:
         """What ``--perf-fail`` fails on, the most severe first (``ALARM_KINDS``)."""
-        of_kind: dict[str, list[Finding] | list[Change] | list[Recompiled]] = {
+        of_kind: dict[str, list[Finding] | list[Change] | list[Recompiled] | list[MemoryGrowth]] = {
             "regression": self.regressions,
             "slowdown": self.slowdowns,
             "recompiled": self.recompiled,
+            "memory": self.memory,
         }
         found = [Alarm(kind, finding) for kind in ALARM_KINDS for finding in of_kind[kind]]
         return sorted(found, key=lambda alarm: -alarm.severity)
@@ -305,4 +343,10 @@ class Comparison:
             else {"seconds": self.cpu_wait, "share": round(self.cpu_wait_share or 0.0, 4)},
             "tracing_judged": self.tracing_judged,
             "tracing_moved": self.tracing_moved,
+            "memory": [m.to_json() for m in self.memory],
+            "memory_judged": self.memory_judged,
+            "memory_runs": self.memory_runs,
+            "memory_peak": None
+            if self.memory_peak is None
+            else {"id": self.memory_peak[0], "bytes": self.memory_peak[1]},
         }

@@ -45,6 +45,9 @@ class Run:
     # Per test, compilations of the function it compiled most (where over one); None:
     # the run did not count them (folded before 0.4).
     repeats: dict[str, int] | None = None
+    # Per test that passed, its peak device memory in bytes, where exact (None: no GPU
+    # or TPU reported memory in this run).
+    device_memory: dict[str, int] | None = None
 
     def sample(self, kind: str, row: int) -> float | None:
         """The sample of the id in ``row`` of ``kind`` (None: none in this run)."""

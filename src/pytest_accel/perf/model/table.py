@@ -78,6 +78,10 @@ class TimingTable:
         # were compiling.
         self.compiles: dict[int, CompileFigures] = {}
         self.call_compiles: dict[int, float] = {}
+        # Where a GPU or TPU is in use, each row's peak device memory per device (bytes;
+        # the highest of its attempts), and the rows whose figure is a lower bound.
+        self.device_memory: dict[int, dict[str, int]] = {}
+        self.memory_bounded: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.nodeids)
@@ -97,6 +101,33 @@ class TimingTable:
         figures = CompileFigures.of(tally)
         kept = self.compiles.get(row)
         self.compiles[row] = figures if kept is None else kept.plus(figures)
+
+    def add_device_memory(self, row: int, peaks: Sequence[Sequence[Any]]) -> None:
+        """A teardown report's ``[[device, bytes, exact], ...]`` (perf.device_memory)."""
+        kept = self.device_memory.setdefault(row, {})
+        for device, count, exact in peaks:
+            if int(count) >= kept.get(str(device), -1):
+                kept[str(device)] = int(count)
+                if not exact:
+                    self.memory_bounded.add(row)
+
+    def device_memory_json(self) -> dict[str, dict[str, int]] | None:
+        """Each test's peak per device, or None where no device reported memory."""
+        if not self.device_memory:
+            return None
+        return {self.nodeids[row]: dict(peaks) for row, peaks in self.device_memory.items()}
+
+    def memory_bounds(self) -> list[str]:
+        """The tests whose peak is a lower bound (JAX's peak cannot be reset)."""
+        return [self.nodeids[row] for row in sorted(self.memory_bounded)]
+
+    def peak_memory(self) -> dict[str, int]:
+        """Each test's peak on its busiest device."""
+        return {
+            self.nodeids[row]: max(peaks.values())
+            for row, peaks in self.device_memory.items()
+            if peaks
+        }
 
     def compile_counts(self) -> dict[str, int] | None:
         """Each test's XLA compilations, or None where the suite did not use JAX."""

@@ -157,6 +157,23 @@ class RunTimings:
     # Seconds the tests' calls waited for a CPU, left out of the timings (``perf.waits``);
     # None where the run did not measure it.
     cpu_wait: float | None = None
+    # Per test, its peak device memory in bytes on its busiest device (None: no GPU or
+    # TPU reported memory), and the tests whose peak is a lower bound (JAX's peak is the
+    # process's: a test that did not raise it is known to have used at least so much).
+    device_memory: Mapping[str, int] | None = None
+    memory_bounded: frozenset[str] = frozenset()
+
+    def exact_memory(self) -> dict[str, int]:
+        """The tests' peaks that are not lower bounds, of those that passed: what a
+        baseline keeps."""
+        if not self.device_memory:
+            return {}
+        passed = {i for i, o in zip(self.ids, self.outcome, strict=True) if o == "passed"}
+        return {
+            t: n
+            for t, n in self.device_memory.items()
+            if t in passed and t not in self.memory_bounded
+        }
 
     @property
     def compile_seconds(self) -> float | None:

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# The plugin on a real GPU, in one call of at most 8 minutes (issue 38).
+#
+# Prepare here (a machine with the package indexes), once:
+#     bench/gpu_check.sh --prepare      # the plugin's wheel and the wheels the GPU
+#                                       # image lacks (orjson, filelock) into .whl/
+# Run there (the device tool: carry .whl, OUT set):
+#     bench/gpu_check.sh
+# Everything it finds goes to $OUT: summary.md (what held and what did not, with
+# figures), and one log per step.  Without a GPU it says so and runs what it can
+# (GPU_CHECK_ALLOW_CPU=1: a dry run of the script itself).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WHEELS=${GPU_CHECK_WHEELS:-$ROOT/.whl}
+
+if [[ "${1:-}" == "--prepare" ]]; then
+    PY=${PYTHON:-python3}
+    rm -rf "$WHEELS" && mkdir -p "$WHEELS"
+    "$PY" -m pip wheel --no-deps -q -w "$WHEELS" "$ROOT"
+    for wheel in orjson filelock; do
+        "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+            --implementation cp --platform manylinux_2_17_x86_64 \
+            --platform manylinux2014_x86_64 --platform any -d "$WHEELS" "$wheel"
+    done
+    ls -1 "$WHEELS"
+    exit 0
+fi
+
+OUT=${OUT:-$ROOT/gpu_check_out}
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.md"
+WORK=$(mktemp -d)
+SITE="$WORK/site"
+PY=${PYTHON:-python3}
+FAILED=0
+: >"$SUMMARY"
+
+say() { echo "$*" | tee -a "$SUMMARY"; }
+held() { say "- [x] $*"; }
+missed() { say "- [ ] $*"; FAILED=$((FAILED + 1)); }
+
+say "# pytest-accel on a GPU ($(date -u +%Y-%m-%dT%H:%MZ))"
+say ""
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null \
+    | sed 's/^/device: /' | tee -a "$SUMMARY"
+
+# --- the plugin and what the image lacks, from the carried wheels -------------------
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl \
+        >"$OUT/install.log" 2>&1 || { say "install failed: see install.log"; exit 1; }
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+else
+    say "(no .whl/: the plugin as installed here)"
+fi
+"$PY" - <<'EOF' 2>&1 | tee -a "$SUMMARY"
+import importlib.metadata as m
+for name in ("pytest-accel", "pytest", "pytest-xdist", "jax", "jaxlib", "torch"):
+    try:
+        print(f"- {name} {m.version(name)}")
+    except m.PackageNotFoundError:
+        print(f"- {name}: not installed")
+EOF
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # two processes on one GPU: each takes what it uses
+export PYTEST_ADDOPTS="-p no:cacheprovider"
+ACCEL=("$PY" -m pytest_accel)
+
+# --- detection --------------------------------------------------------------------
+say ""
+say "## Detection"
+start=$(date +%s.%N)
+"${ACCEL[@]}" detect --json >"$OUT/detect.json" 2>"$OUT/detect.err"
+end=$(date +%s.%N)
+"${ACCEL[@]}" detect >"$OUT/detect.txt" 2>&1
+"$PY" - "$OUT/detect.json" "$start" "$end" <<'EOF' | tee -a "$SUMMARY"
+import json, sys
+found = json.load(open(sys.argv[1]))
+seconds = float(sys.argv[3]) - float(sys.argv[2])
+print(f"- detected {found.get('platform')} x{found.get('device_count')}"
+      f" ({found.get('device_kind')}) via {found.get('source')} in {seconds:.2f} s"
+      " (the whole command, Python's start included)")
+EOF
+PLATFORM=$("$PY" -c "import json;print(json.load(open('$OUT/detect.json')).get('platform'))")
+if [[ "$PLATFORM" != "cuda" && -z "${GPU_CHECK_ALLOW_CPU:-}" ]]; then
+    missed "no CUDA device detected (platform $PLATFORM): the rest needs one"
+    exit 1
+fi
+
+mkdir -p "$WORK/refuse" && cd "$WORK/refuse" || exit 1
+printf 'def test_a():\n    pass\n' >test_a.py
+for accel in cuda gpu; do
+    "$PY" -m pytest -q "--accel=$accel" >"$OUT/accel_$accel.txt" 2>&1
+    status=$?
+    if [[ $status == 0 ]]; then held "--accel=$accel accepted"; else missed "--accel=$accel: exit $status"; fi
+done
+"$PY" -m pytest -q --accel=tpu >"$OUT/accel_tpu.txt" 2>&1
+status=$?
+if [[ $status == 4 ]]; then
+    held "--accel=tpu refused with exit 4: $(grep -m1 -i tpu "$OUT/accel_tpu.txt")"
+else
+    missed "--accel=tpu: exit $status (expected 4)"
+fi
+
+# --- the suites -------------------------------------------------------------------
+mkdir -p "$WORK/jax" "$WORK/torch"
+cat >"$WORK/jax/test_jax_gpu.py" <<'EOF'
+import os
+
+import jax
+import jax.numpy as jnp
+
+MIB = 2**20
+
+
+def test_matmul():
+    n = 2048 * (2 if os.environ.get("GROW") else 1)  # 16 MiB a matrix, 64 MiB grown
+    x = jnp.ones((n, n), jnp.float32)
+    (x @ x).block_until_ready()
+
+
+def test_jit_shapes():
+    f = jax.jit(lambda x: jnp.sin(x) * 2)
+    for n in (8, 16, 32):
+        f(jnp.ones(n)).block_until_ready()
+
+
+def test_small():
+    assert float(jnp.ones(4).sum()) == 4.0
+EOF
+cat >"$WORK/torch/test_torch_gpu.py" <<'EOF'
+import os
+
+import torch
+
+
+def test_alloc():
+    n = 64 * 2**20 * (4 if os.environ.get("GROW") else 1)  # 256 MiB, 1 GiB grown
+    x = torch.empty(n // 4, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    del x
+
+
+def test_compile():
+    # Inductor (Triton kernels) where asked, else Dynamo's graphs run eagerly: as many
+    # compilations and recompilations, seconds instead of a minute per run.
+    backend = os.environ.get("TORCH_BACKEND", "eager")
+    f = torch.compile(lambda x: x.sin() * 2, dynamic=False, backend=backend)
+    shapes = 12 if os.environ.get("RECOMPILE") else 2  # a new shape each call
+    for n in range(shapes):
+        f(torch.ones(n + 1, device="cuda"))
+
+
+def test_small():
+    assert torch.ones(4, device="cuda").sum().item() == 4.0
+EOF
+
+say ""
+say "## Recording"
+for suite in jax torch; do
+    cd "$WORK/$suite" || exit 1
+    TORCH_BACKEND=inductor "$PY" -m pytest -q --perf-record=record.json >"$OUT/${suite}_record.txt" 2>&1
+    cp record.json "$OUT/${suite}_record.json" 2>/dev/null
+    "$PY" - "$suite" record.json <<'EOF' | tee -a "$SUMMARY"
+import json, sys
+suite, path = sys.argv[1:]
+try:
+    tests = json.load(open(path))["tests"]
+except (OSError, ValueError, KeyError) as exc:
+    print(f"- [ ] {suite}: no record ({exc})")
+    raise SystemExit
+memory = tests.get("device_memory", {})
+compiles = tests.get("compiles", {})
+mark = "x" if memory and compiles else " "
+print(f"- [{mark}] {suite}: device memory of {len(memory)} test(s), compilations of"
+      f" {len(compiles)}")
+for test, peaks in memory.items():
+    shown = ", ".join(f"{d} {b / 2**20:.1f} MiB" for d, b in peaks.items())
+    bound = " (lower bound)" if test in tests.get("device_memory_bounded", []) else ""
+    print(f"  - {test}: {shown}{bound}; {compiles.get(test, 0)} compilation(s),"
+          f" {tests.get('compile_seconds', {}).get(test, 0):.3f} s compiling,"
+          f" {tests.get('recompiles', {}).get(test, 0)} recompilation(s)")
+EOF
+done
+
+say ""
+say "## Injected regressions, against 3 unchanged runs"
+for suite in jax torch; do
+    cd "$WORK/$suite" || exit 1
+    for _ in 1 2 3; do
+        "$PY" -m pytest -q --perf-baseline=b.json --perf-update-baseline >>"$OUT/${suite}_baseline.txt" 2>&1
+    done
+done
+# found LOG PATTERN WHAT: held where LOG has a line matching PATTERN (shown), else missed.
+found() {
+    local line
+    line=$(grep -m1 -E "$2" "$OUT/$1")
+    if [[ -n "$line" ]]; then held "$3: $line"; else missed "$3: not found ($1)"; fi
+}
+cd "$WORK/jax" || exit 1
+GROW=1 "$PY" -m pytest -q --perf-baseline=b.json --perf-fail >"$OUT/jax_grown.txt" 2>&1
+found jax_grown.txt "^MEMORY test test_jax_gpu.py::test_matmul" "JAX memory growth"
+cd "$WORK/torch" || exit 1
+GROW=1 "$PY" -m pytest -q --perf-baseline=b.json --perf-fail >"$OUT/torch_grown.txt" 2>&1
+found torch_grown.txt "^MEMORY test test_torch_gpu.py::test_alloc" "PyTorch memory growth"
+RECOMPILE=1 "$PY" -m pytest -q --perf-baseline=b.json --perf-fail >"$OUT/torch_recompiled.txt" 2>&1
+found torch_recompiled.txt "^RECOMPILED test test_torch_gpu.py::test_compile" \
+    "torch.compile recompilation"
+"$PY" -m pytest -q --accel-max-device-memory=128MiB >"$OUT/torch_limit.txt" 2>&1
+found torch_limit.txt "is over --accel-max-device-memory" "--accel-max-device-memory=128MiB"
+
+say ""
+say "## Two xdist workers on one GPU"
+cd "$WORK/torch" || exit 1
+"$PY" -m pytest -q -n 2 >"$OUT/xdist_pinned.txt" 2>&1
+status=$?
+say "- -n 2, pinned (the default): exit $status: $(grep -m1 -i 'workers\|device' "$OUT/xdist_pinned.txt")"
+"$PY" -m pytest -q -n 2 --accel-pin=off --perf-record=xdist.json >"$OUT/xdist_shared.txt" 2>&1
+status=$?
+"$PY" - xdist.json "$status" <<'EOF' | tee -a "$SUMMARY"
+import json, sys
+try:
+    tests = json.load(open(sys.argv[1]))["tests"]
+except (OSError, ValueError) as exc:
+    print(f"- [ ] -n 2 --accel-pin=off: exit {sys.argv[2]}, no record ({exc})")
+    raise SystemExit
+print(f"- -n 2 --accel-pin=off: exit {sys.argv[2]}; device memory per test:"
+      f" {json.dumps(tests.get('device_memory', {}))}")
+EOF
+
+say ""
+say "## Overhead: --perf-record against -p no:pytest_accel, paired"
+cd "$WORK/torch" || exit 1
+"$PY" - "$PY" <<'EOF' | tee -a "$SUMMARY"
+import statistics, subprocess, sys, time
+python = sys.argv[1]
+def run(*args):
+    began = time.perf_counter()
+    subprocess.run([python, "-m", "pytest", "-q", *args], capture_output=True, check=False)
+    return time.perf_counter() - began
+ratios, bare_times = [], []
+for _ in range(3):
+    bare = run("-p", "no:pytest_accel")
+    plugin = run("--perf-record=overhead.json")
+    bare_times.append(bare)
+    ratios.append(plugin / bare)
+print(f"- 3 pairs: bare median {statistics.median(bare_times):.2f} s; --perf-record /"
+      f" bare median {statistics.median(ratios):.3f}x (range {min(ratios):.3f}-{max(ratios):.3f})")
+EOF
+
+say ""
+if [[ $FAILED == 0 ]]; then say "all checks held"; else say "$FAILED check(s) did not hold"; fi
+rm -rf "$WORK"
+exit "$FAILED"
