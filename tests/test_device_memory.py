@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pytest_accel.cli import main
 from pytest_accel.perf.device_memory import (
     JaxMemory,
     Peak,
@@ -192,7 +193,10 @@ def baseline_of(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, runs: i
 
 
 def test_a_test_whose_peak_grew_is_a_memory_alarm_in_every_output(
-    gpu_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    gpu_suite: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     baseline_of(gpu_suite, monkeypatch, 3)
     kept = json.loads((gpu_suite.path / "b.json").read_text())
@@ -205,7 +209,9 @@ def test_a_test_whose_peak_grew_is_a_memory_alarm_in_every_output(
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("BIG", str(3 * GIB))
-    result = gpu_suite.runpytest("--perf-baseline=b.json", "--perf-record=r.json", "--perf-fail")
+    result = gpu_suite.runpytest(
+        "--perf-baseline=b.json", "--perf-record=r.json", "--perf-fail", "--accel-report=r.html"
+    )
     assert result.ret == 1
     line = (
         "test test_gpu.py::test_big: peak device memory 3.00 GiB vs at most 1.00 GiB"
@@ -237,6 +243,16 @@ def test_a_test_whose_peak_grew_is_a_memory_alarm_in_every_output(
         }
     ]
     assert comparison["memory_judged"] is True
+    page = (gpu_suite.path / "r.html").read_text()
+    assert f"MEMORY {line}" in page
+    assert "1 memory growth(s)" in page
+    # The command judges the record as the session did, and fails on it alike.
+    monkeypatch.chdir(gpu_suite.path)
+    assert main(["compare", "--baseline=b.json", "--fail", "r.json"]) == 1
+    assert f"MEMORY {line}" in capsys.readouterr().out
+    assert (
+        main(["compare", "--baseline=b.json", "--memory-min-delta=4GiB", "--fail", "r.json"]) == 0
+    )
 
 
 @pytest.mark.parametrize(
