@@ -6,7 +6,24 @@ from __future__ import annotations
 # cannot be imported a second time in one process, so import it before any such run.
 import numpy  # noqa: F401
 
+import pytest_accel  # noqa: E402
+
 pytest_plugins = ["tests.fakesys"]
+
+
+def _import_the_plugin_whole() -> None:
+    """Every module of the plugin, once: an in-process run would import those its
+    features load lazily afresh each time (a tenth of a second a run, a thousand runs).
+    What a run imports is tested in fresh processes (test_loading, test_cli_imports)."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.walk_packages(pytest_accel.__path__, "pytest_accel."):
+        if module.name != "pytest_accel.__main__":
+            importlib.import_module(module.name)
+
+
+_import_the_plugin_whole()
 
 
 import importlib.util  # noqa: E402

@@ -42,6 +42,7 @@ class Variant:
     prepare: list[str] = field(default_factory=list)  # one run before the warm-up
     env: dict[str, str] = field(default_factory=dict)  # {tmp} expanded, as in args
     walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)  # user + system seconds of the run
     rss_mb: list[float] = field(default_factory=list)
 
 
@@ -266,6 +267,7 @@ def run_once(variant: Variant, suite: Path, common: list[str], workdir: Path) ->
     if code not in (0, 5):
         raise SystemExit(f"{variant.name} failed with exit {code}:\n{stderr[-2000:]}")
     variant.walls.append(wall)
+    variant.cpus.append(usage.ru_utime + usage.ru_stime)
     variant.rss_mb.append(usage.ru_maxrss / 1024)
 
 
@@ -277,15 +279,18 @@ def table(variants: list[Variant], reference: int) -> str:
     ref = variants[reference]
     lines = [
         f"| variant | median wall (s) | paired wall ratio to {ref.name} | paired ms over it"
+        " | paired CPU ratio | paired CPU ms over it"
         " | peak RSS (MB) | paired RSS ratio | paired MB over it |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for v in variants:
         wall, rss = statistics.median(v.walls), statistics.median(v.rss_mb)
         more_ms = 1000 * statistics.median(a - b for a, b in zip(v.walls, ref.walls, strict=True))
+        more_cpu = 1000 * statistics.median(a - b for a, b in zip(v.cpus, ref.cpus, strict=True))
         more_mb = statistics.median(a - b for a, b in zip(v.rss_mb, ref.rss_mb, strict=True))
         lines.append(
             f"| {v.name} | {wall:.3f} | {paired(v.walls, ref.walls):.3f}x | {more_ms:+.0f}"
+            f" | {paired(v.cpus, ref.cpus):.3f}x | {more_cpu:+.0f}"
             f" | {rss:.0f} | {paired(v.rss_mb, ref.rss_mb):.3f}x | {more_mb:+.1f} |"
         )
     return "\n".join(lines)
@@ -335,6 +340,7 @@ def main() -> None:
                     stretch_baseline(Path(tmp) / "baseline.json", args.baseline_runs)
             run_once(variant, suite, common, Path(tmp))
             variant.walls.clear()
+            variant.cpus.clear()
             variant.rss_mb.clear()
         for round_number in range(args.repeat):
             order = variants if round_number % 2 == 0 else variants[::-1]

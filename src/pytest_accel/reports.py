@@ -36,6 +36,13 @@ def reports_are_relayed(config: pytest.Config) -> bool:
     )
 
 
+def runs_tests_here(config: pytest.Config) -> bool:
+    """Whether this process runs tests: an xdist worker, or a session without xdist
+    (not its controller: at ``pytest_configure`` its ``dsession`` may not be registered
+    yet, so the options say it)."""
+    return is_xdist_worker(config) or not reports_are_relayed(config)
+
+
 _STATS_LISTENER = "pytest_accel:stats"
 
 

@@ -27,7 +27,6 @@ from pytest_accel.hardware.markers import (
     MARKERS,
     RUN,
     MarkerError,
-    Verdict,
     closest,
     evaluate_marks,
 )
@@ -38,7 +37,6 @@ from pytest_accel.process_state import set_env
 from pytest_accel.settings import early_setting, parse_positive_int
 from pytest_accel.text import one_line
 
-verdict_key = pytest.StashKey[Verdict]()
 _XLA_HOST_COUNT = re.compile(r"--xla_force_host_platform_device_count=\d+")
 
 
@@ -160,7 +158,6 @@ class Selection:
             except MarkerError as exc:
                 errors.append(f"{item.nodeid}: {exc}")  # every bad marker, then stop
                 continue
-            item.stash[verdict_key] = verdict
             if options.only and not verdict.targets_platform(detection.platform):
                 deselected.append(item)
                 continue

@@ -24,6 +24,7 @@ tracing or backend split, and no persistent-cache events there: those figures st
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 import time
@@ -110,6 +111,13 @@ class CompileTally:
 WORKEROUTPUT_PROBLEM = "pytest_accel_compile_problem"
 
 
+def running_test() -> str | None:
+    """The node id of the test whose setup, call or teardown runs now (pytest's
+    ``PYTEST_CURRENT_TEST``: read where it is needed, no hook on every test)."""
+    current = os.environ.get("PYTEST_CURRENT_TEST")
+    return current.rsplit(" (", 1)[0] if current else None
+
+
 class CompileCounter:
     """Registered wherever tests run, with the timing feature; listens from the moment
     the suite has jax: at once if it is imported already, else as soon as its first
@@ -119,7 +127,6 @@ class CompileCounter:
 
     def __init__(self, collections: FullCollections | None = None) -> None:
         self.current: str | None = None
-        self.running: str | None = None  # the test whose protocol runs now
         self.tally = CompileTally()
         self.monitoring: Any = None
         self.collections = collections  # the full collections, timed (perf.pauses)
@@ -192,9 +199,10 @@ class CompileCounter:
         self._own_from_here()
 
     def _own_from_here(self) -> None:
-        if self.running is not None and self.current != self.running:
+        running = running_test()
+        if running is not None and self.current != running:
             # Imported inside a test: its compilations from here on are its own.
-            self.current, self.tally = self.running, CompileTally()
+            self.current, self.tally = running, CompileTally()
 
     def _listen_torch(self) -> None:
         if self.torch_callbacks is not None or self.torch_problem or self.config is None:
@@ -222,9 +230,6 @@ class CompileCounter:
         self._listen()
         if self.monitoring is not None:
             self._own_from_here()
-
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.running = nodeid
 
     def _listen(self) -> None:
         if self.monitoring is not None or self.problem is not None or self.config is None:

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from pytest_accel.imports import AfterImport, after_import
 from pytest_accel.outcomes import DEVICE_MEMORY_ATTR, is_subtest
 from pytest_accel.text import size
 
@@ -151,28 +152,79 @@ def over_limit(peaks: list[Peak], limit: int) -> Peak | None:
     return max(over, key=lambda peak: peak.bytes) if over else None
 
 
+FRAMEWORKS = ("jax", "torch")
+
+
 class DeviceMemoryMeter:
-    """Registered wherever tests run, with the timing feature or a memory limit."""
+    """Registered wherever tests run, with the timing feature or a memory limit.  It
+    measures from the moment the suite has JAX or PyTorch (imported before collection
+    ends, or later, in a test): only then are its per-test hooks registered, so a suite
+    without them pays nothing per test."""
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = limit
         self.sources: dict[str, JaxMemory | TorchMemory] = {}
         self.problem: str | None = None  # why memory is not measured, if it is not
-        self.running: str | None = None
+        self.config: pytest.Config | None = None
+        self.watchers: list[AfterImport] = []
 
-    def _sources(self) -> list[JaxMemory | TorchMemory]:
-        if self.problem is not None:
-            return []
-        if "jax" in sys.modules and "jax" not in self.sources:
-            self.sources["jax"] = JaxMemory()
-        if "torch" in sys.modules and "torch" not in self.sources:
-            self.sources["torch"] = TorchMemory()
-        return list(self.sources.values())
+    def start(self, config: pytest.Config) -> None:
+        self.config = config
+        self._look()
+        self.watchers = [
+            after_import(name, self._look) for name in FRAMEWORKS if name not in sys.modules
+        ]
+
+    def pytest_collection_finish(self) -> None:
+        self._look()  # a conftest or a test module imported one (or put it in sys.modules)
+
+    def _look(self) -> None:
+        """Measure with the frameworks the suite has now."""
+        arrived = [name for name in FRAMEWORKS if name in sys.modules and name not in self.sources]
+        if not arrived or self.config is None:
+            return
+        for name in arrived:
+            self.sources[name] = JaxMemory() if name == "jax" else TorchMemory()
+        if not self.config.pluginmanager.has_plugin(PER_TEST):
+            self.config.pluginmanager.register(_MeasuredTests(self), PER_TEST)
+
+    def measuring(self) -> list[JaxMemory | TorchMemory]:
+        return [] if self.problem is not None else list(self.sources.values())
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None and self.problem is not None:
+            workeroutput[WORKEROUTPUT_MEMORY_PROBLEM] = self.problem
+
+    def pytest_unconfigure(self) -> None:
+        for watcher in self.watchers:
+            watcher.stop()
+        self.watchers = []
+
+    @contextlib.contextmanager
+    def guarded(self) -> Generator[None]:
+        """A framework that fails to answer stops the measuring, not the run: one note."""
+        try:
+            yield
+        except Exception as exc:
+            self.problem = f"device memory: {type(exc).__name__}: {exc}"
+            self.sources = {}
+
+
+PER_TEST = "pytest_accel:device_memory_per_test"
+
+
+class _MeasuredTests:
+    """Each test's peak, from its start to the end of its teardown."""
+
+    def __init__(self, meter: DeviceMemoryMeter) -> None:
+        self.meter = meter
+        self.running: str | None = None
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.running = nodeid
-        with self._guarded():
-            for source in self._sources():
+        with self.meter.guarded():
+            for source in self.meter.measuring():
                 source.begin()
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -183,30 +235,17 @@ class DeviceMemoryMeter:
         if call.when != "teardown" or item.nodeid != self.running or is_subtest(report):
             return report
         peaks: list[Peak] = []
-        with self._guarded():
-            peaks = combined(p for source in self._sources() for p in source.end())
+        with self.meter.guarded():
+            peaks = combined(p for source in self.meter.measuring() for p in source.end())
         if peaks:
             setattr(report, DEVICE_MEMORY_ATTR, [[p.device, p.bytes, int(p.exact)] for p in peaks])
-        passed = self.limit is not None and over_limit(peaks, self.limit)
+        limit = self.meter.limit
+        passed = limit is not None and over_limit(peaks, limit)
         if passed and report.outcome == "passed":
             report.outcome = "failed"
             report.longrepr = (
                 f"device memory: peak {size(passed.bytes)} on {passed.device}"
                 f"{'' if passed.exact else ' at least'} is over --accel-max-device-memory"
-                f" {size(self.limit or 0)}"
+                f" {size(limit or 0)}"
             )
         return report
-
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        workeroutput = getattr(session.config, "workeroutput", None)
-        if workeroutput is not None and self.problem is not None:
-            workeroutput[WORKEROUTPUT_MEMORY_PROBLEM] = self.problem
-
-    @contextlib.contextmanager
-    def _guarded(self) -> Generator[None]:
-        """A framework that fails to answer stops the measuring, not the run: one note."""
-        try:
-            yield
-        except Exception as exc:
-            self.problem = f"device memory: {type(exc).__name__}: {exc}"
-            self.sources = {}

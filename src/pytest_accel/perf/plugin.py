@@ -45,6 +45,7 @@ from pytest_accel.reports import (
     is_xdist_worker,
     isolated,
     job_summary,
+    runs_tests_here,
     warn,
     write_section,
 )
@@ -202,7 +203,7 @@ class PerfPlugin:
             identity=identity,
             ids=table.nodeids,
             outcome=table.outcomes,
-            call=table.calls,
+            call=table.calls.tolist(),
             total=totals,
             cls=table.class_ids,
             module=table.module_ids,
@@ -472,7 +473,7 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
         return  # nothing runs: no timings to show, compare or write (shards still plan)
     register_pauses(config)  # by module path: pytester reruns import it afresh
     counter = meter = None
-    if not config.pluginmanager.has_plugin("dsession"):  # where tests run, not xdist's controller
+    if runs_tests_here(config):  # not xdist's controller
         from pytest_accel.perf.compiles import CompileCounter
 
         counter = CompileCounter(config.stash.get(pauses_key, None))
@@ -506,12 +507,13 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
 
 def register_meter(config: pytest.Config, options: PerfOptions) -> DeviceMemoryMeter | None:
     """Each test's peak device memory, wherever tests run (not xdist's controller)."""
-    if config.pluginmanager.has_plugin("dsession"):
+    if not runs_tests_here(config):
         return None
     from pytest_accel.perf.device_memory import DeviceMemoryMeter
 
     meter = DeviceMemoryMeter(options.max_device_memory)
     config.pluginmanager.register(meter, "pytest_accel:device_memory")
+    meter.start(config)
     return meter
 
 

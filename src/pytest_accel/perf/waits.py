@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator
 
 import pytest
 
-from pytest_accel.outcomes import CALL_WAIT_ATTR
-
-_waited_key = pytest.StashKey[int]()  # nanoseconds the item's last call waited
+from pytest_accel.outcomes import CALL_WAIT_ATTR, is_subtest
 
 
 class RunQueueClock:
@@ -77,6 +74,7 @@ class CallWaits:
     def __init__(self, clock: RunQueueClock) -> None:
         self.clock: RunQueueClock | None = clock
         self.thread = threading.get_native_id()
+        self.before: tuple[str, int] | None = None  # (test, ns waited) at its setup's end
 
     def _clock(self) -> RunQueueClock | None:
         """The clock of the thread that runs the tests: the one that opened it, unless a
@@ -88,27 +86,21 @@ class CallWaits:
             self.clock, self.thread = RunQueueClock.open(), thread
         return self.clock
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        clock = self._clock()
-        if clock is None:
-            return (yield)
-        before = clock.waited()
-        try:
-            return (yield)
-        finally:
-            item.stash[_waited_key] = clock.waited() - before
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        if call.when == "call":
-            waited = item.stash.get(_waited_key, None)
-            if waited is not None:
+    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the report on
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Read at the end of the setup and of the call: one plain hook, not wrappers
+        around the call and its report (a per-test cost on every suite).  What lies
+        between besides the call (the setup's report shown, the call's made) is
+        microseconds, and only its waiting would count."""
+        when = report.when
+        if when == "setup":
+            clock = self._clock()
+            self.before = (report.nodeid, clock.waited()) if clock is not None else None
+        elif when == "call" and self.before is not None and self.before[0] == report.nodeid:
+            clock = self._clock()
+            if clock is not None and not is_subtest(report):
+                waited = clock.waited() - self.before[1]
                 setattr(report, CALL_WAIT_ATTR, round(waited / 1e9, 6))
-        return report
 
     def pytest_unconfigure(self) -> None:
         if self.clock is not None:

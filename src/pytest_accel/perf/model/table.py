@@ -3,6 +3,7 @@ per-module aggregates, as the collector folds pytest's reports in."""
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -60,14 +61,16 @@ class TimingTable:
         self.paths: list[str | None] = []  # where the test is defined, for annotations
         self.lines: list[int | None] = []  # 1-based
         self.outcomes: list[str] = []
-        self.setups: list[float] = []
-        self.calls: list[float] = []
-        self.teardowns: list[float] = []
-        self.pauses: list[float] = []  # full garbage collections in the call (perf.pauses)
-        self.waits: list[float] = []  # seconds the call waited for a CPU (perf.waits)
+        # Seconds as C doubles, 8 bytes a test each, where a list holds a float object
+        # of 32 (10,000 tests: 1.7 MB less at the session's end).
+        self.setups: array[float] = array("d")
+        self.calls: array[float] = array("d")
+        self.teardowns: array[float] = array("d")
+        self.pauses: array[float] = array("d")  # full garbage collections in the call (perf.pauses)
+        self.waits: array[float] = array("d")  # seconds the call waited for a CPU (perf.waits)
         self.waits_measured = False  # where the kernel keeps the figure
-        self.starts: list[float] = []
-        self.stops: list[float] = []
+        self.starts: array[float] = array("d")
+        self.stops: array[float] = array("d")
         # 0: the current attempt has no report yet, 1: it has, 2: it is over (teardown).
         self.attempt_state: list[int] = []
         self.earlier: dict[int, list[AttemptTuple]] = {}
@@ -227,7 +230,7 @@ class TimingTable:
             numbers.extend(repeat(0.0, count))
         self.attempt_state += repeat(0, count)
 
-    def _seconds_columns(self) -> tuple[list[float], ...]:
+    def _seconds_columns(self) -> tuple[array[float], ...]:
         return (
             self.setups,
             self.calls,
@@ -377,7 +380,7 @@ class TimingTable:
         }
 
 
-def rounded(values: list[float]) -> list[float]:
+def rounded(values: Sequence[float]) -> list[float]:
     """Seconds to the microsecond: the files stay small and parse fast.  Scaled to whole
     microseconds and back, with C-level maps: three times as fast as ``round(v, 6)``
     (which rounds in decimal), the same but for a value within a rounding error of a

@@ -362,7 +362,7 @@ def whole_groups(
     return groups
 
 
-def first_per_process(workers: list[str | None], starts: list[float]) -> list[bool]:
+def first_per_process(workers: Sequence[str | None], starts: Sequence[float]) -> list[bool]:
     """Whether each test was the first its process (its xdist worker, or the one process
     of a serial run) ran: the one with the earliest start."""
     marked = [False] * len(workers)
