@@ -6,7 +6,7 @@ from __future__ import annotations
 # cannot be imported a second time in one process, so import it before any such run.
 import numpy  # noqa: F401
 
-import pytest_accel  # noqa: E402
+import pytest_accel
 
 pytest_plugins = ["tests.fakesys"]
 

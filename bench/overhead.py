@@ -296,6 +296,18 @@ def table(variants: list[Variant], reference: int) -> str:
     return "\n".join(lines)
 
 
+def memory_table(variants: list[Variant], reference: int) -> str:
+    ref = variants[reference].rss_mb[0]
+    lines = [
+        f"| variant | peak RSS (MB) | ratio to {variants[reference].name} | MB over it |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for v in variants:
+        rss = v.rss_mb[0]
+        lines.append(f"| {v.name} | {rss:.0f} | {rss / ref:.3f}x | {rss - ref:+.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tests", type=int, default=10_000)
@@ -313,8 +325,14 @@ def main() -> None:
         default=20,
         help="runs in the baseline a variant compares with (default 20: a full window)",
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="peak memory only: one run of each variant, no warm-up round (memory does"
+        " not move with the machine's load; at 100,000 tests a round is minutes)",
+    )
     args = parser.parse_args()
-    if args.repeat < 5:
+    if args.repeat < 5 and not args.memory:
         parser.error("--repeat: at least 5 pairs")
     variants = VARIANT_SETS[args.set]
     if args.only:
@@ -338,16 +356,22 @@ def main() -> None:
                 run_once(Variant("prepare", variant.prepare), suite, common, Path(tmp))
                 if "--perf-update-baseline" in variant.prepare and args.baseline_runs > 1:
                     stretch_baseline(Path(tmp) / "baseline.json", args.baseline_runs)
+            if args.memory:
+                continue
             run_once(variant, suite, common, Path(tmp))
             variant.walls.clear()
             variant.cpus.clear()
             variant.rss_mb.clear()
-        for round_number in range(args.repeat):
+        for round_number in range(1 if args.memory else args.repeat):
             order = variants if round_number % 2 == 0 else variants[::-1]
             for variant in order:
                 run_once(variant, suite, common, Path(tmp))
     mode = "pytest --collect-only" if collect_only else "pytest"
     depth = f", a {args.baseline_runs}-run baseline" if any(v.prepare for v in variants) else ""
+    if args.memory:
+        print(f"{mode} on {count} generated tests, peak memory of one run each{depth}\n")
+        print(memory_table(variants, args.reference))
+        return
     print(f"{mode} on {count} generated tests, {args.repeat} alternating rounds{depth}\n")
     print(table(variants, args.reference))
 

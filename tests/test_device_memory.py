@@ -330,3 +330,19 @@ def expand(column: Any) -> list[Any]:
     if isinstance(column, list):
         return column
     return [v for v, n in zip(column["values"], column["counts"], strict=True) for _ in range(n)]
+
+
+def test_the_gpu_check_parses_and_names_options_the_plugin_has() -> None:
+    """bench/gpu_check.sh runs where no test here can (a lent GPU machine): it must at
+    least parse, and every option it passes must be one the plugin declares."""
+    import re
+    import subprocess
+
+    from pytest_accel.plugin import OPTION_GROUPS
+
+    script = Path(__file__).resolve().parent.parent / "bench" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    declared = {spec.flag for group in OPTION_GROUPS for spec in group.specs}
+    used = set(re.findall(r"(--(?:accel|perf|flaky)-[a-z-]+)", script.read_text()))
+    assert used
+    assert used <= declared, used - declared
