@@ -346,3 +346,31 @@ def test_the_gpu_check_parses_and_names_options_the_plugin_has() -> None:
     used = set(re.findall(r"(--(?:accel|perf|flaky)-[a-z-]+)", script.read_text()))
     assert used
     assert used <= declared, used - declared
+
+
+def test_merged_shards_keep_each_tests_device_memory(
+    gpu_suite: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for shard in ("1", "2"):
+        gpu_suite.runpytest(f"--accel-shard={shard}/2", f"--perf-record={shard}.json")
+    shards = [record_of(gpu_suite.path / f"{s}.json")["tests"] for s in ("1", "2")]
+    assert (
+        main(
+            [
+                "merge",
+                str(gpu_suite.path / "1.json"),
+                str(gpu_suite.path / "2.json"),
+                "-o",
+                str(gpu_suite.path / "m.json"),
+            ]
+        )
+        == 0
+    )
+    merged = record_of(gpu_suite.path / "m.json")["tests"]
+    assert merged["device_memory"] == {
+        test: peaks for tests in shards for test, peaks in tests["device_memory"].items()
+    }
+    assert len(merged["device_memory"]) == 3
+    assert sorted(merged["device_memory_bounded"]) == sorted(
+        test for tests in shards for test in tests["device_memory_bounded"]
+    )

@@ -16,6 +16,8 @@ from pytest_accel.fields import utc_timestamp
 from pytest_accel.outcomes import EXIT_INTERRUPTED, interrupted
 from pytest_accel.perf.formats.record import (
     COMPILE_MAPS,
+    DEVICE_MEMORY,
+    DEVICE_MEMORY_BOUNDED,
     GROUP_SECTIONS,
     PAUSES,
     PLATFORM_SKIPS,
@@ -94,7 +96,7 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     quarantined_in = [set(d["tests"].get(QUARANTINED, ())) for _, d in inputs]
     tests[QUARANTINED] = [n for n, (i, _) in rows.items() if n in quarantined_in[i]]
     # The per-test maps, each test's from the record whose run it keeps.
-    for name in ("attempts", PLATFORM_SKIPS, *COMPILE_MAPS):
+    for name in ("attempts", PLATFORM_SKIPS, *COMPILE_MAPS, DEVICE_MEMORY):
         if name != "attempts" and not any(name in d["tests"] for _, d in inputs):
             continue  # no input has it (no JAX): the merge has none either
         tests[name] = {
@@ -102,6 +104,9 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
             for nodeid, (i, _) in rows.items()
             if nodeid in inputs[i][1]["tests"].get(name, {})
         }
+    if any(DEVICE_MEMORY_BOUNDED in d["tests"] for _, d in inputs):
+        bounded_in = [set(d["tests"].get(DEVICE_MEMORY_BOUNDED, ())) for _, d in inputs]
+        tests[DEVICE_MEMORY_BOUNDED] = [n for n, (i, _) in rows.items() if n in bounded_in[i]]
     starts = [started(path, data) for path, data in inputs]
     ends = [s + float(d["run"]["duration"]) for s, (_, d) in zip(starts, inputs, strict=True)]
     commits = sorted({str(d["run"]["commit"]) for _, d in inputs if d["run"].get("commit")})
