@@ -24,6 +24,7 @@ tracing or backend split, and no persistent-cache events there: those figures st
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import re
 import sys
@@ -208,8 +209,8 @@ class CompileCounter:
         if self.torch_callbacks is not None or self.torch_problem or self.config is None:
             return
         try:
-            from torch._dynamo.callback import callback_handler
-
+            # By name: PyTorch is optional, and not installed where this is type-checked.
+            callback_handler = importlib.import_module("torch._dynamo.callback").callback_handler
             callback_handler.register_start_callback(self.heard_torch_start)
             callback_handler.register_end_callback(self.heard_torch_end)
         except Exception as exc:  # a torch without compile callbacks (before 2.5): say so
