@@ -1,8 +1,8 @@
 """Each test's peak device memory, where its process has a GPU or TPU in use.
 
-Nothing here imports a framework: before each test the meter looks in ``sys.modules``
-for the ones the suite has imported, and reads only devices they have set up already
-(a suite that never touches a device pays two dictionary lookups per test):
+Nothing here imports a framework: the meter measures once the suite has imported JAX
+or PyTorch (before its per-test hooks are registered, a suite without them pays
+nothing per test), and reads only devices they have set up already:
 
 - **JAX**: ``Device.memory_stats()`` (None on the CPU: such a device is never asked
   again).  Its ``peak_bytes_in_use`` is the process's since it started and cannot be
@@ -24,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import pytest
 
+from pytest_accel.hardware.detection import UUID_MASKS, mask_entries
 from pytest_accel.imports import AfterImport, after_import
 from pytest_accel.outcomes import DEVICE_MEMORY_ATTR, is_subtest
 from pytest_accel.text import size
@@ -44,14 +45,15 @@ class Peak(NamedTuple):
     exact: bool  # False: a lower bound (JAX, where the test did not raise the process's peak)
 
 
-def device_name(platform: str, local: int, environ: dict[str, str] | None = None) -> str:
+def device_name(platform: str, local: int, environ: Mapping[str, str] = os.environ) -> str:
     """``gpu:3`` for the process's device ``local`` where a mask made index 3 its
-    ``local``-th (the mask's own entry, a UUID too); else ``gpu:<local>``."""
-    environ = dict(os.environ) if environ is None else environ
+    ``local``-th (the mask's own entry, a UUID too; read as detection reads it); else
+    ``gpu:<local>``."""
     kind = "gpu" if platform in ("gpu", "cuda", "rocm") else platform
     for variable in MASKS.get(kind, ()):
-        entries = [e.strip() for e in environ.get(variable, "").split(",") if e.strip()]
-        if entries and 0 <= local < len(entries):
+        value = environ.get(variable)
+        entries = mask_entries(value, uuids=variable in UUID_MASKS) if value else []
+        if 0 <= local < len(entries):
             return f"{kind}:{entries[local]}"
     return f"{kind}:{local}"
 

@@ -29,6 +29,7 @@ from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingT
 from pytest_accel.perf.model.timings import (
     RunIdentity,
     RunTimings,
+    busiest,
     layout_of,
     new_run_id,
     without_pauses,
@@ -226,7 +227,7 @@ class PerfPlugin:
         if table.device_memory:
             measured = replace(
                 measured,
-                device_memory=table.peak_memory(),
+                device_memory=busiest(table.device_memory_json() or {}),
                 memory_bounded=frozenset(table.memory_bounds()),
             )
         waits = table.waits if table.waits_measured else None

@@ -36,6 +36,7 @@ from pytest_accel.perf.model.timings import (
     Groups,
     RunIdentity,
     RunTimings,
+    busiest,
     layout_of,
     whole_groups,
     without_pauses,
@@ -517,18 +518,11 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         recompiles=tests.get(RECOMPILES) if COMPILES in tests else None,
         tracing=tests.get(TRACE_SECONDS) if COMPILES in tests else None,
         repeats=tests.get(REPEATS) if REPEATS in tests else None,
-        device_memory=peak_memory(tests.get(DEVICE_MEMORY)),
+        device_memory=None if DEVICE_MEMORY not in tests else busiest(tests[DEVICE_MEMORY]),
         memory_bounded=frozenset(tests.get(DEVICE_MEMORY_BOUNDED, ())),
     )
     paused = without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
     return without_waits(paused, tests.get(WAITS))
-
-
-def peak_memory(memory: Mapping[str, Mapping[str, int]] | None) -> dict[str, int] | None:
-    """Each test's peak on its busiest device (None: no device reported memory)."""
-    if memory is None:
-        return None
-    return {nodeid: max(peaks.values()) for nodeid, peaks in memory.items() if peaks}
 
 
 def run_columns(data: Mapping[str, Any]) -> RunColumns:

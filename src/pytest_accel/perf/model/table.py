@@ -124,14 +124,6 @@ class TimingTable:
         """The tests whose peak is a lower bound (JAX's peak cannot be reset)."""
         return [self.nodeids[row] for row in sorted(self.memory_bounded)]
 
-    def peak_memory(self) -> dict[str, int]:
-        """Each test's peak on its busiest device."""
-        return {
-            self.nodeids[row]: max(peaks.values())
-            for row, peaks in self.device_memory.items()
-            if peaks
-        }
-
     def compile_counts(self) -> dict[str, int] | None:
         """Each test's XLA compilations, or None where the suite did not use JAX."""
         if not self.compiles:

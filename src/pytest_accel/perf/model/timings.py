@@ -72,6 +72,12 @@ class RunIdentity:
         )
 
 
+def busiest(memory: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """Each test's peak device memory on its busiest device, from its peaks per device
+    (``RunTimings.device_memory`` from a record's or a table's ``device_memory``)."""
+    return {test: max(peaks.values()) for test, peaks in memory.items() if peaks}
+
+
 def run_labels(identities: Sequence[RunIdentity]) -> list[str]:
     """One short label per run that tells the runs apart on a chart's axis: the commit
     where every run has its own (``abc1234``), else the start (``11-26 14:02``, with the
