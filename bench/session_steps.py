@@ -1,7 +1,11 @@
-"""Where a run with everything on spends its extra time: each step of the plugin's work,
-timed inside real pytest runs, beside bare pytest's wall time in the same rounds.
+"""Where a run with everything on spends its extra time and memory: each step of the
+plugin's work, timed inside real pytest runs, beside bare pytest's wall time in the same
+rounds, and how much each step raised the run's peak memory.
 
     build/bench-venv/bin/python bench/session_steps.py --tests 10000 --repeat 5
+    # the peak at 100,000 tests, with one test slow enough that the comparison is the
+    # full one (numpy), as in any suite with a test of at least --perf-min-duration:
+    build/bench-venv/bin/python bench/session_steps.py --tests 100000 --repeat 1 --slow
 
 Each round runs bare pytest and then ``--perf-record --perf-baseline --flaky-history``
 (a 20-run baseline and a 50-run history, as ``bench/overhead.py`` builds them) with this
@@ -12,7 +16,11 @@ timed apart, in a fresh interpreter per round (a plugin loaded first cannot time
 import of another), with the share spent creating dataclasses.
 
 The steps overlap nothing and leave out pytest's own work for the tests, so their sum
-is what the plugin adds, give or take the interpreter's exit freeing more objects.
+is what the plugin adds, give or take the interpreter's exit freeing more objects.  A
+step's memory is how far it raised the process's peak RSS: at the end of a run, where
+the peak is, the steps' raises add up to the run's peak over bare pytest's, give or take
+what the features hold from the start (the baseline and the history, read at
+configuration) and what pytest's reports reuse of it.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import argparse
 import functools
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,16 +43,22 @@ import pytest
 
 STEPS_ENV = "PYTEST_ACCEL_STEPS"
 _seconds: dict[str, float] = {}
+_raised: dict[str, float] = {}  # MB each step raised the peak RSS by
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _timed(step: str, function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start, peak = time.perf_counter(), _peak_mb()
         try:
             return function(*args, **kwargs)
         finally:
             _seconds[step] = _seconds.get(step, 0.0) + time.perf_counter() - start
+            _raised[step] = _raised.get(step, 0.0) + _peak_mb() - peak
 
     return wrapper
 
@@ -89,7 +104,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     target = os.environ.get(STEPS_ENV)
     if target:
         modules = sorted(m for m in sys.modules if m.startswith("pytest_accel"))
-        Path(target).write_text(json.dumps({"steps": _seconds, "modules": modules}))
+        found = {"steps": _seconds, "raised": _raised, "modules": modules}
+        Path(target).write_text(json.dumps(found))
 
 
 IMPORT_PROBE = """
@@ -113,16 +129,35 @@ print(json.dumps([time.perf_counter() - start, made[1], made[0]]))
 """
 
 
-def _pytest(args: list[str], suite: Path, workdir: Path, env: dict[str, str]) -> float:
+def _pytest(
+    args: list[str], suite: Path, workdir: Path, env: dict[str, str]
+) -> tuple[float, float]:
+    """The wall seconds and peak RSS (MB) of one pytest run."""
     command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider", *args]
     start = time.perf_counter()
-    done = subprocess.run(
-        command, cwd=workdir, env=env, capture_output=True, text=True, check=False
+    process = subprocess.Popen(
+        command, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
+    _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
-    if done.returncode not in (0, 5):
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return wall
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 5):
+        stderr = process.stderr.read().decode() if process.stderr else ""
+        raise SystemExit(f"{' '.join(command)} failed with exit {code}:\n{stderr[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+SLOW_TEST = ("def test_function_0_1():\n", "    __import__('time').sleep(0.15)\n")
+
+
+def slow_down_one_test(suite: Path) -> None:
+    """One test of ``bench/suite.py``'s made 0.15 s long: over ``--perf-min-duration``,
+    so the comparison cannot be the quiet one (``perf.analysis.quiet``)."""
+    module = suite / "test_mod_0000.py"
+    text = module.read_text(encoding="utf-8")
+    if SLOW_TEST[0] not in text:
+        raise SystemExit(f"{module}: no {SLOW_TEST[0].strip()!r} to slow down")
+    module.write_text(text.replace(SLOW_TEST[0], "".join(SLOW_TEST), 1), encoding="utf-8")
 
 
 def main() -> None:
@@ -135,6 +170,11 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--baseline-runs", type=int, default=20)
+    parser.add_argument(
+        "--slow",
+        action="store_true",
+        help="one test made 0.15 s long after the baseline is built: the full comparison",
+    )
     args = parser.parse_args()
     env = measured_env()  # and the probe importable as bench.session_steps:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -150,21 +190,28 @@ def main() -> None:
         _pytest(["-p", "pytest_accel", *files, "--perf-update-baseline"], suite, workdir, env)
         stretch_baseline(workdir / "baseline.json", args.baseline_runs)
         stretch_history(workdir / "history.json")
+        if args.slow:
+            slow_down_one_test(suite)
         history = (workdir / "history.json").read_bytes()
         probe = ["-p", "bench.session_steps", *everything]
         _pytest([], suite, workdir, env)  # warm-up: page cache and bytecode
         _pytest(probe, suite, workdir, env)
         bare: list[float] = []
+        peaks: list[tuple[float, float]] = []  # bare pytest's, everything on's
         steps: dict[str, list[float]] = {}
+        raised: dict[str, list[float]] = {}
         imports: list[tuple[float, float, int]] = []
         for _ in range(args.repeat):
-            bare.append(_pytest([], suite, workdir, env))
+            wall, bare_peak = _pytest([], suite, workdir, env)
+            bare.append(wall)
             (workdir / "history.json").write_bytes(history)  # the same 50 runs each round
             out = workdir / "steps.json"
-            _pytest(probe, suite, workdir, {**env, STEPS_ENV: str(out)})
+            _, peak = _pytest(probe, suite, workdir, {**env, STEPS_ENV: str(out)})
+            peaks.append((bare_peak, peak))
             found = json.loads(out.read_text())
             for step, seconds in found["steps"].items():
                 steps.setdefault(step, []).append(seconds)
+                raised.setdefault(step, []).append(found["raised"][step])
             probed = subprocess.run(
                 [sys.executable, "-c", IMPORT_PROBE, *found["modules"]],
                 env=env,
@@ -174,13 +221,31 @@ def main() -> None:
             )
             seconds, creating, classes = json.loads(probed.stdout)  # see IMPORT_PROBE
             imports.append((seconds, creating, classes))
+    print_tables(count, args, bare, peaks, steps, raised, imports)
+
+
+def print_tables(  # noqa: PLR0917  # what main measured, each kind apart
+    count: int,
+    args: argparse.Namespace,
+    bare: list[float],
+    peaks: list[tuple[float, float]],
+    steps: dict[str, list[float]],
+    raised: dict[str, list[float]],
+    imports: list[tuple[float, float, int]],
+) -> None:
     wall = statistics.median(bare)
+    bare_peak = statistics.median(p[0] for p in peaks)
+    peak = statistics.median(p[1] for p in peaks)
+    ratio = statistics.median(p[1] / p[0] for p in peaks)
+    slow = ", one test 0.15 s (the full comparison)" if args.slow else ""
     print(
-        f"pytest on {count} generated tests, everything on against a {args.baseline_runs}-run"
-        f" baseline, {args.repeat} rounds; bare pytest {wall:.2f} s (median)\n"
+        f"pytest on {count} generated tests{slow}, everything on against a"
+        f" {args.baseline_runs}-run baseline, {args.repeat} rounds; bare pytest {wall:.2f} s"
+        f" and {bare_peak:.0f} MB peak RSS, everything on {peak:.0f} MB ({ratio:.3f}x,"
+        " paired), medians\n"
     )
-    print("| step | ms, median | min-max | share of bare pytest's wall |")
-    print("| --- | ---: | ---: | ---: |")
+    print("| step | ms, median | min-max | share of bare pytest's wall | peak raised (MB) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     dataclasses = (f"of which creating {imports[0][2]} dataclasses", [i[1] for i in imports])
     rows = [("importing the plugin's modules", [i[0] for i in imports])]
     rows += [(step, steps.get(step, [0.0])) for step, _, _ in STEPS]
@@ -188,11 +253,12 @@ def main() -> None:
     rows.insert(1, dataclasses)  # a part of the imports, not added again
     for step, values in rows:
         middle = statistics.median(values)
+        mb = f"{statistics.median(raised[step]):.1f}" if step in raised else ""
         print(
             f"| {step} | {middle * 1000:.1f} | {min(values) * 1000:.1f}-{max(values) * 1000:.1f}"
-            f" | {middle / wall:.2%} |"
+            f" | {middle / wall:.2%} | {mb} |"
         )
-    print(f"| **sum** | **{total * 1000:.1f}** | | **{total / wall:.2%}** |")
+    print(f"| **sum** | **{total * 1000:.1f}** | | **{total / wall:.2%}** | |")
 
 
 if __name__ == "__main__":

@@ -521,3 +521,44 @@ def test_updating_a_record_or_a_durations_map_is_refused_before_any_test(
     )
     result.stdout.no_fnmatch_line("*passed*")
     assert (pytester.path / "old.json").read_bytes() == before
+
+
+def test_the_baseline_and_the_history_hold_each_test_id_as_the_collected_tests_own(
+    pytester: pytest.Pytester,
+) -> None:
+    """Read before collection, the baseline's and the flaky history's test ids are held
+    as the collected tests' own strings, not as a second copy of each (10 MB a file at
+    100,000 tests); what they say is unchanged."""
+    from pytest_accel.flaky.plugin import FlakyPlugin
+    from pytest_accel.perf.plugin import PerfPlugin
+
+    pytester.makepyfile(
+        test_ids="import pytest\n\n@pytest.mark.parametrize('n', range(5))\n"
+        "def test_p(n):\n    pass\n\nclass TestC:\n    def test_m(self):\n        pass\n"
+    )
+    files = ["--perf-baseline=b.json", "--flaky-history=h.json", "-p", "no:randomly"]
+    pytester.runpytest_inprocess(*files, "--perf-update-baseline").assert_outcomes(passed=6)
+    held: dict[str, list[bool]] = {}
+
+    class Looker:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtestloop(self, session: pytest.Session) -> None:  # collected
+            perf = session.config.pluginmanager.get_plugin("pytest_accel:perf")
+            flaky = session.config.pluginmanager.get_plugin("pytest_accel:flaky")
+            assert isinstance(perf, PerfPlugin)
+            assert isinstance(flaky, FlakyPlugin)
+            assert perf.baseline is not None
+            assert flaky.history_read is not None
+            own = {item.nodeid: item.nodeid for item in session.items}
+            env = perf.baseline.envs["cpu/x1"]
+            baseline_ids = env.ids["warmup"] + env.ids["tests"]
+            history_ids = list(flaky.history_read[1].envs["cpu/x1"].tests)
+            held["baseline"] = [i is own[i] for i in baseline_ids]
+            held["history"] = [i is own[i] for i in history_ids]
+
+    result = pytester.runpytest_inprocess(*files, "--perf-record=r.json", plugins=[Looker()])
+    result.assert_outcomes(passed=6)
+    assert held == {"baseline": [True] * 6, "history": [True] * 6}
+    result.stdout.fnmatch_lines(["perf: 0 regression(s), *, 6 test(s) compared under cpu/x1"])
+    history = json.loads((pytester.path / "h.json").read_text())["envs"]["cpu/x1"]["tests"]
+    assert sorted(history.values()) == ["PP"] * 6

@@ -43,6 +43,8 @@ def test_the_probe_adds_up_each_step_of_a_run_with_everything_on(
     found = json.loads(steps.read_text())
     assert set(found["steps"]) == {step for step, _, _ in STEPS}
     assert all(seconds > 0 for seconds in found["steps"].values())
+    assert set(found["raised"]) == set(found["steps"])  # MB each raised the peak by
+    assert all(mb >= 0 for mb in found["raised"].values())
     assert "pytest_accel.perf.collector" in found["modules"]
     assert json.loads((pytester.path / "r.json").read_bytes())["tests"]["id"] == [
         "test_a.py::TestC::test_m",

@@ -146,3 +146,32 @@ def test_a_test_that_always_takes_zero_seconds_never_changes() -> None:
     found = steps([0.0] * 12)
     assert not found.found.any()
     assert found.runs.tolist() == [0]
+
+
+@pytest.mark.parametrize("min_duration", [0.1, 0.02, 1e-7])
+def test_rows_never_at_the_duration_floor_are_left_out_without_changing_what_is_found(
+    min_duration: float,
+) -> None:
+    """``find_steps`` searches only the rows whose largest sample reaches the floor: on
+    2,000 rows of steps, spikes, drifts and gaps around it, what it finds is what the
+    search of every row finds."""
+    from pytest_accel.perf.analysis.changes import _find_steps
+
+    generator = np.random.default_rng(7)
+    rows, width = 2000, 21
+    levels = generator.choice([0.001, 0.03, 0.06, 0.09, 0.12, 0.5], size=(rows, 1))
+    shape = np.ones((rows, width))
+    begins = generator.integers(5, width - 1, size=rows)
+    factor = generator.choice([0.4, 1.0, 1.6, 3.0], size=rows)
+    shape[np.arange(width)[None, :] >= begins[:, None]] = np.repeat(factor, width)[
+        (np.arange(width)[None, :] >= begins[:, None]).ravel()
+    ]
+    matrix = levels * shape * generator.uniform(0.9, 1.1, size=(rows, width))
+    matrix[generator.random((rows, width)) < 0.05] = np.nan  # runs that lacked a test
+    rule = ChangeRule(min_duration=min_duration)
+    screened, every = find_steps(matrix, rule), _find_steps(matrix, rule)
+    assert every.found.sum() > 100  # steps both below and above the floor
+    assert screened.found.tolist() == every.found.tolist()
+    assert screened.runs.tolist() == every.runs.tolist()
+    np.testing.assert_array_equal(screened.before, every.before)
+    np.testing.assert_array_equal(screened.after, every.after)

@@ -12,6 +12,7 @@ import contextlib
 import copy
 import io
 import json
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 import pytest
 
 from pytest_accel.cli import main
+from pytest_accel.perf.options import PerfOptions
+from pytest_accel.perf.plugin import load_for_session
 
 SUITE = """
 import pytest
@@ -193,32 +196,70 @@ def test_every_command_takes_every_damaged_field_in_one_line_or_in_its_stride(
 def test_pytest_stops_on_a_damaged_baseline_before_any_test_never_with_a_traceback(
     pytester: pytest.Pytester, real_files: dict[str, Doc], kind: str, name: str
 ) -> None:
+    """Every damage is read as the session reads ``--perf-baseline`` before its first
+    test (``load_for_session``): refused in one line naming the file, or loaded.  pytest
+    then runs once per baseline a damaged file loads as (the session sees nothing else
+    of the file, so equal loads run alike) and once per section whose damage it refuses,
+    which must stop it with that one line before any test."""
     pytester.makepyfile(test_suite=SUITE)
     found = []
-    stopped = 0
+    refused: dict[str, str] = {}  # a damage per section whose damage is refused
+    loads: dict[bytes, str] = {}  # a damage per distinct baseline loaded
+    refusals = 0
     # Three levels reach every column and section (an entry inside a column is a type
     # error, which tests/test_input_files.py names one by one).
     for what, doc in damages(real_files[name], deepest=3):
         if not what.endswith(("deleted", "null")):
             continue
         (pytester.path / "damaged.json").write_text(json.dumps(doc))
+        try:
+            baseline = load_for_session(session_options("damaged.json"))
+        except pytest.UsageError as exc:
+            refusals += 1
+            message = str(exc)
+            if not message.startswith("--perf-baseline: damaged.json: ") or "\n" in message:
+                found.append(f"{what}: not one line naming the file: {message!r}")
+            refused.setdefault(what.split()[0].split(".")[0], json.dumps(doc))
+        except Exception as exc:  # what the test reports
+            found.append(f"{what}: traceback: {type(exc).__name__}: {exc}")
+        else:
+            loads.setdefault(pickle.dumps(baseline), json.dumps(doc))
+    assert refusals > 10
+    assert len(refused) >= 2
+    assert loads
+    for section, text in refused.items():
+        (pytester.path / "damaged.json").write_text(text)
         result = pytester.runpytest_inprocess("--perf-baseline=damaged.json", "-p", "no:randomly")
-        text = result.stdout.str() + result.stderr.str()
-        if "Traceback" in text or "INTERNALERROR" in text:
-            found.append(f"{what}: traceback")
-        elif result.ret == pytest.ExitCode.USAGE_ERROR:
-            stopped += 1
-            errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
-            if errors != [line for line in result.stderr.lines if line.strip()] or not errors[
-                0
-            ].startswith("ERROR: --perf-baseline: damaged.json: "):
-                found.append(f"{what}: not one line naming the file: {result.stderr.lines}")
-            if "passed" in result.stdout.str():
-                found.append(f"{what}: tests ran before the error")
+        errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+        if result.ret != pytest.ExitCode.USAGE_ERROR:
+            found.append(f"{section}: refused when read, exit {result.ret} in pytest")
+        elif errors != [line for line in result.stderr.lines if line.strip()] or not errors[
+            0
+        ].startswith("ERROR: --perf-baseline: damaged.json: "):
+            found.append(f"{section}: not one line naming the file: {result.stderr.lines}")
+        if "passed" in result.stdout.str():
+            found.append(f"{section}: tests ran before the error")
+    for text in loads.values():
+        (pytester.path / "damaged.json").write_text(text)
+        result = pytester.runpytest_inprocess("--perf-baseline=damaged.json", "-p", "no:randomly")
+        output = result.stdout.str() + result.stderr.str()
+        if "Traceback" in output or "INTERNALERROR" in output:
+            found.append(f"loaded {text:.80}: traceback")
         elif result.ret != pytest.ExitCode.TESTS_FAILED:  # test_fails fails
-            found.append(f"{what}: exit {result.ret}")
-    assert stopped > 10
+            found.append(f"loaded {text:.80}: exit {result.ret}")
     assert found == []
+
+
+def session_options(baseline: str) -> PerfOptions:
+    return PerfOptions(
+        record=None,
+        baseline=baseline,
+        rule_settings={},
+        top=5,
+        fail=False,
+        update_baseline=False,
+        window=20,
+    )
 
 
 def write(path: Path, doc: Doc) -> str:

@@ -30,6 +30,7 @@ from pytest_accel.fields import (
     utc_timestamp,
 )
 from pytest_accel.files import (
+    SLICE,
     STALE_TEMP_SECONDS,
     TEMP_SUFFIX,
     InputError,
@@ -314,6 +315,31 @@ def test_a_document_written_in_pieces_is_the_compact_document(depth: int) -> Non
     if depth > 1:  # the columns are pieces: one of them may be made as it is written
         lazily = {**document, "tests": {**document["tests"], "call": lambda: [0.5, None]}}
         assert b"".join(dumps_in_pieces(lazily, depth)) == dumps(document)
+
+
+@pytest.mark.parametrize("entries", [0, 1, SLICE, SLICE + 1, 3 * SLICE + 5])
+def test_a_large_column_is_written_a_slice_at_a_time_as_the_same_bytes(
+    entries: int, tmp_path: Path
+) -> None:
+    """A list or an object of more than ``SLICE`` entries, at any level a document is
+    written in pieces, is encoded ``SLICE`` entries at a time (a 100,000-test history
+    was 25 MB of fragments at once): the same bytes, and the file reads back alike."""
+    envs = {"cpu/x1": {"tests": {f't.py::t{i}[\u00e9"]': "PF"[i % 2] * 3 for i in range(entries)}}}
+    document: dict[str, Any] = {
+        "ids": [f"t.py::t{i}" for i in range(entries)],
+        "calls": tuple(None if i % 5 == 0 else i / 3 for i in range(entries)),
+        "envs": envs,
+        "empty": {},
+    }
+    for depth in (1, 2, 3):
+        pieces = list(dumps_in_pieces(document, depth))
+        assert b"".join(pieces) == dumps(document)
+        if entries > SLICE and depth == 3:  # the history's tests are three levels down
+            # The largest piece: about one slice of the largest column, never all of it.
+            largest = len(dumps(envs["cpu/x1"]["tests"]))
+            assert max(map(len, pieces)) <= 1.1 * largest * SLICE / entries
+    write_json_atomic(tmp_path / "h.json", document)
+    assert read_json(tmp_path / "h.json") == json.loads(dumps(document))
 
 
 def test_field_checks_name_the_file_and_the_field() -> None:

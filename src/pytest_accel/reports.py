@@ -6,6 +6,7 @@ share, and how a piece of session-end work that fails sets the exit status in on
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import sys
 import warnings
@@ -43,6 +44,16 @@ def runs_tests_here(config: pytest.Config) -> bool:
     return is_xdist_worker(config) or not reports_are_relayed(config)
 
 
+def collected_ids(items: list[pytest.Item]) -> dict[str, str]:
+    """Each collected test's id (as our files write it) to itself: what a file read
+    before collection can hold its ids as (``Baseline.share_ids``,
+    ``History.share_ids``), so that each is held once, not once for the file and once
+    for the test (about 10 MB a file at 100,000 tests)."""
+    ids = list(map(test_id, map(_NODEID, items)))
+    return dict(zip(ids, ids, strict=True))
+
+
+_NODEID = operator.attrgetter("nodeid")
 _STATS_LISTENER = "pytest_accel:stats"
 
 

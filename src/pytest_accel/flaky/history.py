@@ -49,6 +49,13 @@ class History:
     window: int = DEFAULT_WINDOW
     envs: dict[str, KeyOutcomes] = field(default_factory=dict)
 
+    def share_ids(self, canonical: Mapping[str, str]) -> None:
+        """Hold each test id that ``canonical`` has (``reports.collected_ids``) as its
+        string there: the same ids, not a second copy of them."""
+        for env in self.envs.values():
+            tests = env.tests
+            env.tests = dict(zip(map(canonical.get, tests, tests), tests.values(), strict=True))
+
 
 def add_run(
     history: History,

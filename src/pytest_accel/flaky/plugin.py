@@ -43,6 +43,7 @@ from pytest_accel.hardware.detection import Detection
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.process_state import interrupt_on_sigterm
 from pytest_accel.reports import (
+    collected_ids,
     fail_session,
     is_xdist_worker,
     isolated,
@@ -96,6 +97,11 @@ class FlakyPlugin:
             from pytest_accel.flaky import junit
 
             junit.register(self.config)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.history_read is not None and session.items:  # xdist's controller has none
+            self.history_read[1].share_ids(collected_ids(session.items))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:

@@ -42,6 +42,7 @@ from pytest_accel.perf.result import TimingResult
 from pytest_accel.perf.waits import register as register_waits
 from pytest_accel.process_state import interrupt_on_sigterm
 from pytest_accel.reports import (
+    collected_ids,
     fail_session,
     is_xdist_worker,
     isolated,
@@ -97,6 +98,11 @@ class PerfPlugin:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.baseline is not None and session.items:  # xdist's controller has none
+            self.baseline.share_ids(collected_ids(session.items))
 
     # --- at the end: the result, built once ---------------------------------------------
 

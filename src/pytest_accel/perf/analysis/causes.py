@@ -36,7 +36,7 @@ class Judged:
     current: FloatArray
     medians: FloatArray
     noise: FloatArray  # each one's spread, in log seconds (NaN: unknown)
-    series: FloatArray  # the baseline's runs and this one, a row per id
+    runs: FloatArray  # the baseline's runs the steps were searched in, a row per id
     regressed: BoolArray
     improved: BoolArray
     steps: Steps

@@ -176,8 +176,50 @@ def _is_short(series: FloatArray, rule: ChangeRule) -> BoolArray:
 def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     """Steps in ``series`` (rows of seconds, oldest run first, NaN = no sample; the
     last column is this run).  Vectorised over rows; rows that cannot hold a step
-    (too few runs, or a last-three, or last-two, level within the threshold of the
-    rest: ``_screen``) are left out before the search."""
+    (never at the duration floor, ``reaching``; too few runs, or a last-three, or
+    last-two, level within the threshold of the rest: ``_screen``) are left out before
+    the search."""
+    import numpy as np
+
+    if series.shape[1]:
+        rows = reaching(np.fmax.reduce(series, axis=1), rule)
+        if rows is not None:  # the search on those rows only: no copy of the rest
+            return scattered(_find_steps(series[rows], rule), rows, len(series))
+    return _find_steps(series, rule)
+
+
+def reaching(peaks: FloatArray, rule: ChangeRule) -> IntArray | None:
+    """The rows whose largest sample (``peaks``; NaN: none) reaches the rule's
+    ``min_duration``, the only rows a step can be found in: a level is a winsorised mean
+    of a row's samples, never above the largest, and a step needs one level at the
+    floor.  None: every row (or a floor so low that a sample's log floor could reach it).
+    """
+    import numpy as np
+
+    if rule.min_duration <= LOG_FLOOR:
+        return None
+    with np.errstate(invalid="ignore"):
+        reach = peaks >= rule.min_duration
+    if reach.all():
+        return None
+    found: IntArray = np.flatnonzero(reach)
+    return found
+
+
+def scattered(steps: Steps, rows: IntArray, count: int) -> Steps:
+    """``steps`` of ``rows`` of ``count`` rows, as the steps of all of them: no step in
+    the others."""
+    import numpy as np
+
+    found = np.zeros(count, dtype=bool)
+    runs = np.zeros(count, dtype=np.int64)
+    before, after = np.full(count, np.nan), np.full(count, np.nan)
+    found[rows], runs[rows] = steps.found, steps.runs
+    before[rows], after[rows] = steps.before, steps.after
+    return Steps(found, runs, before, after)
+
+
+def _find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     import numpy as np
 
     rows, width = series.shape

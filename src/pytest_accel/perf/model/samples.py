@@ -262,3 +262,11 @@ class Baseline:
 
     def for_key(self, key: str) -> EnvHistory | None:
         return self.envs.get(key) or self.envs.get(ANY_ENV)
+
+    def share_ids(self, canonical: Mapping[str, str]) -> None:
+        """Hold each test id that ``canonical`` has (``reports.collected_ids``) as its
+        string there: the same ids, not a second copy of them."""
+        for env in self.envs.values():
+            for kind in ("tests", "warmup"):
+                ids = env.ids[kind]
+                ids[:] = map(canonical.get, ids, ids)
