@@ -318,22 +318,24 @@ def current_level(
     rule: Rule,
 ) -> tuple[FloatArray, FloatArray, tuple[FloatArray, FloatArray], BoolArray]:
     """What this run is judged against: each id's samples since the last change its
-    baseline's own runs show (accepted or not), else all of them.  After a speed-up
-    nobody accepted, a run twice as slow as the new level is a regression, not hidden by
-    the old level's samples in the median.  Also which ids had such a change (settled):
-    a speed-up among them was reported when it was found."""
+    baseline's own runs show (accepted or not), else all of them: their count, median
+    and spread.  After a speed-up nobody accepted, a run twice as slow as the new level
+    is a regression, not hidden by the old level's samples in the median.  Also which
+    ids had such a change (settled): a speed-up among them was reported when it was
+    found.  Only the rows with a change are copied (all of them are 17 MB at 100,000
+    tests)."""
     import numpy as np
 
+    count = np.sum(~np.isnan(samples), axis=1).astype(np.float64)
     own = find_steps(samples, change_rule(rule)) if samples.size else None
     if own is None or not own.found.any():
-        return samples, medians, spread, np.zeros(len(samples), dtype=bool)
+        return count, medians, spread, np.zeros(len(samples), dtype=bool)
     rows = np.flatnonzero(own.found)
-    reference = samples.copy()
     older = np.arange(samples.shape[1])[None, :] < (samples.shape[1] - own.runs[rows])[:, None]
-    part = reference[rows]
+    part = samples[rows]  # a copy of those rows
     part[older] = np.nan
-    reference[rows] = part
+    count[rows] = np.sum(~np.isnan(part), axis=1)
     medians, centre, scale = medians.copy(), spread[0].copy(), spread[1].copy()
     medians[rows] = row_median(part)
     centre[rows], scale[rows] = sample_spread(part, rule)
-    return reference, medians, (centre, scale), own.found
+    return count, medians, (centre, scale), own.found

@@ -575,10 +575,11 @@ def _judge(
     rule, speed = setting.rule, setting.speed
     present, current, samples, medians = inputs.ids, inputs.current, inputs.samples, inputs.medians
     thresholds, deltas = _overrides(present, overrides, rule)
-    reference, medians, spread, settled = current_level(samples, medians, inputs.spread, rule)
+    count, medians, spread, settled = current_level(samples, medians, inputs.spread, rule)
     verdict = partial(
         judge,
-        samples=reference,
+        samples=samples,
+        count=count,
         rule=rule,
         threshold=thresholds,
         min_delta=deltas,

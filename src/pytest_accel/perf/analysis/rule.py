@@ -156,15 +156,19 @@ def judge(
     min_delta: FloatArray | float | None = None,
     median: FloatArray | None = None,
     spread: tuple[FloatArray, FloatArray] | None = None,
+    count: FloatArray | None = None,
 ) -> Judgement:
     """Apply the rule row by row: ``current[i]`` against the samples in ``samples[i]``.
-    ``median`` and ``spread`` (``sample_spread``'s centre and spread): the samples'
-    own, when the caller has them already (they do not depend on ``current``)."""
+    ``median``, ``spread`` (``sample_spread``'s centre and spread) and ``count`` (each
+    row's samples): the samples' own, when the caller has them already (they do not
+    depend on ``current``; ``changes.current_level`` gives them for fewer samples of a
+    row than ``samples`` has)."""
     import numpy as np
 
     threshold = rule.threshold if threshold is None else threshold
     min_delta = rule.min_delta if min_delta is None else min_delta
-    count = np.sum(~np.isnan(samples), axis=1).astype(np.float64)
+    if count is None:
+        count = np.sum(~np.isnan(samples), axis=1).astype(np.float64)
     if not samples.size:
         nothing = np.zeros(len(current), dtype=bool)
         unknown = np.full(len(current), np.nan)
