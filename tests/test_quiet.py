@@ -54,12 +54,15 @@ def scaled(calls: Mapping[str, float], factor: float) -> dict[str, float]:
         pytest.param("unchanged", FAST, 12, id="unchanged"),
         pytest.param("a tenth slower runner", scaled(FAST, 1.1), 12, id="slower-runner"),
         pytest.param("few runs", scaled(FAST, 1.1), 3, id="three-runs"),
+        # Timed at 0.0 s in every run (faster than the clock): no level, None in the
+        # summary, the ids still the baseline's in its order.
+        pytest.param("a test at zero", {**FAST, "t_zero.py::test": 0.0}, 12, id="zero"),
     ],
 )
 def test_the_quiet_comparison_is_the_full_comparison(
     case: str, now: dict[str, float], runs: int
 ) -> None:
-    env = history([FAST] * runs, warmup=True)
+    env = history([{test: FAST.get(test, 0.0) for test in now}] * runs, warmup=True)
     quiet, full = both(run_of(now, 99, warmup=True), env)
     assert quiet.to_json() == full.to_json()
     assert len(quiet.suite_history) == runs

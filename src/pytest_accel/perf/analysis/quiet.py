@@ -181,12 +181,15 @@ def aligned(values: Values, index: Mapping[str, int], ids: list[str]) -> list[fl
 
 
 def _of_tests(values: Values, env: EnvHistory, kind: str, ids: list[str]) -> list[float]:
-    """``aligned`` for ``ids`` of ``kind``: the summary's own list where they are the
-    baseline's ids in its order (as in a suite that did not change), with no index of
-    them built (8 MB at 100,000 tests)."""
-    if ids == env.ids[kind] and None not in values:  # C-level; the ids are shared
+    """``aligned`` for ``ids`` of ``kind``: where they are the baseline's ids in its
+    order (as in a suite that did not change), the summary's own list (None as NaN),
+    with no index of them built (8 MB at 100,000 tests)."""
+    if ids != env.ids[kind]:  # C-level; the ids are shared
+        return aligned(values, env.positions(kind), ids)
+    if None not in values:
         return values  # type: ignore[return-value]  # no None in it
-    return aligned(values, env.positions(kind), ids)
+    nan = float("nan")
+    return [nan if v is None else v for v in values]
 
 
 def suite_finding(
