@@ -40,6 +40,7 @@ docs/regressions.md has the measured error rates and why this statistic.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import log
 from typing import TYPE_CHECKING
@@ -176,41 +177,39 @@ def _is_short(series: FloatArray, rule: ChangeRule) -> BoolArray:
 def find_steps(series: FloatArray, rule: ChangeRule) -> Steps:
     """Steps in ``series`` (rows of seconds, oldest run first, NaN = no sample; the
     last column is this run).  Vectorised over rows; rows that cannot hold a step
-    (never at the duration floor, ``reaching``; too few runs, or a last-three, or
+    (never at the duration floor, ``on_rows_reaching``; too few runs, or a last-three, or
     last-two, level within the threshold of the rest: ``_screen``) are left out before
     the search."""
     import numpy as np
 
-    if series.shape[1]:
-        rows = reaching(np.fmax.reduce(series, axis=1), rule)
-        if rows is not None:  # the search on those rows only: no copy of the rest
-            return scattered(_find_steps(series[rows], rule), rows, len(series))
-    return _find_steps(series, rule)
+    if not series.shape[1]:
+        return _find_steps(series, rule)
+    return on_rows_reaching(
+        np.fmax.reduce(series, axis=1),
+        rule,
+        lambda rows: _find_steps(series if rows is None else series[rows], rule),
+    )
 
 
-def reaching(peaks: FloatArray, rule: ChangeRule) -> IntArray | None:
-    """The rows whose largest sample (``peaks``; NaN: none) reaches the rule's
-    ``min_duration``, the only rows a step can be found in: a level is a winsorised mean
-    of a row's samples, never above the largest, and a step needs one level at the
-    floor.  None: every row (or a floor so low that a sample's log floor could reach it).
-    """
+def on_rows_reaching(
+    peaks: FloatArray, rule: ChangeRule, search: Callable[[IntArray | None], Steps]
+) -> Steps:
+    """``search`` of the rows whose largest sample (``peaks``; NaN: none) reaches the
+    rule's ``min_duration`` (``None``: of every row), as the steps of all rows: no step
+    in the others.  Those are the only rows a step can be found in: a level is a
+    winsorised mean of a row's samples, never above the largest, and a step needs one
+    level at the floor.  Every row is searched where the floor is so low that a sample's
+    log floor could reach it."""
     import numpy as np
 
     if rule.min_duration <= LOG_FLOOR:
-        return None
+        return search(None)
     with np.errstate(invalid="ignore"):
         reach = peaks >= rule.min_duration
     if reach.all():
-        return None
-    found: IntArray = np.flatnonzero(reach)
-    return found
-
-
-def scattered(steps: Steps, rows: IntArray, count: int) -> Steps:
-    """``steps`` of ``rows`` of ``count`` rows, as the steps of all of them: no step in
-    the others."""
-    import numpy as np
-
+        return search(None)
+    rows: IntArray = np.flatnonzero(reach)
+    steps, count = search(rows), len(peaks)
     found = np.zeros(count, dtype=bool)
     runs = np.zeros(count, dtype=np.int64)
     before, after = np.full(count, np.nan), np.full(count, np.nan)

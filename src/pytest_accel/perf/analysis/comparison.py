@@ -42,8 +42,7 @@ from pytest_accel.perf.analysis.changes import (
     change_rule,
     current_level,
     find_steps,
-    reaching,
-    scattered,
+    on_rows_reaching,
 )
 from pytest_accel.perf.analysis.compilation import with_compilation
 from pytest_accel.perf.analysis.layouts import Scope, handed_out_anew, same_layout, scope_of
@@ -651,16 +650,17 @@ def _steps(
     runs: FloatArray, current: FloatArray, rule: ChangeRule, speeds: FloatArray | None
 ) -> Steps:
     """The steps of each row of ``runs`` (the baseline's) followed by ``current``, its
-    series made only of the rows that can hold one (``changes.reaching``): at 100,000
-    tests a series of them all is 17 MB more, and its search as much again."""
+    series made only of the rows that can hold one (``changes.on_rows_reaching``): at
+    100,000 tests a series of them all is 17 MB more, and its search as much again."""
     import numpy as np
 
+    def search(rows: IntArray | None) -> Steps:
+        taken = (runs, current) if rows is None else (runs[rows], current[rows])
+        series = np.concatenate([taken[0], taken[1][:, None]], axis=1)
+        return unexplained_steps(series, rule, speeds)
+
     peaks = np.fmax(np.fmax.reduce(runs, axis=1), current) if runs.shape[1] else current
-    rows = reaching(peaks, rule)
-    if rows is None:
-        return unexplained_steps(np.concatenate([runs, current[:, None]], axis=1), rule, speeds)
-    series = np.concatenate([runs[rows], current[rows, None]], axis=1)
-    return scattered(unexplained_steps(series, rule, speeds), rows, len(current))
+    return on_rows_reaching(peaks, rule, search)
 
 
 def _summarised(
