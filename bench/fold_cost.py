@@ -1,7 +1,9 @@
 """What each feature's reading of a session's reports costs: the flaky feature's
 letters (``flaky.findings.outcomes_from_stats``: the passing calls and the reports that
 did not pass, by status) against the timing feature's table (``perf.collector``: every
-phase of every attempt, in order, with its seconds), on the same session's reports.
+phase of every attempt, in order, with its seconds), on the same session's reports;
+and the timing table folded report by report (``add_report`` for every phase, as before
+the plain phases were folded in one loop), which must give the same table.
 
     python bench/suite.py /tmp/suite --tests 10000
     cd /tmp && PYTHONPATH=/path/to/repo PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 \\
@@ -23,17 +25,27 @@ from typing import Any
 
 import pytest
 
+from pytest_accel.perf.model.table import TimingTable
+
 ROUNDS = 7
 _found: dict[str, float] = {}
 
 
-def _median_seconds(fold: Callable[[], Any]) -> float:
+def _median_seconds(fold: Callable[[], Any], rounds: int = ROUNDS) -> float:
     times = []
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         start = time.perf_counter()
         fold()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+class _ReportByReport(TimingTable):
+    """A table that folds every phase through ``add_report``."""
+
+    def add_passed_phases(self, rows: Any, **columns: Any) -> None:
+        for index in range(len(rows)):
+            columns["other"](index)
 
 
 @pytest.hookimpl(trylast=True)
@@ -45,15 +57,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     stats = report_stats(config)
 
-    def table() -> Any:
+    def table(by_report: bool = False) -> Any:
         collector = ResultsCollector(config)
         collector.stats = stats
+        if by_report:
+            collector.table = _ReportByReport()
         return collector.session_table()
 
+    if vars(table()) != vars(table(by_report=True)):
+        raise AssertionError("the plain phases' loop and add_report made different tables")
+    ratios = []  # paired, in turn, as the machine's speed drifts between rounds
+    for _ in range(ROUNDS):
+        plain, by_report = _median_seconds(table, 1), _median_seconds(lambda: table(True), 1)
+        ratios.append(plain / by_report)
     found = {
         "reports": sum(len(group) for group in stats.values()),
         "flaky letters (s)": _median_seconds(lambda: outcomes_from_stats(stats)),
         "timing table (s)": _median_seconds(table),
+        "timing table, report by report (s)": _median_seconds(lambda: table(by_report=True)),
+        "timing table / report by report (paired)": statistics.median(ratios),
     }
     _found.update(found)
     target = os.environ.get("FOLD_COST")

@@ -4,6 +4,7 @@ a renamed function must fail here, not leave a step out of docs/benchmarks.md.""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,32 @@ def test_the_probe_adds_up_each_step_of_a_run_with_everything_on(
         "test_a.py::test_t",
         "test_a.py::test_f",
     ]
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/thread-self/schedstat"), reason="needs Linux's schedstat"
+)
+def test_the_instruction_bench_switches_off_the_step_it_names(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bench/instructions.py --steps`` counts a step as the run with it less the run
+    without it (``bench/without_step.py``): each setting must switch off that step alone."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_a="def test_f(): pass\n")
+    plugins = ["-p", "bench.without_step", "-p", "pytest_accel", "--perf-record=r.json"]
+    records = {}
+    for without in ("", "waits", "finish"):
+        monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", without)
+        pytester.runpytest_subprocess(*plugins).assert_outcomes(passed=1)
+        record = pytester.path / "r.json"
+        records[without] = json.loads(record.read_bytes()) if record.exists() else None
+        record.unlink(missing_ok=True)
+    assert records[""] is not None
+    assert "cpu_wait" in records[""]["tests"]
+    assert records["waits"] is not None
+    assert "cpu_wait" not in records["waits"]["tests"]
+    assert records["finish"] is None  # nothing at the session's end: no record
+    monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", "fold")
+    refused = pytester.runpytest_subprocess(*plugins)
+    assert refused.ret != 0
+    assert "PYTEST_ACCEL_WITHOUT='fold': expected one of finish, waits" in refused.stderr.str()

@@ -335,3 +335,53 @@ def test_a_report_another_plugin_added_to_folds_as_a_plain_one(pytester: pytest.
     assert tables[0] == tables[1]
     assert tables[0]["calls"].tolist() == [0.1, 0.1]
     assert tables[0]["stops"].tolist() == [12.1, 22.1]
+
+
+PLAIN = set(vars(phase("t.py::a", "call", 1.0)))  # what pytest puts in a report
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_fold_of_plain_phases_is_the_fold_report_by_report(
+    pytester: pytest.Pytester, seed: int
+) -> None:
+    """``_fold`` takes passed phases with nothing attached the short way; random runs of
+    reruns, failures, skips, xfails, CPU waits, attached fields and crashed workers fold
+    to the table ``add_report`` builds one report at a time."""
+    import random
+
+    from pytest_accel.outcomes import CALL_WAIT_ATTR, QUARANTINED_ATTR
+
+    rng = random.Random(seed)
+    reports: list[pytest.TestReport] = []
+    clock = 1.0
+    for test in range(40):
+        nodeid = f"t.py::test_{test % 30}"  # a third of them run twice (a rerun's way)
+        for when in rng.choice(
+            [("setup", "call", "teardown")] * 4 + [("setup", "call"), ("setup",), ("???",)]
+        ):
+            outcome = rng.choice(["passed"] * 6 + ["failed", "skipped", "rerun"])
+            clock += rng.choice([0.0, 0.25])  # two phases at one clock reading, at times
+            report = phase(nodeid, when, 0.0 if when == "???" else clock, outcome)
+            report.duration = rng.random()
+            if when == "call" and rng.random() < 0.7:
+                setattr(report, CALL_WAIT_ATTR, rng.random() / 10)
+            if rng.random() < 0.1:
+                report.wasxfail = "reason"
+            if rng.random() < 0.05:
+                setattr(report, QUARANTINED_ATTR, "failed")
+            reports.append(report)
+    plain = [
+        r
+        for r in reports
+        if r.outcome == "passed" and r.start and set(vars(r)) <= PLAIN | {CALL_WAIT_ATTR}
+    ]
+    for run in (reports, plain):  # the mix, and phases that all go the short way
+        folded = ResultsCollector(parsed(pytester))
+        folded._fold(list(run))
+        one_by_one = ResultsCollector(parsed(pytester))
+        rows = one_by_one._rows([r.nodeid for r in run], run)
+        for report in run:
+            one_by_one.add_report(report, rows[report.nodeid])
+        assert vars(folded.table) == vars(one_by_one.table)
+        assert folded.table.waits_measured
+        assert len(folded.table.earlier) >= 2  # reruns and repeated ids started new attempts

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_accel.perf.analysis.rule import Rule
-from pytest_accel.perf.model.timings import TIMES
+from pytest_accel.perf.model import TIMES
 from pytest_accel.perf.options import RULE_FLAGS, rule_from, rule_settings
 from pytest_accel.perf.options import option as perf_option
 from pytest_accel.settings import count_value

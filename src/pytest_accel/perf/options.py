@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_accel.file_uses import FileUse
-from pytest_accel.perf.model.samples import DEFAULT_WINDOW  # --perf-window
-from pytest_accel.perf.model.timings import TIMES
+from pytest_accel.perf.model import DEFAULT_WINDOW, TIMES  # --perf-window, --perf-time
 from pytest_accel.settings import (
     OptionGroup,
     OptionSpec,

@@ -32,11 +32,10 @@ from pytest_accel.fields import (
 from pytest_accel.files import InputError, read_json
 from pytest_accel.locking import update_locked
 from pytest_accel.perf.formats.record import RECORD_SCHEMA, check_record, timings
-from pytest_accel.perf.model import columns
+from pytest_accel.perf.model import DEFAULT_WINDOW, TIMES, columns
 from pytest_accel.perf.model.columns import Values
 from pytest_accel.perf.model.samples import (
     ANY_ENV,
-    DEFAULT_WINDOW,
     KINDS,
     METRICS,
     Baseline,
@@ -45,7 +44,7 @@ from pytest_accel.perf.model.samples import (
     Summary,
     has_sample,
 )
-from pytest_accel.perf.model.timings import TIMES, RunIdentity, RunTimings, judged_on
+from pytest_accel.perf.model.timings import RunIdentity, RunTimings, judged_on
 
 __all__ = [
     "ANY_ENV",

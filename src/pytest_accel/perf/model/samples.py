@@ -12,6 +12,7 @@ from functools import partial
 from operator import is_not
 from typing import TYPE_CHECKING, Any
 
+from pytest_accel.perf.model import DEFAULT_WINDOW
 from pytest_accel.perf.model.columns import Columns, Values, as_array, as_list, encode_values
 from pytest_accel.perf.model.timings import RunIdentity
 
@@ -93,9 +94,6 @@ class Summary:
             and len(self.warmup_median) == len(env.ids["warmup"])
             and all(len(self.peaks.get(kind, ())) == len(env.ids[kind]) for kind in KINDS)
         )
-
-
-DEFAULT_WINDOW = 20  # runs kept per hardware key in a baseline (--perf-window)
 
 
 @dataclass

@@ -4,7 +4,7 @@ per-module aggregates, as the collector folds pytest's reports in."""
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, itemgetter, mul, truediv
@@ -280,6 +280,55 @@ class TimingTable:
         if start and (not self.starts[row] or start < self.starts[row]):
             self.starts[row] = start
         self.stops[row] = max(self.stops[row], stop)
+
+    def add_passed_phases(
+        self,
+        rows: Sequence[int],
+        *,
+        whens: Sequence[str],
+        durations: Sequence[float],
+        starts: Sequence[float],
+        stops: Sequence[float],
+        waits: Sequence[float | None],
+        plain: Sequence[bool],
+        other: Callable[[int], None],
+    ) -> None:
+        """Fold phases in the order they happened, as ``add`` would one by one: a
+        ``plain`` phase (passed, nothing attached to it but its CPU wait) that goes on
+        with its test's attempt here, in one loop; any other through ``other(index)``.
+        Nearly every phase of a run is plain, and a call per phase is most of the cost of
+        folding 30,000 of them."""
+        state_of, setups, calls, teardowns = (
+            self.attempt_state,
+            self.setups,
+            self.calls,
+            self.teardowns,
+        )
+        firsts, lasts, waited_for = self.starts, self.stops, self.waits
+        phases = zip(rows, whens, durations, starts, stops, waits, plain, strict=True)
+        for index, (row, when, duration, start, stop, waited, is_plain) in enumerate(phases):
+            state = state_of[row]
+            if not is_plain or state == 2 or (state == 1 and when == "setup"):
+                other(index)  # a new attempt, an outcome, something attached
+                continue
+            if when == "call":
+                calls[row] += duration
+                if waited is not None:
+                    waited_for[row] += waited
+                    self.waits_measured = True
+                state_of[row] = 1
+            elif when == "setup":
+                setups[row] += duration
+                state_of[row] = 1
+            elif when == "teardown":
+                teardowns[row] += duration
+                state_of[row] = 2
+            else:
+                other(index)
+                continue
+            if start and (not firsts[row] or start < firsts[row]):
+                firsts[row] = start
+            lasts[row] = max(lasts[row], stop)
 
     def mark_interrupted(self) -> None:
         """The run was interrupted: a test whose attempt has reports but no teardown

@@ -305,9 +305,6 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
     )
 
 
-TIMES = ("execution", "wall")  # what a timing is judged on (``Rule.time``)
-
-
 def judged_on(run: RunTimings, time: str) -> RunTimings:
     """``run`` as it is judged and folded into a baseline: on ``execution`` (the default),
     each test's JAX compilation (``perf.compiles``) taken out of its call and total, and
