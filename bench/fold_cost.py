@@ -44,7 +44,7 @@ class _ReportByReport(TimingTable):
     """A table that folds every phase through ``add_report``."""
 
     def add_passed_phases(self, rows: Any, **columns: Any) -> None:
-        for index in range(len(rows)):
+        for index, _ in enumerate(rows):
             columns["other"](index)
 
 
