@@ -81,3 +81,34 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     refused = pytester.runpytest_subprocess(*plugins)
     assert refused.ret != 0
     assert "PYTEST_ACCEL_WITHOUT='fold': expected one of finish, waits" in refused.stderr.str()
+
+
+def test_the_suite_probe_notes_each_subprocess_a_test_starts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench/suite_subprocesses.py``: what docs/benchmarks.md says the README's test
+    command spends in subprocesses is this plugin's log, summed."""
+    from bench.suite_subprocesses import main
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    log = pytester.path / "log" / "sp"
+    log.parent.mkdir()
+    monkeypatch.setenv("SUBPROCESS_LOG", str(log))
+    pytester.makepyfile(
+        test_a="import subprocess, sys\n"
+        "def test_two():\n"
+        "    for _ in range(2):\n"
+        "        subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+        "def test_none(): pass\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "bench.suite_subprocesses")
+    result.assert_outcomes(passed=2)
+    lines = [line.split("\t") for f in log.parent.iterdir() for line in f.read_text().splitlines()]
+    assert [(test, command.split()[1:]) for _, test, command in lines] == [
+        ("test_a.py::test_two", ["-c", "pass"])
+    ] * 2
+    capsys.readouterr()  # pytester's own lines
+    assert main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 subprocesses of 1 tests, ")
+    assert "test_a.py::test_two" in out
