@@ -400,10 +400,10 @@ _OUTCOME = operator.attrgetter("outcome")
 _WHEN = operator.attrgetter("when")
 _DURATION = operator.attrgetter("duration")
 # What a ``TestReport`` holds of its own (pytest 8; pytest 9 keeps its node id as
-# ``_id``), and the CPU wait: a report
-# with any other field (xdist's, a rerun's, ours: quarantine, compilations, memory,
-# ``wasxfail``) is folded by ``add_report``, which reads them.  A field a later pytest
-# adds sends its reports there too: slower, never wrong.
+# ``_id``), and the CPU wait.  A report with any other field (xdist's, a rerun's, ours:
+# quarantine, compilations, memory; ``wasxfail``) is folded by ``add_report``, which
+# reads them.  A field a later pytest adds sends its reports there too: slower, never
+# wrong.
 _PLAIN_FIELDS = frozenset(
     {
         "nodeid",
