@@ -152,23 +152,29 @@ def measure(
     cli = [sys.executable, "-m", "pytest_accel"]
     fold, compare = Measured(), Measured()
     paired = None
+    # Bytecode written, as an installed wheel has it: a tree that compiled its modules
+    # on every call would read 0.1 s slower (the first call of each writes them).
+    now_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as tmp:
         records = write_records(Path(tmp), tests)
         baseline = Path(tmp) / "baseline.json"
         for _ in range(repeat):
             baseline.unlink(missing_ok=True)
-            timed([*cli, "baseline", "--into", str(baseline), *map(str, records[:-1])], fold)
+            argv = [*cli, "baseline", "--into", str(baseline), *map(str, records[:-1])]
+            timed(argv, fold, now_env)
         command = [*cli, "compare", str(records[-1]), "--baseline", str(baseline)]
+        timed([*command, "--format", "json"], Measured(), now_env)  # bytecode
         for _ in range(repeat):
-            timed([*command, "--format", "json"], compare)
+            timed([*command, "--format", "json"], compare, now_env)
         if against is not None:
             paired = Paired()
-            then_env = {**os.environ, "PYTHONPATH": str(against.resolve() / "src")}
+            then_env = {**now_env, "PYTHONPATH": str(against.resolve() / "src")}
             # The same files in the versions an older tree reads.
             older_record, older_baseline = for_tree(against, records[-1], baseline, Path(tmp))
             then = [*cli, "compare", str(older_record), "--baseline", str(older_baseline)]
+            timed([*then, "--format", "json"], Measured(), then_env)  # its bytecode
             for round_ in range(repeat):
-                pair = [(paired.now, command, None), (paired.then, then, then_env)]
+                pair = [(paired.now, command, now_env), (paired.then, then, then_env)]
                 for into, argv, env in pair if round_ % 2 == 0 else reversed(pair):
                     timed([*argv, "--format", "json"], into, env)
         sizes = baseline.stat().st_size / 1e6, records[-1].stat().st_size / 1e6

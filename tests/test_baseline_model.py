@@ -252,6 +252,29 @@ def test_the_summary_is_written_with_the_samples_and_read_back_as_written() -> N
     assert summary == summary_of(env)
 
 
+def test_the_summary_keeps_the_steps_the_runs_show_and_one_that_cannot_be_is_derived_again() -> (
+    None
+):
+    """The steps of the baseline's own runs (the last three of ``t.py::a`` at a new
+    level), as the change search finds them; a summary naming a row or a length the
+    baseline does not have (a hand edit) no longer fits its runs."""
+    steady = [{"t.py::a": 0.3 * w, "t.py::b": 0.2 * w} for w in (1.0, 1.02, 0.98, 1.01, 0.99)]
+    env = env_of(*steady, *({"t.py::a": 0.9 * w, "t.py::b": 0.2 * w} for w in (1.0, 1.01, 0.99)))
+    written = baseline_json(Baseline({"cpu/x1": env}))
+    assert written["envs"]["cpu/x1"]["summary"]["tests"]["steps"] == [[0, 3]]
+    read = parse_baseline("b.json", written).envs["cpu/x1"]
+    summary = read.stored_summary()
+    assert summary is not None
+    assert summary.steps == {0: 3}
+    for steps in ([[2, 3]], [[0, 9]]):  # no third test; not nine runs
+        written["envs"]["cpu/x1"]["summary"]["tests"]["steps"] = steps
+        assert parse_baseline("b.json", written).envs["cpu/x1"].stored_summary() is None
+    del written["envs"]["cpu/x1"]["summary"]["tests"]["steps"]  # as 0.4.0 wrote it
+    older = parse_baseline("b.json", written).envs["cpu/x1"].stored_summary()
+    assert older is not None
+    assert older.steps is None
+
+
 def test_a_summary_written_without_the_centre_is_derived_again_with_it() -> None:
     env = env_of({"t.py::a": 0.1, "t.py::b": 0.2}, {"t.py::a": 0.3})
     data = baseline_json(Baseline({"cpu/x1": env}))
@@ -271,6 +294,12 @@ def test_a_summary_written_without_the_centre_is_derived_again_with_it() -> None
         ({"runs": 1, "speeds": [None]}, "summary.speeds: expected a list of numbers"),
         ({"runs": -1}, "summary.runs: "),
         ({"runs": 1, "modules": {"peak": {}}}, "summary.modules.peak: expected a list of"),
+        ({"runs": 1, "tests": {"steps": {}}}, "summary.tests.steps: expected a list of [row,"),
+        ({"runs": 1, "tests": {"steps": [[0]]}}, "summary.tests.steps: expected a list of [row,"),
+        ({"runs": 1, "tests": {"steps": [[0, 0]]}}, "summary.tests.steps: expected a list of"),
+        ({"runs": 1, "tests": {"steps": [[-1, 2]]}}, "summary.tests.steps: expected a list of"),
+        ({"runs": 1, "tests": {"steps": [[0, True]]}}, "summary.tests.steps: expected a list of"),
+        ({"runs": 1, "tests": {"steps": [[0, 2], [0, 3]]}}, "summary.tests.steps: a row is listed"),
     ],
 )
 def test_a_malformed_summary_is_named_by_its_field(summary: Any, message: str) -> None:

@@ -877,3 +877,73 @@ def test_a_slowed_run_folded_into_a_3_run_baseline_does_not_hide_the_next_one() 
     second = compare(run_of({slow: 1.02, other: 0.29}, 4), env, Rule())
     assert [(c.id, c.since.commit, c.runs) for c in second.slowdowns] == [(slow, "c3", 2)]
     assert second.alarms == 1
+
+
+def _read_back(env: EnvHistory, steps: Any = "as written") -> EnvHistory:
+    """``env`` written and read again, its summary's ``steps`` as written, replaced, or
+    left out (None: as a summary from before the field)."""
+    from pytest_accel.perf.formats.baseline import parse_baseline
+
+    data = baseline_json(Baseline({"cpu/x1": env}, window=50))
+    summary = data["envs"]["cpu/x1"]["summary"]["tests"]
+    if steps is None:
+        del summary["steps"]
+    elif steps != "as written":
+        summary["steps"] = steps
+    return parse_baseline("b.json", json.loads(json.dumps(data))).envs["cpu/x1"]
+
+
+def test_the_steps_kept_in_the_summary_judge_as_the_steps_found_anew() -> None:
+    """The baseline's summary keeps the steps its own runs show, so a comparison does not
+    search 100,000 tests' histories for them again: the same comparison either way, on
+    a history with speed-ups, slowdowns and steady tests, judged by the default rule."""
+    rng = __import__("numpy").random.default_rng(7)
+    ids = [f"t.py::test_{i:02d}" for i in range(40)]
+    levels = dict(zip(ids, rng.uniform(0.2, 2.0, len(ids)).tolist(), strict=True))
+    runs = []
+    for index in range(16):
+        calls = dict(levels)
+        for i, ident in enumerate(ids[:12]):  # steps in the baseline's own runs
+            if index >= 16 - (3 + i % 5):
+                calls[ident] *= 0.5 if i % 2 else 2.5
+        runs.append(calls)
+    env = history(runs)
+    kept = _read_back(env)
+    summary = kept.stored_summary()
+    assert summary is not None
+    assert summary.steps is not None
+    assert len(summary.steps) >= 6  # most of the twelve: the search names each one
+    # Back at the old level now: a regression from the sped-up tests' new level.
+    calls = {**levels, ids[2]: levels[ids[2]] * 3.0}
+    now = run_of(calls, 99)
+    with_steps = compare(now, kept, Rule())
+    without = compare(now, _read_back(env, steps=None), Rule())
+    assert with_steps == without
+    assert ids[1] in {f.id for f in with_steps.regressions}
+    assert with_steps.alarms >= 1
+    # A run without some of the baseline's tests, and with one it lacks: the steps of
+    # the tests it has, each at its place among them.
+    fewer = {k: v for k, v in calls.items() if k not in (ids[0], ids[3])}
+    partial = run_of({**fewer, "t.py::test_new": 0.5}, 100)
+    assert compare(partial, kept, Rule()) == compare(partial, _read_back(env, steps=None), Rule())
+    assert ids[1] in {f.id for f in compare(partial, kept, Rule()).regressions}
+
+
+def test_the_summarys_steps_are_read_by_the_default_rule_only() -> None:
+    """Two fast runs are not yet a change; with a third, this one, they are, and the
+    speed-up is named.  A summary that says the two were one already (a hand edit)
+    means it was named when found, under the rule its steps were found by; under any
+    other rule the runs are searched anew."""
+    ident = "t.py::test_a"
+    env = history([{ident: 0.4}] * 8 + [{ident: 0.2}] * 2)
+    now = run_of({ident: 0.2}, 99)
+    told, untold = _read_back(env, steps=[[0, 2]]), _read_back(env, steps=None)
+
+    def test_changes(comparison: Comparison) -> list[tuple[str, int]]:
+        return [(c.id, c.runs) for c in comparison.changes if c.kind == "test"]
+
+    assert test_changes(compare(now, untold, Rule())) == [(ident, 3)]
+    assert test_changes(compare(now, told, Rule())) == []
+    other = Rule(threshold=1.5)
+    assert compare(now, told, other) == compare(now, untold, other)
+    assert test_changes(compare(now, told, other)) == [(ident, 3)]

@@ -472,6 +472,8 @@ def test_a_baseline_keeps_each_runs_time_compilation_and_recompilations(tmp_path
 
 
 def test_unittest_subtests_are_part_of_their_tests_call(pytester: pytest.Pytester) -> None:
+    """A subtest's seconds are its test's call's; a failing one fails its test, and
+    neither adds a row or an attempt."""
     pytester.makepyfile(
         test_sub="""
         import time
@@ -482,10 +484,21 @@ def test_unittest_subtests_are_part_of_their_tests_call(pytester: pytest.Pyteste
                 for n in range(3):
                     with self.subTest(n=n):
                         time.sleep(0.01)
+
+            def test_failing_case(self):
+                for n in range(3):
+                    with self.subTest(n=n):
+                        assert n != 1
+
+            def test_plain(self):
+                pass
         """
     )
-    pytester.runpytest("--perf-record=r.json").assert_outcomes(passed=1)
+    pytester.runpytest("--perf-record=r.json")
     tests = record(pytester.path / "r.json")["tests"]
+    names = ["test_cases", "test_failing_case", "test_plain"]
+    assert tests["id"] == [f"test_sub.py::T::{name}" for name in names]
+    assert tests["outcome"] == ["passed", "failed", "passed"]
     assert tests["call"][0] >= 0.03
     assert tests["attempts"] == {}
 

@@ -206,6 +206,26 @@ def test_upgrade_rewrites_an_older_baseline_in_hexadecimal_columns_with_its_summ
     assert load_baseline(path).envs["cpu/x1"].samples("tests") == before
 
 
+def test_upgrade_gives_a_summary_from_0_4_0_the_changes_of_its_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0.4.0 wrote no ``tests.steps``: such a summary is read (its runs searched when
+    compared) and written with them, as the runs show them: here test_a's last three."""
+    path = Path(baseline_of(tmp_path, [0.5] * 6 + [1.0] * 3))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    summary = data["envs"]["cpu/x1"]["summary"]
+    steps = summary["tests"].pop("steps")
+    assert steps == [[0, 3]]  # test_a's row, its three runs at 1.0 s
+    path.write_text(json.dumps(data), encoding="utf-8")
+    read = load_baseline(path).envs["cpu/x1"].stored_summary()
+    assert read is not None  # it fits the runs: read, not derived again
+    assert read.steps is None
+    assert main(["upgrade", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: baseline version 4 -> 4, with its summary\n"
+    again = json.loads(path.read_text(encoding="utf-8"))["envs"]["cpu/x1"]["summary"]
+    assert again == {**summary, "tests": {**summary["tests"], "steps": steps}}
+
+
 def test_a_durations_map_is_not_upgraded(tmp_path: Path) -> None:
     path = tmp_path / ".test_durations"
     path.write_text(json.dumps({"t.py::a": 0.1}))

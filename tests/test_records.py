@@ -409,3 +409,38 @@ def test_the_hardware_key_option_and_its_older_name_both_name_the_key(
     assert load(pytester.path / "cli.json")["env"]["key"] == "lab-2"
     empty = pytester.runpytest("--perf-record=cli.json", "--accel-key= ")
     empty.stderr.fnmatch_lines(["ERROR: --accel-key: the key must not be empty"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("warmup", ["t.py::test_gone"], "tests.warmup: 't.py::test_gone' is not one of"),
+        ("quarantined", ["t.py::test_gone"], "tests.quarantined: 't.py::test_gone' is not"),
+        (
+            "attempts",
+            {
+                "t.py::test_gone": [
+                    {"outcome": "failed", "setup": 0.0, "call": 0.1, "teardown": 0.0}
+                ]
+            },
+            "tests.attempts: 't.py::test_gone' is not one of the record's tests",
+        ),
+        ("compiles", {"t.py::test_gone": 2}, "tests.compiles: 't.py::test_gone' is not one"),
+    ],
+)
+def test_a_field_naming_a_test_the_record_lacks_is_named(
+    field: str, value: Any, message: str
+) -> None:
+    from bench import synthetic
+    from pytest_accel.files import InputError
+
+    data = synthetic.record({"t.py::test_a": 0.1, "t.py::test_b": 0.2})
+    data["tests"][field] = value
+    with pytest.raises(InputError) as raised:
+        check_record("r.json", data)
+    assert str(raised.value).startswith(f"r.json: {message}")
+    known = (
+        {"t.py::test_a": value[next(iter(value))]} if isinstance(value, dict) else ["t.py::test_a"]
+    )
+    data["tests"][field] = known  # the same field naming a test it has: read
+    assert check_record("r.json", data)["tests"]["id"] == ["t.py::test_a", "t.py::test_b"]

@@ -15,7 +15,11 @@ from pytest_accel.locking import update_locked
 from pytest_accel.outcomes import interrupted
 from pytest_accel.perf.analysis.comparison import changes_in_runs, compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
-from pytest_accel.perf.analysis.summary import durations_basis, expected_durations, summary_of
+from pytest_accel.perf.analysis.summary import (
+    durations_basis,
+    expected_durations,
+    summary_to_write,
+)
 from pytest_accel.perf.formats.baseline import (
     BASELINE_VERSION,
     Baseline,
@@ -39,7 +43,7 @@ from pytest_accel.perf.options import build_rule
 
 def baseline_json(baseline: Baseline) -> dict[str, Any]:
     """A baseline as its file holds it, each key's summary derived where it is not kept."""
-    return to_json(baseline, summary_of)
+    return to_json(baseline, summary_to_write)
 
 
 LARGE_BASELINE = 1 << 20  # bytes: thousands of tests' samples, compared with numpy anyway
@@ -131,7 +135,7 @@ def fold_records(paths: Sequence[str], into: str, window: int, time: str = "exec
             [run for _, run in runs],
             window,
             held,
-            summarise=summary_of,
+            summarise=summary_to_write,
             time=time,
             dropped=dropped,
         )

@@ -182,14 +182,14 @@ class PerfPlugin:
         baseline = self.options.baseline
         if run is not None and baseline and self.options.update_baseline and not interrupted:
             with isolated(session, f"update the baseline {baseline}"):
-                from pytest_accel.perf.analysis.summary import summary_of
+                from pytest_accel.perf.analysis.summary import summary_to_write
                 from pytest_accel.perf.formats.baseline import update_baseline_file
 
                 update_baseline_file(
                     baseline,
                     [run],
                     self.options.window,
-                    summarise=summary_of,
+                    summarise=summary_to_write,
                     time=self.options.rule.time,
                     dropped=self.dropped,
                 )

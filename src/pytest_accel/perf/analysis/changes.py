@@ -315,6 +315,7 @@ def current_level(
     medians: FloatArray,
     spread: tuple[FloatArray, FloatArray],
     rule: Rule,
+    known: tuple[IntArray, IntArray] | None = None,
 ) -> tuple[FloatArray, FloatArray, tuple[FloatArray, FloatArray], BoolArray]:
     """What this run is judged against: each id's samples since the last change its
     baseline's own runs show (accepted or not), else all of them: their count, median
@@ -322,19 +323,28 @@ def current_level(
     is a regression, not hidden by the old level's samples in the median.  Also which
     ids had such a change (settled): a speed-up among them was reported when it was
     found.  Only the rows with a change are copied (all of them are 17 MB at 100,000
-    tests)."""
+    tests).  ``known``: those changes as the baseline's summary found them (the rows
+    and their runs at the new level, by the same rule), not searched for again."""
     import numpy as np
 
     count = np.sum(~np.isnan(samples), axis=1).astype(np.float64)
-    own = find_steps(samples, change_rule(rule)) if samples.size else None
-    if own is None or not own.found.any():
-        return count, medians, spread, np.zeros(len(samples), dtype=bool)
-    rows = np.flatnonzero(own.found)
-    older = np.arange(samples.shape[1])[None, :] < (samples.shape[1] - own.runs[rows])[:, None]
+    settled = np.zeros(len(samples), dtype=bool)
+    if known is not None:
+        rows, new_runs = known
+    elif samples.size:
+        own = find_steps(samples, change_rule(rule))
+        rows = np.flatnonzero(own.found)
+        new_runs = own.runs[rows]
+    else:
+        return count, medians, spread, settled
+    if not len(rows):
+        return count, medians, spread, settled
+    settled[rows] = True
+    older = np.arange(samples.shape[1])[None, :] < (samples.shape[1] - new_runs)[:, None]
     part = samples[rows]  # a copy of those rows
     part[older] = np.nan
     count[rows] = np.sum(~np.isnan(part), axis=1)
     medians, centre, scale = medians.copy(), spread[0].copy(), spread[1].copy()
     medians[rows] = row_median(part)
     centre[rows], scale[rows] = sample_spread(part, rule)
-    return count, medians, (centre, scale), own.found
+    return count, medians, (centre, scale), settled

@@ -62,7 +62,7 @@ from pytest_accel.perf.analysis.speed import (
     runner_speed_of_arrays,
     unexplained_steps,
 )
-from pytest_accel.perf.analysis.summary import summary_of
+from pytest_accel.perf.analysis.summary import SUMMARY_CHANGE_RULE, summary_of
 from pytest_accel.perf.model.columns import Values
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
 from pytest_accel.perf.model.samples import Baseline, EnvHistory, Summary
@@ -487,6 +487,9 @@ class _Inputs:
     medians: FloatArray
     spread: tuple[FloatArray, FloatArray]  # the z-score's centre and scale (rule.sample_spread)
     noise: FloatArray  # each one's spread in log seconds (NaN: unknown)
+    # The steps the baseline's summary found in its own runs of these ids: their
+    # positions here and their runs at the new level (None: searched for when judged).
+    steps: tuple[IntArray, IntArray] | None = None
 
 
 def _inputs(
@@ -520,7 +523,30 @@ def _inputs(
         rows = np.array(list(compress(positions, kept)), dtype=np.int64)
         samples = matrix[rows] if len(rows) else np.zeros((0, len(env.runs)))
         current = np.array(list(compress(now.values(), kept)), dtype=np.float64)
-    return _numbers(setting, present, rows, current, samples, _summarised(setting, kind, ids))
+    inputs = _numbers(setting, present, rows, current, samples, _summarised(setting, kind, ids))
+    steps = _summarised_steps(setting, ids, rows)
+    return inputs if steps is None else replace(inputs, steps=steps)
+
+
+def _summarised_steps(
+    setting: _Setting, ids: list[str], rows: IntArray
+) -> tuple[IntArray, IntArray] | None:
+    """The steps the summary found in the baseline's own runs of the tests at ``rows``
+    (of ``ids``): their positions among ``rows``, in order, and their runs at the new
+    level.  None where it has none to give: another kind, or a summary from before."""
+    import numpy as np
+
+    summary = setting.summary
+    if summary is None or summary.steps is None or ids is not setting.env.ids["tests"]:
+        return None
+    position = np.full(len(ids), -1, dtype=np.int64)
+    position[rows] = np.arange(len(rows))
+    found = np.fromiter(summary.steps, dtype=np.int64, count=len(summary.steps))
+    runs = np.fromiter(summary.steps.values(), dtype=np.int64, count=len(summary.steps))
+    at = position[found]
+    order = np.argsort(at)
+    kept = order[at[order] >= 0]
+    return at[kept], runs[kept]
 
 
 def _numbers(  # noqa: PLR0917  # the columns of one _Inputs
@@ -574,7 +600,8 @@ def _judge(
     rule, speed = setting.rule, setting.speed
     present, current, samples, medians = inputs.ids, inputs.current, inputs.samples, inputs.medians
     thresholds, deltas = _overrides(present, overrides, rule)
-    count, medians, spread, settled = current_level(samples, medians, inputs.spread, rule)
+    known = inputs.steps if change_rule(rule) == SUMMARY_CHANGE_RULE else None
+    count, medians, spread, settled = current_level(samples, medians, inputs.spread, rule, known)
     verdict = partial(
         judge,
         samples=samples,

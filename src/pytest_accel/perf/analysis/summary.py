@@ -5,9 +5,11 @@ what sharding expects of each test, its median."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import isnan
 from typing import TYPE_CHECKING
 
+from pytest_accel.perf.analysis.changes import change_rule, find_steps
 from pytest_accel.perf.analysis.rule import Rule, row_median, sample_spread
 from pytest_accel.perf.analysis.speed import column_speeds, log_centres
 from pytest_accel.perf.model.columns import Values
@@ -18,6 +20,10 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
+# What the summary's ``steps`` were found by: a comparison by another rule searches anew.
+SUMMARY_CHANGE_RULE = change_rule(Rule())
+
+
 def summary_of(env: EnvHistory) -> Summary:
     """The summary read with the file, or derived from the samples once."""
     summary = env.stored_summary()
@@ -25,6 +31,24 @@ def summary_of(env: EnvHistory) -> Summary:
         summary = summarise(env)
         env.keep_summary(summary)
     return summary
+
+
+def summary_to_write(env: EnvHistory) -> Summary:
+    """``summary_of``, with the steps of the runs where the summary read lacks them (an
+    earlier release wrote none): a file written says what it holds."""
+    summary = summary_of(env)
+    if summary.steps is None:
+        summary = replace(summary, steps=own_steps(env.matrix("tests")[1]))
+        env.keep_summary(summary)
+    return summary
+
+
+def own_steps(tests: npt.NDArray[np.float64]) -> dict[int, int]:
+    """The tests (rows of ``tests``, samples oldest first) whose own runs show a step, by
+    ``SUMMARY_CHANGE_RULE``: each row and its runs at the new level."""
+    found = find_steps(tests, SUMMARY_CHANGE_RULE)
+    rows = found.found.nonzero()[0]
+    return dict(zip(rows.tolist(), found.runs[rows].tolist(), strict=True))
 
 
 def expected_durations(env: EnvHistory) -> dict[str, float]:
@@ -53,7 +77,8 @@ def summarise(env: EnvHistory) -> Summary:
     """Derive ``env``'s summary from its samples (numpy), rounded as it is written."""
     _, tests = env.matrix("tests")
     _, warmup = env.matrix("warmup")
-    centre, noise = sample_spread(tests, Rule())
+    rule = Rule()
+    centre, noise = sample_spread(tests, rule)
     levels = log_centres(tests)
     return Summary(
         runs=len(env.runs),
@@ -65,6 +90,7 @@ def summarise(env: EnvHistory) -> Summary:
         speeds=[round(speed, SUMMARY_DIGITS) for speed in column_speeds(tests, levels)],
         peaks={kind: _peaks(env.matrix(kind)[1]) for kind in KINDS},
         totals=_run_totals([tests, warmup]),
+        steps=own_steps(tests),
     )
 
 

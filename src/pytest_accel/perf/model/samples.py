@@ -68,7 +68,11 @@ class Summary:
     positive samples, what run speeds are measured against); per warm-up its median;
     per id of every kind its largest sample (``peaks``: an id whose samples all stay
     below the rule's ``min_duration`` cannot be a finding unless it reaches it now);
-    per run its speed (``perf.analysis.speed``) and its total.
+    per run its speed (``perf.analysis.speed``) and its total.  And the steps the runs
+    themselves show (``steps``): each test whose last runs sit at a new level, by the
+    default rule's change detection (``perf.analysis.changes``), with the runs at that
+    level; a comparison judges such a test against them alone.  None: not derived (an
+    earlier release's summary), found from the samples when a comparison needs them.
     """
 
     runs: int
@@ -80,6 +84,7 @@ class Summary:
     speeds: list[float]
     peaks: dict[str, Values]
     totals: Values  # per run: its tests and warm-ups summed (None: no sample)
+    steps: dict[int, int] | None = None  # a test's row -> the runs at its new level
 
     def fits(self, env: EnvHistory) -> bool:
         """Whether it was derived from ``env``'s runs as they are (not an older file's)."""
@@ -93,6 +98,12 @@ class Summary:
             == len(env.ids["tests"])
             and len(self.warmup_median) == len(env.ids["warmup"])
             and all(len(self.peaks.get(kind, ())) == len(env.ids[kind]) for kind in KINDS)
+            and (
+                self.steps is None
+                or all(
+                    row < len(self.median) and runs <= self.runs for row, runs in self.steps.items()
+                )
+            )
         )
 
 
