@@ -562,3 +562,45 @@ def test_the_baseline_and_the_history_hold_each_test_id_as_the_collected_tests_o
     result.stdout.fnmatch_lines(["perf: 0 regression(s), *, 6 test(s) compared under cpu/x1"])
     history = json.loads((pytester.path / "h.json").read_text())["envs"]["cpu/x1"]["tests"]
     assert sorted(history.values()) == ["PP"] * 6
+
+
+SHARED_IDS_CONFTEST = """
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_finish(session):
+    yield  # after the features held their files' ids as the collected ones
+    pm = session.config.pluginmanager
+    baseline = pm.get_plugin("pytest_accel:perf").baseline
+    history = pm.get_plugin("pytest_accel:flaky").history_read[1]
+    [env] = baseline.envs.values()
+    [kept] = history.envs.values()
+    collected = {item.nodeid: item.nodeid for item in session.items}
+    in_baseline = {i: i for kind in ("tests", "warmup") for i in env.ids[kind]}
+    in_history = {i: i for i in kept.tests}
+    same = [
+        in_baseline[t] is in_history[t]
+        for t in collected
+        if t in in_baseline and t in in_history
+    ]
+    from pytest_accel.reports import collected_ids
+
+    once = collected_ids(session) is collected_ids(session)  # made once, for both
+    with open("shared.txt", "w") as out:
+        out.write(f"{len(same)} {sum(same)} {once}")
+"""
+
+
+def test_the_baseline_and_the_flaky_history_hold_one_copy_of_each_test_id(
+    pytester: pytest.Pytester,
+) -> None:
+    """Both files name every test: after collection both hold the same string objects
+    (one set of ids made from the collection, for every feature that reads a file)."""
+    pytester.makepyfile(test_mod="def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    files = ["--perf-baseline=b.json", "--flaky-history=h.json"]
+    for _ in range(2):
+        pytester.runpytest_subprocess(*files, "--perf-update-baseline").assert_outcomes(passed=2)
+    pytester.makeconftest(SHARED_IDS_CONFTEST)
+    pytester.runpytest_subprocess(*files).assert_outcomes(passed=2)
+    assert (pytester.path / "shared.txt").read_text() == "2 2 True"

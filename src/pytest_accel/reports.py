@@ -44,13 +44,23 @@ def runs_tests_here(config: pytest.Config) -> bool:
     return is_xdist_worker(config) or not reports_are_relayed(config)
 
 
-def collected_ids(items: list[pytest.Item]) -> dict[str, str]:
+def collected_ids(session: pytest.Session) -> dict[str, str]:
     """Each collected test's id (as our files write it) to itself: what a file read
     before collection can hold its ids as (``Baseline.share_ids``,
     ``History.share_ids``), so that each is held once, not once for the file and once
-    for the test (about 10 MB a file at 100,000 tests)."""
-    ids = list(map(test_id, map(_NODEID, items)))
-    return dict(zip(ids, ids, strict=True))
+    for the test (about 10 MB a file at 100,000 tests).  Made once per collection for
+    every feature that asks."""
+    items = session.items
+    kept = session.stash.get(_COLLECTED_IDS, None)
+    if kept is not None and kept[0] is items and kept[1] == len(items):
+        return kept[2]
+    listed = list(map(test_id, map(_NODEID, items)))
+    ids = dict(zip(listed, listed, strict=True))
+    session.stash[_COLLECTED_IDS] = (items, len(items), ids)
+    return ids
+
+
+_COLLECTED_IDS = pytest.StashKey[tuple[list[pytest.Item], int, dict[str, str]]]()
 
 
 _NODEID = operator.attrgetter("nodeid")

@@ -101,7 +101,7 @@ class FlakyPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.history_read is not None and session.items:  # xdist's controller has none
-            self.history_read[1].share_ids(collected_ids(session.items))
+            self.history_read[1].share_ids(collected_ids(session))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:

@@ -102,7 +102,7 @@ class PerfPlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.baseline is not None and session.items:  # xdist's controller has none
-            self.baseline.share_ids(collected_ids(session.items))
+            self.baseline.share_ids(collected_ids(session))
 
     # --- at the end: the result, built once ---------------------------------------------
 
