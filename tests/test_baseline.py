@@ -604,3 +604,17 @@ def test_the_baseline_and_the_flaky_history_hold_one_copy_of_each_test_id(
     pytester.makeconftest(SHARED_IDS_CONFTEST)
     pytester.runpytest_subprocess(*files).assert_outcomes(passed=2)
     assert (pytester.path / "shared.txt").read_text() == "2 2 True"
+
+
+def test_the_schema_holds_the_summarys_steps_and_refuses_a_malformed_one() -> None:
+    env = EnvHistory()
+    for n, seconds in enumerate([0.3] * 5 + [0.9] * 3):
+        wobble = 1 + 0.01 * (n % 3 - 1)
+        add_run(env, run_of({"t.py::a": seconds * wobble, "t.py::b": 0.2}, commit=f"c{n}"), 20)
+    data = json.loads(json.dumps(baseline_json(Baseline({"cpu/x1": env}))))
+    assert data["envs"]["cpu/x1"]["summary"]["tests"]["steps"] == [[0, 3]]
+    jsonschema.validate(data, schema())
+    for bad in ([[0, 0]], [[0]], [[-1, 2]], [["0", 2]]):
+        data["envs"]["cpu/x1"]["summary"]["tests"]["steps"] = bad
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(data, schema())
