@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice, repeat
+from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,6 +26,7 @@ from pytest_accel.outcomes import (
     QUARANTINED_ATTR,
     RERUN_TEARDOWN_ATTR,
     Parents,
+    is_subtest,
     phase_outcome,
     test_id,
     test_ids,
@@ -279,7 +280,12 @@ class ResultsCollector:
         if self.complete:
             return self.table
         self.complete = True
-        reports, subtests = _test_reports(self.stats)
+        reports: list[pytest.TestReport] = []
+        subtests: list[pytest.TestReport] = []
+        for group in self.stats.values():
+            for report in group:
+                if isinstance(report, pytest.TestReport):
+                    (subtests if is_subtest(report) else reports).append(report)
         starts = _chronological(reports)
         collections = self.config.stash.get(pauses_key, None)
         if not self.relayed and collections is not None and collections.pauses:
@@ -417,21 +423,6 @@ _PLAIN_FIELDS = frozenset(
 )
 _START = operator.attrgetter("start")
 _LOCATION = operator.attrgetter("location")
-
-
-def _test_reports(
-    stats: dict[str, list[Any]],
-) -> tuple[list[pytest.TestReport], list[pytest.TestReport]]:
-    """The terminal's reports of test phases, and apart from them its subtests'
-    (``outcomes.is_subtest``: a report with a ``context``), picked by C-level maps: a
-    10,000-test run has 30,000."""
-    entries = list(chain.from_iterable(stats.values()))  # warnings and the deselected too
-    reports = list(compress(entries, map(isinstance, entries, repeat(pytest.TestReport))))
-    contexts = map(getattr, reports, repeat("context"), repeat(None))
-    inside = list(map(operator.is_not, contexts, repeat(None)))
-    if not any(inside):
-        return reports, []
-    return list(compress(reports, map(operator.not_, inside))), list(compress(reports, inside))
 
 
 def _chronological(reports: list[pytest.TestReport]) -> list[float]:

@@ -305,35 +305,30 @@ class TimingTable:
             self.teardowns,
         )
         firsts, lasts, waited_for = self.starts, self.stops, self.waits
-        measured = False
         phases = zip(rows, whens, durations, starts, stops, waits, plain, strict=True)
         for index, (row, when, duration, start, stop, waited, is_plain) in enumerate(phases):
             state = state_of[row]
-            if not is_plain or state == 2:
+            if not is_plain or state == 2 or (state == 1 and when == "setup"):
                 other(index)  # a new attempt, an outcome, something attached
                 continue
             if when == "call":
                 calls[row] += duration
                 if waited is not None:
                     waited_for[row] += waited
-                    measured = True
-                if not state:
-                    state_of[row] = 1
-            elif when == "setup" and not state:
+                    self.waits_measured = True
+                state_of[row] = 1
+            elif when == "setup":
                 setups[row] += duration
                 state_of[row] = 1
             elif when == "teardown":
                 teardowns[row] += duration
                 state_of[row] = 2
-            else:  # a setup after a report of its attempt: a new attempt; or no phase
+            else:
                 other(index)
                 continue
-            # ``max(lasts[row], stop)`` without the call: a tenth of the loop.
             if start and (not firsts[row] or start < firsts[row]):
                 firsts[row] = start
             lasts[row] = max(lasts[row], stop)
-        if measured:
-            self.waits_measured = True
 
     def mark_interrupted(self) -> None:
         """The run was interrupted: a test whose attempt has reports but no teardown
