@@ -30,9 +30,9 @@ judged here, on what does not move with the order of the tests:
 from __future__ import annotations
 
 from dataclasses import replace
-from statistics import median
 
 from pytest_accel.perf.analysis.layouts import Scope, handed_out_anew, same_layout
+from pytest_accel.perf.analysis.speed import median  # statistics': 3 ms of imports
 from pytest_accel.perf.model.findings import Comparison, Compilation, Finding, Recompiled
 from pytest_accel.perf.model.samples import Run
 

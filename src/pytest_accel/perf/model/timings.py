@@ -16,8 +16,6 @@ the same rules decide what is comparable:
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import reduce
@@ -99,6 +97,8 @@ def run_labels(identities: Sequence[RunIdentity]) -> list[str]:
 
 
 def new_run_id() -> str:
+    import secrets  # with hashlib, 4 ms of imports that only a recording run needs
+
     return secrets.token_hex(8)
 
 
@@ -109,6 +109,8 @@ def merged_run_id(parts: Sequence[str | None]) -> str | None:
         return None
     if len(parts) == 1:
         return parts[0]  # a record merged into itself is the same run
+    import hashlib
+
     joined = "\n".join(sorted(str(part) for part in parts))
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
