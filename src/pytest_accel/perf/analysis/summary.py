@@ -77,8 +77,7 @@ def summarise(env: EnvHistory) -> Summary:
     """Derive ``env``'s summary from its samples (numpy), rounded as it is written."""
     _, tests = env.matrix("tests")
     _, warmup = env.matrix("warmup")
-    rule = Rule()
-    centre, noise = sample_spread(tests, rule)
+    centre, noise = sample_spread(tests, Rule())
     levels = log_centres(tests)
     return Summary(
         runs=len(env.runs),
