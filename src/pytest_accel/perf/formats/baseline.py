@@ -172,18 +172,17 @@ def _parse_steps(path: str, where: str, value: Any) -> dict[int, int] | None:
     its runs at the new level (None: not written, by a release before the field)."""
     if value is None:
         return None
-    pairs = value if isinstance(value, list) else None
-    if pairs is None or not all(
+    if not isinstance(value, list) or not all(
         isinstance(pair, list)
         and len(pair) == 2  # a row and its runs
         and all(type(n) is int for n in pair)
         and pair[0] >= 0
         and pair[1] >= 1
-        for pair in pairs
+        for pair in value
     ):
         raise InputError(path, f"{where}: expected a list of [row, runs] pairs of counts")
-    steps = dict(map(tuple, pairs))
-    if len(steps) != len(pairs):
+    steps = dict(map(tuple, value))
+    if len(steps) != len(value):
         raise InputError(path, f"{where}: a row is listed twice")
     return steps
 
