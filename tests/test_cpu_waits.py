@@ -216,3 +216,47 @@ def test_merged_shards_keep_their_waits(
     merged = json.loads((pytester.path / "m.json").read_text())["tests"]
     waits = dict(zip(merged["id"], merged["cpu_wait"], strict=True))
     assert sum(waits.values()) == pytest.approx(0.2)
+
+
+OUTSIDE_THE_CALL = """
+import os
+from pathlib import Path
+
+import pytest
+
+STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "setup":  # preempted while the setup's report is shown
+        STAT.write_text(f"0 {int(0.3e9)} 0")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call":  # and again while the call's report is made
+        STAT.write_text(f"0 {int(0.7e9)} 0")
+    return report
+"""
+
+
+def test_a_wait_outside_the_calls_timed_window_is_not_taken_from_the_call(
+    pytester: pytest.Pytester, sleeper: Path
+) -> None:
+    """pytest times the call alone: a wait while the setup's report is shown or the
+    call's report is made is not in that time, so none of it is left out of it."""
+    pytester.makeconftest(OUTSIDE_THE_CALL)
+    pytester.makepyfile(
+        test_sleep="import time\n\ndef test_work():\n    time.sleep(0.05)\n\n"
+        "def test_other():\n    pass\n"
+    )
+    sleeper.write_text("0 0 0")
+    result = pytester.runpytest("-p", "no:randomly", "--perf-record=r.json")
+    result.assert_outcomes(passed=2)
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
+    call = dict(zip(tests["id"], tests["call"], strict=True))
+    # Each call read the clock as the last report had left it: none waited in the call.
+    assert waits == {"test_sleep.py::test_work": 0.0, "test_sleep.py::test_other": 0.0}
+    assert call["test_sleep.py::test_work"] >= 0.05  # its sleep, nothing taken out

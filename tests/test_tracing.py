@@ -217,3 +217,33 @@ def test_a_change_of_tracing_is_named_and_accepted_like_one_of_execution(tmp_pat
     ids, samples = read.matrix("trace")
     kept = samples[ids.index(OTHER)].tolist()
     assert [isnan(value) for value in kept] == [True] * 5 + [False] * 3  # before it: gone
+
+
+@pytest.mark.parametrize(("waited", "moved"), [(0.0, False), (0.7, True)])
+def test_on_a_busy_runner_a_move_may_trace_slower_by_as_much_as_its_waits_say(
+    waited: float, moved: bool
+) -> None:
+    """The shared function traced 4x as long by the test it moved to: more than a quiet
+    runner explains, and what one whose calls waited 70% of their time for a CPU does
+    (the waits are taken out of the tracing only in proportion to its call).  The test
+    it left traced it under the floor: no improvement, only the rise is a finding."""
+    env = EnvHistory()
+    for index in range(5):
+        add_run(env, _run({**USUAL, TESTS[0]: 0.09}, index), 50)
+    now = _run({**USUAL, TESTS[1]: 0.35}, 5)
+    share_waited = waited * sum(now.call) / (1 - waited)  # the seconds of that share
+    result = compare(replace(now, cpu_wait=share_waited), env, Rule())
+    assert result.cpu_wait_share == pytest.approx(waited)
+    regressions = [f.id for f in result.regressions if f.tracing]
+    assert (regressions, result.tracing_moved) == (
+        ([], [TESTS[1]]) if moved else ([TESTS[1]], [])  # the one that fell was no finding
+    )
+
+
+def test_a_fall_that_is_a_finding_does_not_hide_a_rise_far_past_it() -> None:
+    """One test stopped tracing 0.4 s and another traces 4 s it never did: the fall
+    matched by a rise is not the rise explained (at most 1/MOVED_SHARE of it)."""
+    result = _judged({**USUAL, TESTS[0]: 0.4}, {**USUAL, TESTS[1]: 4.0})
+    assert result.tracing_moved == []
+    assert [f.id for f in result.regressions if f.tracing] == [TESTS[1]]
+    assert [f.id for f in result.improvements if f.tracing] == [TESTS[0]]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Generator
 
 import pytest
 
@@ -74,7 +75,7 @@ class CallWaits:
     def __init__(self, clock: RunQueueClock) -> None:
         self.clock: RunQueueClock | None = clock
         self.thread = threading.get_native_id()
-        self.before: tuple[str, int] | None = None  # (test, ns waited) at its setup's end
+        self.waited: tuple[str, int] | None = None  # (test, ns its call waited)
 
     def _clock(self) -> RunQueueClock | None:
         """The clock of the thread that runs the tests: the one that opened it, unless a
@@ -86,21 +87,32 @@ class CallWaits:
             self.clock, self.thread = RunQueueClock.open(), thread
         return self.clock
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        """Read as the call starts and ends, inside the window pytest times the call in:
+        a wait outside it (the runner preempting the thread while the setup's report is
+        shown or the call's is made) is a time slice or more on a busy runner, which
+        would be taken from a call that never paid it."""
+        clock = self._clock()
+        if clock is None:
+            return (yield)
+        start = clock.waited()
+        try:
+            return (yield)
+        finally:
+            self.waited = (item.nodeid, clock.waited() - start)
+
     @pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the report on
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Read at the end of the setup and of the call: one plain hook, not wrappers
-        around the call and its report (a per-test cost on every suite).  What lies
-        between besides the call (the setup's report shown, the call's made) is
-        microseconds, and only its waiting would count."""
-        when = report.when
-        if when == "setup":
-            clock = self._clock()
-            self.before = (report.nodeid, clock.waited()) if clock is not None else None
-        elif when == "call" and self.before is not None and self.before[0] == report.nodeid:
-            clock = self._clock()
-            if clock is not None and not is_subtest(report):
-                waited = clock.waited() - self.before[1]
-                setattr(report, CALL_WAIT_ATTR, round(waited / 1e9, 6))
+        waited = self.waited
+        if (
+            waited is not None
+            and waited[0] == report.nodeid
+            and report.when == "call"
+            and not is_subtest(report)  # its subtests report during the call
+        ):
+            self.waited = None
+            setattr(report, CALL_WAIT_ATTR, round(waited[1] / 1e9, 6))
 
     def pytest_unconfigure(self) -> None:
         if self.clock is not None:

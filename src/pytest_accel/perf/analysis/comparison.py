@@ -314,7 +314,8 @@ def _judge_tracing(
         judged_all.append(unexplained(suite, shifts_of(everything)))
     # Set aside once the groups were explained by them: a moved cost traced slower on a
     # busy runner raises its module's sum, and that is the move's too.
-    moved = [ident for judged in movable for ident in _moved(judged, rule)]
+    busy = run.cpu_wait_share or 0.0
+    moved = [ident for judged in movable for ident in _moved(judged, rule, busy)]
     result = replace(result, tracing_judged=True, tracing_moved=moved)
     for judged in judged_all:
         result = _collect(result, judged)
@@ -325,15 +326,24 @@ SUITE = "suite total"  # the id of the suite's findings
 MOVED_SHARE = 1 / 3  # of a rise in tracing, the fall elsewhere that makes it a move
 
 
-def _moved(judged: Judged, rule: Rule) -> list[str]:
+def _moved(judged: Judged, rule: Rule, busy: float = 0.0) -> list[str]:
     """Tracing that moved between tests (or modules) rather than grew: a shared jitted
     function is traced by the first test of its process to call it, which changes with
     the order (a test added before it, ``-k``, xdist handing tests out anew).  Where the
     findings and changes one way (slower, or faster) are matched by ids that moved the
     other way by the rule's ratio and ``min_delta`` (noise seldom does) for at least
     ``MOVED_SHARE`` of their seconds, those are the same cost in other places (slower
-    in this run, on a busy runner, by up to 1/MOVED_SHARE): the findings and changes of
-    ``judged`` are set aside, and their ids returned."""
+    in this run, on a busy runner, by up to 1/MOVED_SHARE, or faster by as much): the
+    findings and changes of ``judged`` are set aside, and their ids returned.  A rise
+    past that is growth, whichever side the findings are on.
+
+    ``busy`` is the share of the calls' time they waited for a CPU.  The waits are
+    taken out of a call's tracing in proportion to the call, but tracing is Python on
+    the test's own thread, which takes the waits while the rest of the call sleeps or
+    waits on XLA's threads: the busier the runner, the more of the wait stays in the
+    tracing, and the share a move needs shrinks with it (``MOVED_SHARE * (1 - busy)``).
+    In this project's own suite, a run whose calls waited 69% of their time traced a
+    moved function three times as long as the test that had traced it before."""
     import numpy as np
 
     shift = judged.current - judged.medians  # NaN: no median
@@ -345,13 +355,16 @@ def _moved(judged: Judged, rule: Rule) -> list[str]:
     if not found:
         return []
     position = {ident: row for row, ident in enumerate(judged.ids)}
+    rose, fell = (abs(float(np.nansum(shift[ways]))) for ways in (rising, falling))
     for slower in (True, False):
         rows = [position[ident] for ident, way in dict.fromkeys(found) if way == slower]
         if not rows:
             continue
-        moved_here = abs(float(np.nansum(shift[rows])))
-        elsewhere = abs(float(np.nansum(shift[falling if slower else rising])))
-        if moved_here > 0 and elsewhere >= MOVED_SHARE * moved_here:
+        # The findings one way against every id that moved the other: a rise of tests
+        # under the floor (no finding) can match a fall that is one, and the reverse.
+        here = abs(float(np.nansum(shift[rows])))
+        rise, fall = (here, fell) if slower else (rose, here)
+        if here > 0 and fall >= MOVED_SHARE * (1.0 - busy) * rise and rise >= MOVED_SHARE * fall:
             judged.findings, judged.changes = [], []
             return sorted({ident for ident, _ in found})
     return []

@@ -128,16 +128,12 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
         judging = _repeat_runs(scope)
     elif handed_out:
         judging = [other for other in judging if other.repeats is not None]
-    share = None
-    if run.cpu_wait is not None:
-        called = sum(run.call) + run.cpu_wait
-        share = run.cpu_wait / called if called > 0 else 0.0
     result = replace(
         result,
         time=run.basis,
         run_layout=run.layout,
         cpu_wait=run.cpu_wait,
-        cpu_wait_share=share,
+        cpu_wait_share=run.cpu_wait_share,
         left_out_time=scope.left_out_time,
         left_out_layout=scope.left_out_layout,
         change_runs=None if scope.change_runs is None else len(scope.change_runs),

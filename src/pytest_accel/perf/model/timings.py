@@ -184,6 +184,15 @@ class RunTimings:
         }
 
     @property
+    def cpu_wait_share(self) -> float | None:
+        """The share of the calls' time they waited for a CPU: the waits over the calls'
+        seconds (as judged) and the waits (None: not measured)."""
+        if self.cpu_wait is None:
+            return None
+        called = sum(self.call) + self.cpu_wait
+        return self.cpu_wait / called if called > 0 else 0.0
+
+    @property
     def compile_seconds(self) -> float | None:
         """The run's compilation, in seconds (None: the suite does not use JAX)."""
         return None if self.compiling is None else round(sum(self.compiling.values()), 6)
