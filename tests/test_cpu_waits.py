@@ -235,9 +235,15 @@ def pytest_runtest_logreport(report):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if call.when == "call":  # and again while the call's report is made
+    if call.when == "call" and call.excinfo is None:  # again while the report is made
         STAT.write_text(f"0 {int(0.7e9)} 0")
     return report
+"""
+
+WAITS_AND_FAILS = """
+def test_fails():
+    STAT.write_text(f"0 {int(1.0e9)} 0")  # 0.7 s waited in its call, then it raises
+    raise AssertionError
 """
 
 
@@ -245,18 +251,25 @@ def test_a_wait_outside_the_calls_timed_window_is_not_taken_from_the_call(
     pytester: pytest.Pytester, sleeper: Path
 ) -> None:
     """pytest times the call alone: a wait while the setup's report is shown or the
-    call's report is made is not in that time, so none of it is left out of it."""
+    call's report is made is not in that time, so none of it is left out of it.  A test
+    that raises has what it waited in its call read all the same."""
     pytester.makeconftest(OUTSIDE_THE_CALL)
     pytester.makepyfile(
         test_sleep="import time\n\ndef test_work():\n    time.sleep(0.05)\n\n"
-        "def test_other():\n    pass\n"
+        "def test_other():\n    pass\n",
+        test_then_fails=OUTSIDE_THE_CALL.split("def pytest_runtest_logreport", maxsplit=1)[0]
+        + WAITS_AND_FAILS,
     )
     sleeper.write_text("0 0 0")
     result = pytester.runpytest("-p", "no:randomly", "--perf-record=r.json")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=2, failed=1)
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
     call = dict(zip(tests["id"], tests["call"], strict=True))
     # Each call read the clock as the last report had left it: none waited in the call.
-    assert waits == {"test_sleep.py::test_work": 0.0, "test_sleep.py::test_other": 0.0}
+    assert waits == {
+        "test_sleep.py::test_work": 0.0,
+        "test_sleep.py::test_other": 0.0,
+        "test_then_fails.py::test_fails": pytest.approx(0.7),
+    }
     assert call["test_sleep.py::test_work"] >= 0.05  # its sleep, nothing taken out

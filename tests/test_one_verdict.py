@@ -113,7 +113,8 @@ def test_every_output_names_the_same_alarms_and_counts_the_run_alike(
 
     # The record: what every other output is held against.
     record = load(pytester.path / "r.json")
-    assert alarms_of(record["comparison"]) == ALARMS
+    # On a failure, say what was judged: it failed once on a loaded runner (issue 39).
+    assert alarms_of(record["comparison"]) == ALARMS, (record["comparison"], record["tests"])
 
     # The terminal: one red row per alarm, none for the marked tests.
     rows = {
