@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from pytest_accel.cli import main
+from pytest_accel.outcomes import CompileFigures
+from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model.timings import Groups, RunIdentity, RunTimings, without_waits
 from pytest_accel.perf.waits import CallWaits, RunQueueClock
 
@@ -273,3 +275,95 @@ def test_a_wait_outside_the_calls_timed_window_is_not_taken_from_the_call(
         "test_then_fails.py::test_fails": pytest.approx(0.7),
     }
     assert call["test_sleep.py::test_work"] >= 0.05  # its sleep, nothing taken out
+
+
+TRACED_WHILE_WAITING = """
+import os
+import threading
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
+
+
+def slow_to_trace(x):  # runs while JAX traces it
+    STAT.write_text(f"0 {int(0.3e9)} 0")  # 0.3 s waited for a CPU, inside the trace
+    time.sleep(0.35)
+    return x + 1
+
+
+def test_first():  # the process's warm-up, judged apart
+    jnp.ones(2).block_until_ready()
+
+
+def test_traces():
+    jax.jit(slow_to_trace)(jnp.ones(3)).block_until_ready()
+    time.sleep(0.3)  # the rest of the call, which waited nothing
+
+
+def test_traces_in_a_thread():  # another thread's wait is not the clock's
+    done = []
+    work = lambda: done.append(jax.jit(lambda x: x * 2)(jnp.ones(3)).block_until_ready())
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert done
+"""
+
+
+@pytest.mark.requires("jax")
+def test_the_wait_within_a_trace_is_measured_and_taken_out_of_that_tracing(
+    pytester: pytest.Pytester, sleeper: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The clock is read at each of JAX's compile steps: a wait inside the trace is the
+    trace's, all of it, not the call's in proportion (0.3 of a 1 s call: 0.1 of a
+    0.35 s trace), and it goes through the record to what is judged."""
+    pytester.makepyfile(test_traced=TRACED_WHILE_WAITING)
+    sleeper.write_text("0 0 0")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--perf-record=r.json", "test_traced.py"
+    )
+    result.assert_outcomes(passed=3)
+    record = json.loads((pytester.path / "r.json").read_text())
+    tests = record["tests"]
+    traced = "test_traced.py::test_traces"
+    assert tests["trace_cpu_wait"][traced] == pytest.approx(0.3)
+    # Traced on a thread of its own: not measured, so not in the map (its share instead).
+    assert tests["trace_seconds"]["test_traced.py::test_traces_in_a_thread"] > 0
+    assert "test_traced.py::test_traces_in_a_thread" not in tests["trace_cpu_wait"]
+    assert tests["trace_seconds"][traced] >= 0.35
+    waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
+    assert waits[traced] == pytest.approx(0.3)
+    judged = timings(check_record("r.json", record))
+    assert judged.tracing is not None
+    assert judged.tracing[traced] == pytest.approx(tests["trace_seconds"][traced] - 0.3)
+    # Without the measure (a record of 0.4.0), the call's wait in proportion.
+    del tests["trace_cpu_wait"]
+    before = timings(check_record("r.json", record))
+    assert before.tracing is not None
+    call = dict(zip(tests["id"], tests["call"], strict=True))[traced]
+    share = tests["trace_seconds"][traced] * (1 - 0.3 / call)
+    assert before.tracing[traced] == pytest.approx(share, abs=1e-6)
+    # A damaged figure is refused in one line naming it.
+    tests["trace_cpu_wait"] = {traced: -1}
+    (pytester.path / "bad.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["compare", str(pytester.path / "bad.json"), "--baseline", "r.json"]) == 2
+    assert capsys.readouterr().err == (
+        f"pytest-accel: error: {pytester.path / 'bad.json'}:"
+        f" tests.trace_cpu_wait[{traced!r}]: -1 is negative\n"
+    )
+
+
+def test_a_tests_trace_wait_is_unknown_where_any_part_of_it_was_not_measured() -> None:
+    """A worker of 0.4.0 sends eight figures, without the trace's wait: unknown (-1),
+    which the record leaves out; a test rerun once with it and once without has none."""
+    older = CompileFigures.of([2, 1.0, 0, 0, 0, 0.5, 0.4, 1])
+    assert older.trace_wait == -1.0
+    measured = CompileFigures.of([2, 1.0, 0, 0, 0, 0.5, 0.4, 1, 0.2])
+    assert measured.trace_wait == 0.2
+    assert measured.plus(measured).trace_wait == pytest.approx(0.4)
+    assert measured.plus(older).trace_wait == older.plus(measured).trace_wait == -1.0

@@ -426,6 +426,11 @@ def test_the_hardware_key_option_and_its_older_name_both_name_the_key(
             "tests.attempts: 't.py::test_gone' is not one of the record's tests",
         ),
         ("compiles", {"t.py::test_gone": 2}, "tests.compiles: 't.py::test_gone' is not one"),
+        (
+            "trace_cpu_wait",
+            {"t.py::test_gone": 0.1},
+            "tests.trace_cpu_wait: 't.py::test_gone' is not one",
+        ),
     ],
 )
 def test_a_field_naming_a_test_the_record_lacks_is_named(

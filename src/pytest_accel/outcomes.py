@@ -42,7 +42,7 @@ NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
 class CompileFigures(NamedTuple):
     """One test's JAX compile activity, as its teardown report carries it
     (``COMPILES_ATTR``: a list on the wire, as xdist sends it; ``of`` reads one back,
-    the five figures of a worker of 0.3 and the seven of an early 0.4 included)."""
+    the five figures of a worker of 0.3 and the seven or eight of 0.4.0 included)."""
 
     compilations: int  # backend compilations
     seconds: float  # tracing, lowering and compiling, each instant once
@@ -54,17 +54,31 @@ class CompileFigures(NamedTuple):
     # Compilations of the function it compiled most: what a function jitted anew on
     # every call drives up whatever its process compiled before (``perf.compiles``).
     repeats: int = 0
+    # Of ``trace_seconds``: what the test's thread waited for a CPU while JAX traced, at
+    # most (``perf.compiles``); -1: not measured (no clock, or tracing on another thread).
+    trace_wait: float = -1.0
 
     @classmethod
     def of(cls, value: Sequence[float]) -> CompileFigures:
         figures = [*value[:8], *[0.0] * (8 - len(value[:8]))]
         count, seconds, hits, misses, repeated, trace, backend, most = figures
+        waited = value[8] if len(value) > 8 else -1.0
         return cls(
-            int(count), seconds, int(hits), int(misses), int(repeated), trace, backend, int(most)
+            int(count),
+            seconds,
+            int(hits),
+            int(misses),
+            int(repeated),
+            trace,
+            backend,
+            int(most),
+            waited,
         )
 
     def plus(self, other: CompileFigures) -> CompileFigures:
-        return CompileFigures.of([a + b for a, b in zip(self, other, strict=True)])
+        summed = CompileFigures.of([a + b for a, b in zip(self, other, strict=True)])
+        known = self.trace_wait >= 0 and other.trace_wait >= 0
+        return summed._replace(trace_wait=summed.trace_wait if known else -1.0)
 
 
 # pytest.ExitCode.INTERRUPTED, as a record's run.exitstatus says it (no pytest here).

@@ -13,6 +13,13 @@ trace, and summing both would count that time twice.  The call's share rides on 
 call report (what ``timings.without_compiles`` takes out of the judged call), the
 test's whole tally on its teardown report; pytest-xdist carries both from a worker.
 
+Where the kernel keeps a run-queue clock (``perf.waits``), the thread's wait is read as
+each test starts and at each compile step's end: a trace's span lies within what was
+waited since the reading before it, so its wait is at most that, and at most the span.
+On a busy runner that is taken out of the test's tracing instead of the call's wait in
+proportion (``timings.without_waits``): tracing, Python on the test's thread, can take
+far more than its share of a call that is mostly the backend compiling.
+
 ``torch.compile`` is counted the same way from the moment ``torch._dynamo`` is
 imported, through its compile callbacks (``torch._dynamo.callback``): each graph Dynamo
 compiles is a compilation of its frame (the code object, ``frame/compile`` in the
@@ -28,6 +35,7 @@ import importlib
 import os
 import re
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -38,6 +46,7 @@ import pytest
 from pytest_accel.imports import AfterImport, after_import
 from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, CompileFigures, is_subtest
 from pytest_accel.perf.pauses import FullCollections, Pause
+from pytest_accel.perf.waits import RunQueueClock
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
@@ -91,21 +100,26 @@ class CompileTally:
         self.hits = 0
         self.misses = 0
         self.call_from = 0  # the first span of the call phase
+        # What the test's thread waited for a CPU while JAX traced, at most (None: not
+        # measured, for the whole test once one of its traces could not be).
+        self.trace_wait: float | None = 0.0
 
     def summary(self, pauses: Sequence[Pause] = ()) -> CompileFigures:
         """The test's figures; recompiles: compilations of a function this test had
         compiled already (new shapes, new static arguments, or a new function object
         each call)."""
         count = sum(self.functions.values())
+        tracing = round(covered_seconds(self.trace_spans, pauses), 6)
         return CompileFigures(
             count,
             round(covered_seconds(self.spans, pauses), 6),
             self.hits,
             self.misses,
             count - len(self.functions),
-            round(covered_seconds(self.trace_spans, pauses), 6),
+            tracing,
             round(covered_seconds(self.backend_spans, pauses), 6),
             max(self.functions.values(), default=0),
+            -1.0 if self.trace_wait is None else round(min(self.trace_wait, tracing), 6),
         )
 
 
@@ -139,6 +153,12 @@ class CompileCounter:
         self.torch_started: dict[str, float] = {}  # compile id -> when it started
         self.per_test: _PerTest | None = None
         self.torch_problem: str | None = None  # why torch.compile is not counted, if not
+        # The run-queue clock of the thread that runs the tests (perf.waits), read at a
+        # test's start and at each compile step: the wait within each trace, at most.
+        self.clock: RunQueueClock | None = None
+        self.clock_thread = 0
+        self.last_wait: int | None = None
+        self.last_read = 0.0  # when, by JAX's clock (time.time)
 
     @property
     def pauses(self) -> Sequence[Pause]:
@@ -149,12 +169,40 @@ class CompileCounter:
             return
         end = time.time()  # JAX times its steps by this clock, and so do the pauses
         span = (end - duration_secs, end)
-        self.tally.spans.append(span)
+        tally = self.tally
+        tally.spans.append(span)
+        since = self.last_read  # the span's part after it is the wait's to share
+        waited = self._waited_since_last(end)
         if event == BACKEND_COMPILE:
-            self.tally.functions[str(facts.get("fun_name", "?"))] += 1
-            self.tally.backend_spans.append(span)
+            tally.functions[str(facts.get("fun_name", "?"))] += 1
+            tally.backend_spans.append(span)
         elif event == TRACE:
-            self.tally.trace_spans.append(span)
+            tally.trace_spans.append(span)
+            if waited is None or tally.trace_wait is None:
+                tally.trace_wait = None
+            else:  # what was waited since lies partly in the trace: at most all of it
+                tally.trace_wait += min(waited, max(end - max(span[0], since), 0.0))
+
+    def mark_wait(self) -> None:
+        """Read the thread's CPU wait as a test starts: the first trace's span lies after."""
+        thread = threading.get_native_id()
+        if self.clock is None or thread != self.clock_thread:
+            if self.clock is not None:
+                self.clock.close()
+            self.clock, self.clock_thread = RunQueueClock.open(), thread
+        self.last_wait = None if self.clock is None else self.clock.waited()
+        self.last_read = time.time()
+
+    def _waited_since_last(self, now: float) -> float | None:
+        """Seconds the thread waited for a CPU since the test's start or its last
+        compile step, read at ``now``; None where not measured (no clock, another
+        thread).  Readings split the time: a trace that holds another (a jitted function
+        called while tracing one) gets only the wait after the inner one's end."""
+        clock, last = self.clock, self.last_wait
+        if clock is None or last is None or threading.get_native_id() != self.clock_thread:
+            return None
+        self.last_wait, self.last_read = clock.waited(), now
+        return (self.last_wait - last) / 1e9
 
     def heard_event(self, event: str, **_: str | int) -> None:
         if self.current is None:
@@ -204,6 +252,7 @@ class CompileCounter:
         if running is not None and self.current != running:
             # Imported inside a test: its compilations from here on are its own.
             self.current, self.tally = running, CompileTally()
+            self.mark_wait()
 
     def _listen_torch(self) -> None:
         if self.torch_callbacks is not None or self.torch_problem or self.config is None:
@@ -258,6 +307,9 @@ class CompileCounter:
 
     def pytest_unconfigure(self) -> None:
         self._stop_watching()
+        if self.clock is not None:
+            self.clock.close()
+            self.clock = None
         if self.monitoring is not None:  # in-process runs (pytester) leave none behind
             self._unregister(self.monitoring)
             self.monitoring = None
@@ -289,6 +341,7 @@ class _PerTest:
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.counter.current, self.counter.tally = nodeid, CompileTally()
+        self.counter.mark_wait()
 
     @pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the report on
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -64,6 +64,8 @@ COMPILE_SECONDS = "compile_seconds"  # optional: {test: seconds tracing, lowerin
 CALL_COMPILE_SECONDS = "call_compile_seconds"  # optional: {test: ... of them in its call}
 RECOMPILES = "recompiles"  # optional: {test: compilations of a function compiled already}
 TRACE_SECONDS = "trace_seconds"  # optional (0.4): {test: seconds JAX spent tracing it}
+# optional (after 0.4.0): {test: seconds, at most, its thread waited for a CPU while JAX traced}
+TRACE_WAIT = "trace_cpu_wait"
 REPEATS = "repeats"  # optional (0.4): {test: compilations of its most compiled function}
 # optional (0.4), where a GPU or TPU reported memory: {test: {device: peak bytes}}, and
 # the tests whose figures are lower bounds (perf.device_memory).
@@ -78,6 +80,7 @@ COMPILE_MAPS = (
     RECOMPILES,
     TRACE_SECONDS,
     REPEATS,
+    TRACE_WAIT,
 )
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
@@ -221,6 +224,7 @@ def encode_record(
                 RECOMPILES: table.recompiles(),
                 TRACE_SECONDS: table.trace_seconds(),
                 REPEATS: table.repeats(),
+                **({TRACE_WAIT: waited} if (waited := table.trace_waits()) else {}),
             }
             if (counts := table.compile_counts()) is not None
             else {}
@@ -279,6 +283,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         RECOMPILES: partial(expect_int, minimum=0),
         TRACE_SECONDS: expect_seconds,
         REPEATS: partial(expect_int, minimum=0),
+        TRACE_WAIT: expect_seconds,
     }
     for name, check in maps.items():
         found = maps[name] = expect_object(path, f"tests.{name}", tests.get(name, {}))
@@ -521,6 +526,7 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         call_compiling=tests.get(CALL_COMPILE_SECONDS, {}) if COMPILES in tests else None,
         recompiles=tests.get(RECOMPILES) if COMPILES in tests else None,
         tracing=tests.get(TRACE_SECONDS) if COMPILES in tests else None,
+        tracing_waits=tests.get(TRACE_WAIT) if COMPILES in tests else None,
         repeats=tests.get(REPEATS) if REPEATS in tests else None,
         device_memory=None if DEVICE_MEMORY not in tests else busiest(tests[DEVICE_MEMORY]),
         memory_bounded=frozenset(tests.get(DEVICE_MEMORY_BOUNDED, ())),

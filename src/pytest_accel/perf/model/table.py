@@ -140,6 +140,14 @@ class TimingTable:
             self.nodeids[row]: round(tally.trace_seconds, 6) for row, tally in self.compiles.items()
         }
 
+    def trace_waits(self) -> dict[str, float]:
+        """Each test's CPU wait within its tracing, at most, where it was measured."""
+        return {
+            self.nodeids[row]: round(tally.trace_wait, 6)
+            for row, tally in self.compiles.items()
+            if tally.trace_wait >= 0
+        }
+
     def call_compile_seconds(self) -> dict[str, float]:
         """The seconds of each test's call that were compiling (where JAX is in use)."""
         return {

@@ -158,6 +158,9 @@ class RunTimings:
     # Per test, the seconds JAX spent tracing its Python (None: no JAX, or a record of
     # 0.3): the project's own speed, judged per test apart from execution.
     tracing: Mapping[str, float] | None = None
+    # Per test, what its thread waited for a CPU within its tracing, at most (None: not
+    # measured, a record of 0.4.0): taken out of its tracing by ``without_waits``.
+    tracing_waits: Mapping[str, float] | None = None
     # Per test, the compilations of the function it compiled most, where over one (None:
     # not counted, a record from before 0.4): judged where the runs of the baseline are
     # laid out unlike this one (``analysis.compilation``).
@@ -276,16 +279,23 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
     its call and total, and out of its class's and module's totals.  The wait is shared
     between the call's compilation and its execution in proportion to their seconds
     (which of them waited is not known): what is judged of either is what it took while
-    it had a CPU, on a busy runner as on a quiet one."""
+    it had a CPU, on a busy runner as on a quiet one.  A test's tracing loses the wait
+    measured within it (``tracing_waits``), or where that was not measured, the call's
+    wait in proportion."""
     if waits is None:
         return run
+    measured = run.tracing_waits or {}
+    tracing = None if run.tracing is None else dict(run.tracing)
+    if tracing is not None:
+        for ident, waited in measured.items():
+            if ident in tracing:
+                tracing[ident] = round(max(tracing[ident] - waited, 0.0), 6)
     waiting = list(compress(range(len(waits)), waits))
     if not waiting:
-        return replace(run, cpu_wait=0.0)
+        return replace(run, cpu_wait=0.0, tracing=tracing)
     call, total = list(run.call), list(run.total)
     calls = None if run.call_compiling is None else dict(run.call_compiling)
     compiling = None if run.compiling is None else dict(run.compiling)
-    tracing = None if run.tracing is None else dict(run.tracing)
     taken: dict[int, float] = {}
     for row in waiting:
         seconds = min(waits[row], call[row])
@@ -300,8 +310,8 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
             share = calls[ident] * (1.0 - kept)
             calls[ident] -= share
             compiling[ident] = max(compiling.get(ident, 0.0) - share, 0.0)
-        if tracing is not None and ident in tracing:  # the tracing in the call waited too
-            tracing[ident] = round(tracing[ident] * kept, 6)
+        if tracing is not None and ident in tracing and ident not in measured:
+            tracing[ident] = round(tracing[ident] * kept, 6)  # its share of the call's wait
     classes, modules = _groups_less(run, taken)
     return replace(
         run,
