@@ -16,6 +16,7 @@ import pytest
 
 from pytest_accel.cli import main
 from pytest_accel.outcomes import CompileFigures
+from pytest_accel.perf.compiles import TRACE, CompileCounter, CompileTally
 from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model.timings import Groups, RunIdentity, RunTimings, without_waits
 from pytest_accel.perf.waits import CallWaits, RunQueueClock
@@ -367,3 +368,20 @@ def test_a_tests_trace_wait_is_unknown_where_any_part_of_it_was_not_measured() -
     assert measured.trace_wait == 0.2
     assert measured.plus(measured).trace_wait == pytest.approx(0.4)
     assert measured.plus(older).trace_wait == older.plus(measured).trace_wait == -1.0
+
+
+def test_where_the_kernel_keeps_no_clock_no_trace_wait_is_claimed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test that traced where nothing could be read has no trace wait (-1, left out of
+    the record), not a wait of none; nor has one that traced nothing there."""
+    monkeypatch.setenv("PYTEST_ACCEL_SYSROOT", str(tmp_path))  # no proc/thread-self here
+    counter = CompileCounter()
+    counter.current = "t.py::test_traces"
+    counter.mark_wait()
+    counter.heard(TRACE, 0.2)
+    assert counter.tally.summary().trace_wait == -1.0
+    assert counter.tally.summary().trace_seconds == pytest.approx(0.2, abs=0.01)
+    counter.tally = CompileTally()
+    counter.mark_wait()
+    assert counter.tally.summary().trace_wait == -1.0

@@ -219,20 +219,24 @@ def test_a_change_of_tracing_is_named_and_accepted_like_one_of_execution(tmp_pat
     assert [isnan(value) for value in kept] == [True] * 5 + [False] * 3  # before it: gone
 
 
-@pytest.mark.parametrize(("waited", "moved"), [(0.0, False), (0.7, True)])
+@pytest.mark.parametrize(
+    ("waited", "measured", "moved"), [(0.0, False, False), (0.7, False, True), (0.7, True, False)]
+)
 def test_on_a_busy_runner_a_move_may_trace_slower_by_as_much_as_its_waits_say(
-    waited: float, moved: bool
+    waited: float, measured: bool, moved: bool
 ) -> None:
     """The shared function traced 4x as long by the test it moved to: more than a quiet
     runner explains, and what one whose calls waited 70% of their time for a CPU does
     (the waits are taken out of the tracing only in proportion to its call).  The test
-    it left traced it under the floor: no improvement, only the rise is a finding."""
+    it left traced it under the floor: no improvement, only the rise is a finding.  A run
+    that measured the wait within each trace took it out already: no allowance."""
     env = EnvHistory()
     for index in range(5):
         add_run(env, _run({**USUAL, TESTS[0]: 0.09}, index), 50)
     now = _run({**USUAL, TESTS[1]: 0.35}, 5)
     share_waited = waited * sum(now.call) / (1 - waited)  # the seconds of that share
-    result = compare(replace(now, cpu_wait=share_waited), env, Rule())
+    within = {TESTS[1]: 0.0} if measured else None
+    result = compare(replace(now, cpu_wait=share_waited, tracing_waits=within), env, Rule())
     assert result.cpu_wait_share == pytest.approx(waited)
     regressions = [f.id for f in result.regressions if f.tracing]
     assert (regressions, result.tracing_moved) == (

@@ -192,6 +192,8 @@ class CompileCounter:
             self.clock, self.clock_thread = RunQueueClock.open(), thread
         self.last_wait = None if self.clock is None else self.clock.waited()
         self.last_read = time.time()
+        if self.clock is None:  # no clock here: nothing this test traces is measured
+            self.tally.trace_wait = None
 
     def _waited_since_last(self, now: float) -> float | None:
         """Seconds the thread waited for a CPU since the test's start or its last

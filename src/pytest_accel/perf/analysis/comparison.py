@@ -314,7 +314,8 @@ def _judge_tracing(
         judged_all.append(unexplained(suite, shifts_of(everything)))
     # Set aside once the groups were explained by them: a moved cost traced slower on a
     # busy runner raises its module's sum, and that is the move's too.
-    busy = run.cpu_wait_share or 0.0
+    # Where each trace's own wait was measured, its tracing is what it took on a CPU.
+    busy = 0.0 if run.tracing_waits else (run.cpu_wait_share or 0.0)
     moved = [ident for judged in movable for ident in _moved(judged, rule, busy)]
     result = replace(result, tracing_judged=True, tracing_moved=moved)
     for judged in judged_all:
@@ -337,9 +338,10 @@ def _moved(judged: Judged, rule: Rule, busy: float = 0.0) -> list[str]:
     findings and changes of ``judged`` are set aside, and their ids returned.  A rise
     past that is growth, whichever side the findings are on.
 
-    ``busy`` is the share of the calls' time they waited for a CPU.  The waits are
-    taken out of a call's tracing in proportion to the call, but tracing is Python on
-    the test's own thread, which takes the waits while the rest of the call sleeps or
+    ``busy`` is the share of the calls' time they waited for a CPU, where the wait
+    within each trace was not measured (a record of 0.4.0).  There the waits are taken
+    out of a call's tracing in proportion to the call, but tracing is Python on the
+    test's own thread, which takes the waits while the rest of the call sleeps or
     waits on XLA's threads: the busier the runner, the more of the wait stays in the
     tracing, and the share a move needs shrinks with it (``MOVED_SHARE * (1 - busy)``).
     In this project's own suite, a run whose calls waited 69% of their time traced a
