@@ -110,9 +110,10 @@ def test_the_clock_follows_the_thread_that_runs_the_tests(monkeypatch: pytest.Mo
     first = RunQueueClock.open()
     assert first is not None
     waits = CallWaits(first)
-    assert waits._clock() is first
+    assert waits.clocks.current() is first
     found: list[tuple[RunQueueClock | None, int]] = []
-    runner = threading.Thread(target=lambda: found.append((waits._clock(), waits.thread)))
+    clocks = waits.clocks
+    runner = threading.Thread(target=lambda: found.append((clocks.current(), clocks.thread)))
     runner.start()
     runner.join()
     clock, thread = found[0]

@@ -46,7 +46,7 @@ import pytest
 from pytest_accel.imports import AfterImport, after_import
 from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, CompileFigures, is_subtest
 from pytest_accel.perf.pauses import FullCollections, Pause
-from pytest_accel.perf.waits import RunQueueClock
+from pytest_accel.perf.waits import ThreadClock
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
@@ -155,8 +155,7 @@ class CompileCounter:
         self.torch_problem: str | None = None  # why torch.compile is not counted, if not
         # The run-queue clock of the thread that runs the tests (perf.waits), read at a
         # test's start and at each compile step: the wait within each trace, at most.
-        self.clock: RunQueueClock | None = None
-        self.clock_thread = 0
+        self.clocks = ThreadClock()
         self.last_wait: int | None = None
         self.last_read = 0.0  # when, by JAX's clock (time.time)
 
@@ -185,14 +184,10 @@ class CompileCounter:
 
     def mark_wait(self) -> None:
         """Read the thread's CPU wait as a test starts: the first trace's span lies after."""
-        thread = threading.get_native_id()
-        if self.clock is None or thread != self.clock_thread:
-            if self.clock is not None:
-                self.clock.close()
-            self.clock, self.clock_thread = RunQueueClock.open(), thread
-        self.last_wait = None if self.clock is None else self.clock.waited()
+        clock = self.clocks.current()
+        self.last_wait = None if clock is None else clock.waited()
         self.last_read = time.time()
-        if self.clock is None:  # no clock here: nothing this test traces is measured
+        if clock is None:  # no clock here: nothing this test traces is measured
             self.tally.trace_wait = None
 
     def _waited_since_last(self, now: float) -> float | None:
@@ -200,8 +195,8 @@ class CompileCounter:
         compile step, read at ``now``; None where not measured (no clock, another
         thread).  Readings split the time: a trace that holds another (a jitted function
         called while tracing one) gets only the wait after the inner one's end."""
-        clock, last = self.clock, self.last_wait
-        if clock is None or last is None or threading.get_native_id() != self.clock_thread:
+        clock, last = self.clocks.clock, self.last_wait
+        if clock is None or last is None or threading.get_native_id() != self.clocks.thread:
             return None
         self.last_wait, self.last_read = clock.waited(), now
         return (self.last_wait - last) / 1e9
@@ -309,9 +304,7 @@ class CompileCounter:
 
     def pytest_unconfigure(self) -> None:
         self._stop_watching()
-        if self.clock is not None:
-            self.clock.close()
-            self.clock = None
+        self.clocks.close()
         if self.monitoring is not None:  # in-process runs (pytester) leave none behind
             self._unregister(self.monitoring)
             self.monitoring = None

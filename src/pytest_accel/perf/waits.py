@@ -68,24 +68,36 @@ class RunQueueClock:
             self._fd = -1
 
 
+class ThreadClock:
+    """The run-queue clock of the thread that asks for it: the tests' thread is the one
+    that configured the session, unless a runner calls them from another (an older
+    execnet ran them off the main thread), and each thread has a figure of its own."""
+
+    def __init__(self, clock: RunQueueClock | None = None) -> None:
+        self.clock = clock
+        self.thread = 0 if clock is None else threading.get_native_id()
+
+    def current(self) -> RunQueueClock | None:
+        """This thread's clock, opened anew where another thread asked last."""
+        thread = threading.get_native_id()
+        if thread != self.thread:
+            self.close()
+            self.clock, self.thread = RunQueueClock.open(), thread
+        return self.clock
+
+    def close(self) -> None:
+        if self.clock is not None:
+            self.clock.close()
+        self.clock, self.thread = None, 0
+
+
 class CallWaits:
     """In the process that runs the tests: each call's wait, on its call report
     (``CALL_WAIT_ATTR``, which crosses xdist's channel as a float)."""
 
     def __init__(self, clock: RunQueueClock) -> None:
-        self.clock: RunQueueClock | None = clock
-        self.thread = threading.get_native_id()
+        self.clocks = ThreadClock(clock)
         self.waited: tuple[str, int] | None = None  # (test, ns its call waited)
-
-    def _clock(self) -> RunQueueClock | None:
-        """The clock of the thread that runs the tests: the one that opened it, unless a
-        runner calls tests from another (an older execnet ran them off the main thread)."""
-        thread = threading.get_native_id()
-        if thread != self.thread:
-            if self.clock is not None:
-                self.clock.close()
-            self.clock, self.thread = RunQueueClock.open(), thread
-        return self.clock
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -93,7 +105,7 @@ class CallWaits:
         a wait outside it (the runner preempting the thread while the setup's report is
         shown or the call's is made) is a time slice or more on a busy runner, which
         would be taken from a call that never paid it."""
-        clock = self._clock()
+        clock = self.clocks.current()
         if clock is None:
             return (yield)
         start = clock.waited()
@@ -115,8 +127,7 @@ class CallWaits:
             setattr(report, CALL_WAIT_ATTR, round(waited[1] / 1e9, 6))
 
     def pytest_unconfigure(self) -> None:
-        if self.clock is not None:
-            self.clock.close()
+        self.clocks.close()
 
 
 def register(config: pytest.Config) -> None:
