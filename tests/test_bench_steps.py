@@ -112,3 +112,38 @@ def test_the_suite_probe_notes_each_subprocess_a_test_starts(
     out = capsys.readouterr().out
     assert out.startswith("2 subprocesses of 1 tests, ")
     assert "test_a.py::test_two" in out
+
+
+def test_the_suite_cpu_probe_puts_a_childs_cpu_on_the_test_that_waited_for_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench/suite_cpu.py``: docs/benchmarks.md's CPU figures for the README's test
+    command are this plugin's log, summed."""
+    from bench.suite_cpu import LOG_ENV, main
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    log = pytester.path / "log" / "cpu"
+    log.parent.mkdir()
+    monkeypatch.setenv(LOG_ENV, str(log))
+    pytester.makepyfile(
+        test_a="import subprocess, sys\n"
+        "def test_child():\n"  # a tenth of a second of CPU or more, in a child
+        "    code = 'import time\\nend = time.process_time() + 0.1\\n'"
+        " 'while time.process_time() < end: pass'\n"
+        "    subprocess.run([sys.executable, '-c', code], check=True)\n"
+        "def test_none(): pass\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "bench.suite_cpu", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    (written,) = log.parent.iterdir()
+    rows = {row[0]: row for row in json.loads(written.read_text())}
+    assert set(rows) == {"test_a.py::test_child", "test_a.py::test_none"}
+    assert rows["test_a.py::test_child"][4] >= 0.1  # the child's CPU, once waited for
+    assert rows["test_a.py::test_none"][4] == 0.0  # it started no process
+    assert all(row[2] >= 0 and row[3] >= 0 for row in rows.values())
+    capsys.readouterr()  # pytester's own lines
+    assert main([str(log)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("2 tests in 1 process(es), ")
+    costliest = out[out.index("the tests with the most CPU (own + children):") + 1]
+    assert costliest.endswith(" test_a.py::test_child")

@@ -6,13 +6,13 @@ another layout or another kind of time never make a change."""
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_accel.cli import main
 from pytest_accel.perf.analysis.comparison import changes_in_runs, compare
 from pytest_accel.perf.analysis.layouts import same_layout, scope_of
 from pytest_accel.perf.analysis.rule import Rule
@@ -155,18 +155,7 @@ def test_a_compilation_that_moves_to_another_test_is_no_regression_of_its_execut
         ).assert_outcomes(passed=3)
     records = ["r0.json", "r1.json", "r2.json"]
     for into, time in (("b.json", "execution"), ("w.json", "wall")):
-        folded = pytester.run(
-            sys.executable,
-            "-m",
-            "pytest_accel",
-            "baseline",
-            *records,
-            "--into",
-            into,
-            "--time",
-            time,
-        )
-        assert folded.ret == 0, folded.stderr.str()
+        assert main(["baseline", *records, "--into", into, "--time", time]) == 0
     baseline = record(pytester.path / "b.json")
     assert [run["time"] for run in baseline["envs"]["cpu/x1"]["runs"]] == ["execution"] * 3
     swapped = ["test_0.py", "test_b.py", "test_a.py"]
