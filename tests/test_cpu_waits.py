@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import threading
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from pytest_accel.cli import main
 from pytest_accel.outcomes import CompileFigures
 from pytest_accel.perf.compiles import TRACE, CompileCounter, CompileTally
+from pytest_accel.perf.formats.baseline import Baseline, load_baseline
 from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model.timings import Groups, RunIdentity, RunTimings, without_waits
 from pytest_accel.perf.waits import CallWaits, RunQueueClock
@@ -324,9 +327,15 @@ def test_the_wait_within_a_trace_is_measured_and_taken_out_of_that_tracing(
     trace's, all of it, not the call's in proportion (0.3 of a 1 s call: 0.1 of a
     0.35 s trace), and it goes through the record to what is judged."""
     pytester.makepyfile(test_traced=TRACED_WHILE_WAITING)
+    pytester.makeconftest(KEEP_THE_JUDGED_RUN)
     sleeper.write_text("0 0 0")
     result = pytester.runpytest_subprocess(
-        "-p", "no:randomly", "--perf-record=r.json", "test_traced.py"
+        "-p",
+        "no:randomly",
+        "--perf-record=r.json",
+        "--perf-baseline=b.json",
+        "--perf-update-baseline",
+        "test_traced.py",
     )
     result.assert_outcomes(passed=3)
     record = json.loads((pytester.path / "r.json").read_text())
@@ -342,6 +351,18 @@ def test_the_wait_within_a_trace_is_measured_and_taken_out_of_that_tracing(
     judged = timings(check_record("r.json", record))
     assert judged.tracing is not None
     assert judged.tracing[traced] == pytest.approx(tests["trace_seconds"][traced] - 0.3)
+    # The session judged, and folded into its baseline, the tracing the record gives
+    # offline: it once took the call's wait out in proportion, where the record took
+    # out the trace's own (chex under xdist: a module's tracing improvement that
+    # `compare` found and the run had not).
+    session_run = pickle.loads((pytester.path / "judged.pickle").read_bytes())
+    assert _same(asdict(session_run), asdict(judged)), (asdict(session_run), asdict(judged))
+    assert main(["baseline", "r.json", "--into", "offline.json"]) == 0
+    in_session, offline = (
+        _traced_samples(load_baseline(pytester.path / name)) for name in ("b.json", "offline.json")
+    )
+    assert in_session == offline
+    assert in_session[traced] == pytest.approx(tests["trace_seconds"][traced] - 0.3, abs=1e-6)
     # Without the measure (a record of 0.4.0), the call's wait in proportion.
     del tests["trace_cpu_wait"]
     before = timings(check_record("r.json", record))
@@ -358,6 +379,41 @@ def test_the_wait_within_a_trace_is_measured_and_taken_out_of_that_tracing(
         f"pytest-accel: error: {pytester.path / 'bad.json'}:"
         f" tests.trace_cpu_wait[{traced!r}]: -1 is negative\n"
     )
+
+
+KEEP_THE_JUDGED_RUN = """
+import pickle
+from pathlib import Path
+
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session):
+    yield
+    result = session.config.hook.pytest_accel_timing_result(config=session.config)
+    Path("judged.pickle").write_bytes(pickle.dumps(result.run))
+"""
+
+
+def _same(session: object, offline: object) -> bool:
+    """Equal, but for the record's rounding of seconds to the microsecond."""
+    if isinstance(session, float) and isinstance(offline, (float, int)):
+        return abs(session - offline) <= 2e-6
+    if isinstance(session, dict) and isinstance(offline, dict):
+        return session.keys() == offline.keys() and all(
+            _same(session[key], offline[key]) for key in session
+        )
+    if isinstance(session, (list, tuple)) and isinstance(offline, (list, tuple)):
+        return len(session) == len(offline) and all(map(_same, session, offline))
+    return session == offline
+
+
+def _traced_samples(baseline: Baseline) -> dict[str, float | None]:
+    """Each test's tracing seconds in a one-run baseline."""
+    (env,) = baseline.envs.values()
+    (run,) = env.runs
+    return dict(zip(env.ids["trace"], run.values["trace"], strict=True))
 
 
 def test_a_tests_trace_wait_is_unknown_where_any_part_of_it_was_not_measured() -> None:

@@ -228,6 +228,8 @@ class PerfPlugin:
                 call_compiling=table.call_compile_seconds(),
                 recompiles=table.recompiles(),
                 tracing=table.trace_seconds(),
+                # As the record gives them offline (``timings``): one verdict either way.
+                tracing_waits=table.trace_waits() or None,
                 repeats=table.repeats(),
             )
         if table.device_memory:
