@@ -111,3 +111,20 @@ def test_one_record_merges_into_itself() -> None:
     only = shard({"a.py::t": 0.1, "a.py::u": 0.2})
     [merged] = merge_records([("only.json", only)])
     assert calls_in(merged.record) == calls_in(only)
+
+
+def test_a_record_without_the_rule_it_was_judged_by_leaves_the_merge_without_one() -> None:
+    """A record of 0.3 keeps no ``judgement``: the merge cannot say what the whole suite
+    was judged by, and says why it keeps none (shards judged alike: test_scaling.py)."""
+    rule = {"rule": {"threshold": 1.5}, "new_slow": 1.0, "overrides": {}}
+    first = {**shard({"a.py::test_1": 0.1}, name="1/2"), "judgement": rule}
+    older = shard({"b.py::test_2": 0.2}, name="2/2", started=10.0)
+    [merged] = merge_records([("s1.json", first), ("s2.json", older)])
+    assert "judgement" not in merged.record
+    assert merged.notes == [
+        "s2.json keeps no rule its run was judged by (a record from before 0.4): the merged"
+        " record keeps none, and commands judge it by the default rule"
+    ]
+    [alike] = merge_records([("s1.json", first), ("s2.json", {**older, "judgement": rule})])
+    assert alike.record["judgement"] == rule
+    assert alike.notes == []

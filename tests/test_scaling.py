@@ -204,6 +204,68 @@ def test_merge_keeps_the_later_of_a_duplicated_test_and_says_so(
     assert load(out)["tests"]["call"] == [9.0]
 
 
+MARKED_SUITE = {
+    "test_marked": "import pytest\n\n@pytest.mark.perf(threshold=3.0)\ndef test_lenient(): pass\n"
+    "def test_plain(): pass\n",
+    "test_other": "def test_one(): pass\ndef test_two(): pass\n",
+}
+
+
+def test_merged_shards_are_judged_by_the_rule_the_shards_were_judged_by(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The merged record once kept no ``judgement``, so ``compare`` judged the whole suite
+    by the default rule, and said the record was from before 0.4."""
+    pytester.makepyfile(**MARKED_SUITE)
+    durations = {
+        f"{m}.py::test_{t}": 1.0
+        for m, t in (
+            ("test_marked", "lenient"),
+            ("test_marked", "plain"),
+            ("test_other", "one"),
+            ("test_other", "two"),
+        )
+    }
+    (pytester.path / ".test_durations").write_text(json.dumps(durations))
+    common = ["--perf-baseline=.test_durations", "--accel-shard-by=test", "-p", "no:randomly"]
+    for k, threshold in ((1, 1.5), (2, 1.5), (3, 2.0)):  # shard 2 of 2 twice, judged apart
+        shard = f"{min(k, 2)}/2"
+        result = pytester.runpytest(
+            *common,
+            f"--accel-shard={shard}",
+            f"--perf-threshold={threshold}",
+            f"--perf-record=s{k}.json",
+        )
+        assert result.ret == 0
+    paths = {k: str(pytester.path / f"s{k}.json") for k in (1, 2, 3)}
+    marked = "test_marked.py::test_lenient"
+    holder = next(k for k in (1, 2) if marked in load(Path(paths[k]))["tests"]["id"])
+    capsys.readouterr()
+
+    merged = str(pytester.path / "merged.json")
+    assert main(["merge", "-o", merged, paths[1], paths[2]]) == 0
+    judgement = load(Path(merged))["judgement"]
+    assert judgement["rule"] == load(Path(paths[holder]))["judgement"]["rule"]
+    assert judgement["rule"]["threshold"] == 1.5
+    assert judgement["overrides"] == load(Path(paths[holder]))["judgement"]["overrides"]
+    assert judgement["overrides"][marked]["threshold"] == 3.0
+    capsys.readouterr()
+    assert main(["compare", merged, "--baseline", ".test_durations"]) == 0
+    out = capsys.readouterr().out
+    assert "judged as the run was: by the record's rule and its 1 @pytest.mark.perf" in out
+
+    apart = str(pytester.path / "apart.json")
+    assert main(["merge", "-o", apart, paths[1], paths[3]]) == 0
+    err = capsys.readouterr().err
+    assert f"{paths[1]} and {paths[3]} were judged by different rules: the merged record" in err
+    assert "judgement" not in load(Path(apart))
+    assert main(["compare", apart, "--baseline", ".test_durations"]) == 0
+    assert (
+        "judged by the default rule: the record (a merge of records) keeps none of its own"
+        in capsys.readouterr().out
+    )
+
+
 def test_merging_a_truncated_record_names_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -73,7 +73,8 @@ def judged_like_its_run(
         new_slow = stored.new_slow if stored and stored.new_slow is not None else 1.0
     overrides = stored.overrides if stored else {}
     if stored is None:
-        note = "judged by the default rule: the record (from before 0.4) keeps none of its own"
+        why = "a merge of records" if record["run"].get("merged_from") else "from before 0.4"
+        note = f"judged by the default rule: the record ({why}) keeps none of its own"
     else:
         marks = f" and its {len(overrides)} @pytest.mark.perf override(s)" if overrides else ""
         note = f"judged as the run was: by the record's rule{marks}"

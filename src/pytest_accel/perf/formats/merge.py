@@ -144,6 +144,7 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
             ],
         },
         "env": first["env"],
+        **_merged_judgement(inputs, rows, merged.notes),
         "tests": tests,
         **{section: _merged_groups(section, tests, warm, inputs) for section in GROUP_SECTIONS},
     }
@@ -151,6 +152,41 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     if compilation is not None:
         merged.record["compilation"] = compilation
     return merged
+
+
+def _merged_judgement(
+    inputs: Sequence[tuple[str, dict[str, Any]]],
+    rows: dict[str, tuple[int, int]],
+    notes: list[str],
+) -> dict[str, Any]:
+    """The rule the records' runs were judged by, where they agree, as ``judgement``
+    (each test's ``@pytest.mark.perf`` override from the record whose run it keeps): a
+    command then judges the merged run as the shards were.  Where one record keeps none
+    (from before 0.4) or the rules differ, none, and a note says so."""
+    judgements: list[dict[str, Any]] = [data.get("judgement") or {} for _, data in inputs]
+    if not any(judgements):  # records from before 0.4 only: nothing is lost
+        return {}
+    if not all(judgements):
+        path = next(p for (p, _), j in zip(inputs, judgements, strict=True) if not j)
+        notes.append(
+            f"{path} keeps no rule its run was judged by (a record from before 0.4): the"
+            " merged record keeps none, and commands judge it by the default rule"
+        )
+        return {}
+    ruled = [(j.get("rule"), j.get("new_slow")) for j in judgements]
+    if any(other != ruled[0] for other in ruled[1:]):
+        differing = next(i for i, other in enumerate(ruled) if other != ruled[0])
+        notes.append(
+            f"{inputs[0][0]} and {inputs[differing][0]} were judged by different rules: the"
+            " merged record keeps none, and commands judge it by the default rule"
+        )
+        return {}
+    overrides = [j.get("overrides") or {} for j in judgements]
+    kept = {
+        nodeid: overrides[i][nodeid] for nodeid, (i, _) in rows.items() if nodeid in overrides[i]
+    }
+    rule, new_slow = ruled[0]
+    return {"judgement": {"rule": rule, "new_slow": new_slow, "overrides": kept}}
 
 
 COMPILATION_SUMS = ("count", "seconds", "cache_hits", "cache_misses", "recompiles")
