@@ -355,3 +355,112 @@ def test_max_pct_says_why_on_the_last_line(pytester: pytest.Pytester) -> None:
     assert result.outlines[-1] == (
         "pytest-accel: exit status 1: the flaky share 100.00% on cpu is over --flaky-max-pct 2"
     )
+
+
+SUBTESTS_SUITE = (
+    COUNTED
+    + """
+import unittest
+
+class TestCase(unittest.TestCase):
+    def test_subtest_once(self):
+        first = attempt("unittest") == 0
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertFalse(first and i == 1, "fails the first time")
+
+def test_fixture_once(subtests):
+    first = attempt("fixture") == 0
+    for i in range(3):
+        with subtests.test(i=i):
+            assert not (first and i == 2), "fails the first time too"
+
+def test_fixture_always(subtests):
+    for i in range(2):
+        with subtests.test(i=i):
+            assert i == 0, "always"
+
+def test_plain():
+    pass
+"""
+)
+PYTEST_9 = pytest.mark.skipif(
+    int(pytest.__version__.split(".")[0]) < 9, reason="subtests are built in from pytest 9"
+)
+
+
+@PYTEST_9
+@SERIAL_AND_XDIST
+def test_a_failed_subtest_is_rerun_as_its_test_and_a_superseded_attempts_subtests_vanish(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    """A subtest reports while its test's call runs, and the call itself passes: such a
+    failure was never tried again, and a failure on every attempt read as flaky."""
+    pytester.makepyfile(test_subtests=SUBTESTS_SUITE)
+    result = pytester.runpytest(
+        "--flaky-reruns=2",
+        "--perf-record=r.json",
+        "--flaky-history=h.json",
+        "--junitxml=junit.xml",
+        "-p",
+        "no:randomly",
+        "-q",  # the tally counts subtests where it is short
+        *workers,
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # The failing subtest and its test fail, as pytest counts them; the superseded
+    # attempts' subtests are not counted: 3 + 3 + 1 passed, once each.
+    assert outcomes(result) == {
+        "failed": 2,
+        "passed": 1,
+        "subtests": 7,  # "7 subtests passed", as parseoutcomes reads it
+        "rerun": 4,
+        "flaky": 2,
+    }
+    result.stdout.fnmatch_lines_random(
+        [
+            "FLAKY test_subtests.py::TestCase::test_subtest_once (2 attempts: failed, passed)",
+            "FLAKY test_subtests.py::test_fixture_once (2 attempts: failed, passed)",
+            "FAILED test_subtests.py::test_fixture_always - contains 1 failed subtest",
+        ]
+    )
+    assert "FLAKY test_subtests.py::test_fixture_always" not in result.stdout.str()
+    letters = load_history(pytester.path / "h.json").envs["cpu/x1"].tests
+    assert letters == {
+        "test_subtests.py::TestCase::test_subtest_once": "K",
+        "test_subtests.py::test_fixture_once": "K",
+        "test_subtests.py::test_fixture_always": "F",
+        "test_subtests.py::test_plain": "P",
+    }
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    attempts = {test: [a["outcome"] for a in runs] for test, runs in tests["attempts"].items()}
+    assert attempts == {
+        "test_subtests.py::TestCase::test_subtest_once": ["failed", "passed"],
+        "test_subtests.py::test_fixture_once": ["failed", "passed"],
+        "test_subtests.py::test_fixture_always": ["failed", "failed", "failed"],
+    }
+    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    names = {case.get("name") for case in suite.iter("testcase")}
+    assert names >= {"test_subtest_once", "test_fixture_once", "test_fixture_always"}
+
+
+@PYTEST_9
+def test_a_new_tests_runs_hold_their_subtests_and_one_failing_makes_that_run_failed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_subtests=SUBTESTS_SUITE)
+    pytester.runpytest("--flaky-history=h.json", "-k", "test_plain").assert_outcomes(passed=1)
+    result = pytester.runpytest(
+        "--flaky-history=h.json", "--flaky-new-runs=3", "-p", "no:randomly", "-q"
+    )
+    assert outcomes(result)["subtests"] == 7  # the logged run's subtests only
+    result.stdout.fnmatch_lines_random(
+        [
+            "NEW AND FLAKY test_subtests.py::TestCase::test_subtest_once (a new test, ran 3"
+            " times: failed, passed, passed)",
+            "NEW AND FLAKY test_subtests.py::test_fixture_once (a new test, ran 3 times:"
+            " failed, passed, passed)",
+            "FAILED test_subtests.py::test_fixture_always - contains 1 failed subtest",
+        ]
+    )

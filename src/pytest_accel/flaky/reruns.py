@@ -5,6 +5,10 @@ module and session fixtures stay up (a collector or fixture whose own setup fail
 set up again).  A failed attempt that is tried again is logged with the outcome
 ``rerun`` (as pytest-rerunfailures does, so tools that know it understand ours), and
 its teardown report is not logged, so JUnit XML keeps one ``<testcase>`` per test.
+
+A test whose call passed but a subtest of it failed (pytest 9's ``subtests`` fixture,
+``unittest``'s ``subTest``) failed, and is tried again as any failure is
+(``attempts.call_holding_subtests``): a retried attempt's subtests are not logged.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 import pytest
 from _pytest.runner import call_and_report
 
-from pytest_accel.flaky.attempts import RERUN, forget_failures
+from pytest_accel.flaky.attempts import RERUN, call_holding_subtests, forget_failures
 from pytest_accel.flaky.budget import Budget, MassFailure
 from pytest_accel.flaky.options import RerunPolicy
 from pytest_accel.outcomes import RERUN_TEARDOWN_ATTR, test_id
@@ -149,11 +153,13 @@ def _run_attempt(
         else:
             log(report=report)
             if report.passed:
-                report = call_and_report(item, "call", log=False)
+                report, held = call_holding_subtests(item)
                 report.rerun = attempt - 1  # type: ignore[attr-defined]
-                if retries(item, report):
+                if retries(item, held.first_failure() or report):
                     failing = report
+                    held.supersede(report)
                 else:
+                    held.log_all(log)
                     log(report=report)
         if failing is not None:
             failing.outcome = RERUN  # type: ignore[assignment]
