@@ -118,6 +118,29 @@ def test_the_budget_fails_a_run_that_cost_more_and_passes_one_within_it(
     within.stdout.fnmatch_lines(["within budget: $* of --accel-cost-budget $100.00"])
 
 
+def test_a_price_given_for_a_key_that_is_not_the_runs_says_which_key_it_was(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--accel-price cpu=0.10`` is a glob that matches no key (the run's is cpu/x1):
+    the run said only that it had no price, as if none was given."""
+    pytester.makepyfile(test_costly="def test_a():\n    pass\n")
+    summary = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = pytester.runpytest("--accel-price=cpu=0.10", "--accel-price=tpu/*=1.2")
+    assert result.ret == 0
+    said = (
+        "cost on cpu/x1 (no price given matches this key: given for 'cpu', 'tpu/*'; a key is"
+        " a glob over hardware keys, e.g. --accel-price 'cpu/*=USD'; device-seconds only):"
+    )
+    result.stdout.fnmatch_lines([f"{said} this run no price *"])
+    assert said.replace("*", "\\*") in summary.read_text()
+    plain = pytester.runpytest("--accel-price=cpu/x1=0.10")
+    plain.stdout.fnmatch_lines(
+        ["cost on cpu/x1 at $0.100 per device-hour (--accel-price: cpu/x1)*"]
+    )
+
+
 def test_a_budget_without_a_price_for_the_key_stops_before_any_test(
     pytester: pytest.Pytester,
 ) -> None:

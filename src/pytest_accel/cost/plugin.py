@@ -28,9 +28,12 @@ TERMINAL_MODULES = 5
 
 
 class CostPlugin:
-    def __init__(self, options: CostOptions, price: Price | None) -> None:
+    def __init__(
+        self, options: CostOptions, price: Price | None, unmatched: tuple[str, ...] = ()
+    ) -> None:
         self.options = options
         self.price = price
+        self.unmatched = unmatched  # the keys prices were given for, none of them this run's
         self.cost: RunCost | None = None
         self.over_budget = False
 
@@ -55,27 +58,37 @@ class CostPlugin:
             )
         summary = job_summary(session.config)
         if summary is not None:
-            summary.add(summary_section(cost, budget))
+            summary.add(summary_section(cost, budget, self.unmatched))
         return {"cost": cost.to_json()}
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.cost is None:
             return
-        write_section(
-            terminalreporter, "pytest-accel cost", terminal_lines(self.cost, self.options.budget)
-        )
+        lines = terminal_lines(self.cost, self.options.budget, self.unmatched)
+        write_section(terminalreporter, "pytest-accel cost", lines)
 
 
-def terminal_lines(cost: RunCost, budget: float | None) -> list[Line]:
+def terminal_lines(
+    cost: RunCost, budget: float | None, unmatched: tuple[str, ...] = ()
+) -> list[Line]:
     """The run's cost, its reruns' share, the projection, the costliest modules and
-    tests, the CPU-tier candidates and the budget's verdict, each with its tone."""
-    at = (
-        f"at {money(cost.price)} per device-hour ({cost.price_source}"
-        + (f", prices as of {cost.as_of}" if cost.as_of else "")
-        + ")"
-        if cost.price is not None
-        else "(no price for this key: device-seconds only; --accel-price KEY=USD)"
-    )
+    tests, the CPU-tier candidates and the budget's verdict, each with its tone.
+    ``unmatched``: the keys prices were given for where none is this run's."""
+    if cost.price is not None:
+        at = (
+            f"at {money(cost.price)} per device-hour ({cost.price_source}"
+            + (f", prices as of {cost.as_of}" if cost.as_of else "")
+            + ")"
+        )
+    elif unmatched:  # a price meant for this runner, by a key that is not its own
+        given = ", ".join(repr(key) for key in unmatched)
+        at = (
+            f"(no price given matches this key: given for {given}; a key is a glob over"
+            f" hardware keys, e.g. --accel-price '{cost.key.split('/')[0]}/*=USD';"
+            " device-seconds only)"
+        )
+    else:
+        at = "(no price for this key: device-seconds only; --accel-price KEY=USD)"
     lines = [
         Line(
             Tone.NOTE,
@@ -156,11 +169,14 @@ def _share(part: float, whole: float) -> str:
     return f" ({100 * part / whole:.1f}% of the tests')" if whole > 0 and part > 0 else ""
 
 
-def summary_section(cost: RunCost, budget: float | None) -> Section:
+def summary_section(
+    cost: RunCost, budget: float | None, unmatched: tuple[str, ...] = ()
+) -> Section:
     """The job summary's cost: the run, its reruns, the projection, then the costliest
     modules as rows."""
     head = ["### pytest-accel cost", ""]
-    head += [escape_cell(line.text) for line in terminal_lines(cost, budget)[:2]] + [""]
+    lines = terminal_lines(cost, budget, unmatched)[:2]
+    head += [escape_cell(line.text) for line in lines] + [""]
     head += ["| module | device-seconds | cost |", "| --- | ---: | ---: |"]
     rows = [
         f"| {escape_cell(name)} | {quantity(spend.device_seconds)} | {money(spend.usd)} |"
@@ -185,4 +201,5 @@ def register_feature(config: pytest.Config, options: CostOptions) -> None:
             f"--accel-cost-budget needs a price for the hardware key {facts.key!r}"
             f" (prices given for: {given}); add --accel-price '{facts.key}=USD'"
         )
-    config.pluginmanager.register(CostPlugin(options, price), "pytest_accel:cost")
+    unmatched = tuple(table.patterns()) if price is None else ()
+    config.pluginmanager.register(CostPlugin(options, price, unmatched), "pytest_accel:cost")
