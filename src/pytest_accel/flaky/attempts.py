@@ -5,6 +5,7 @@ a call whose subtests are held until it is known which attempt they belong to.""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -120,9 +121,15 @@ class HeldSubtests:
 
 
 def _failed_subtest_counts(config: pytest.Config) -> dict[Any, int] | None:
+    key = _failed_subtests_key()
+    counts: dict[Any, int] | None = None if key is None else config.stash.get(key, None)
+    return counts
+
+
+@functools.cache  # looked up once: every attempt's call asks
+def _failed_subtests_key() -> Any:
     try:
         from _pytest.subtests import failed_subtests_key  # type: ignore[import-not-found,unused-ignore]
     except ImportError:  # before pytest 9: no built-in subtests
         return None
-    counts: dict[Any, int] | None = config.stash.get(failed_subtests_key, None)
-    return counts
+    return failed_subtests_key
