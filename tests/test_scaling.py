@@ -155,6 +155,40 @@ def test_the_shard_command_prints_the_same_kind_of_plan(
     assert out.count("1 class unit(s)") == 4  # by class: each shard takes one class whole
 
 
+def test_a_class_heavier_than_a_whole_shard_is_named_with_what_splits_it(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By class, no plan is more even than its heaviest class: chex's suite has one
+    class of 51.5 s where three shards' ideal is 27.7 s (1.85x), and said only that."""
+    heavy = {f"test_heavy.py::TestHeavy::test_{i}": 10.0 for i in range(3)}
+    light = {f"test_light.py::test_{i}": 1.0 for i in range(6)}
+    durations = pytester.path / ".test_durations"
+    durations.write_text(json.dumps({**heavy, **light}))
+    plan_args = ["shard", "--durations", str(durations), "--splits", "3", "--without-collecting"]
+    assert main(plan_args) == 0
+    out = capsys.readouterr().out
+    assert "largest shard: 2.500x the ideal (12.0s)" in out
+    assert (
+        "the class test_heavy.py::TestHeavy alone is estimated at 30.0s, more than the ideal"
+        " shard: --by test splits it"
+    ) in out
+    assert main([*plan_args, "--by", "test"]) == 0
+    assert "splits it" not in capsys.readouterr().out  # 10 s a test: as even as it gets
+    pytester.makepyfile(
+        test_heavy="class TestHeavy:\n"
+        + "".join(f"    def test_{i}(self): pass\n" for i in range(3)),
+        test_light="".join(f"def test_{i}(): pass\n" for i in range(6)),
+    )
+    result = pytester.runpytest("--perf-baseline=.test_durations", "--accel-shard=1/3")
+    result.stdout.fnmatch_lines(
+        [
+            "accel-shard 1/3 by class: * (largest 2.500x the ideal); the class"
+            " test_heavy.py::TestHeavy alone is estimated at 30.0s, more than the ideal"
+            " shard: --accel-shard-by test splits it"
+        ]
+    )
+
+
 def test_merge_refuses_different_hardware_unless_kept_apart(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from a baseline or a pytest-split map they are read from the node ids."""
     # Loaded when this command runs, not for every command's parser.
     from pytest_accel.perf.offline import durations_file
-    from pytest_accel.scaleout.sharding import groups_from_node_ids, plan_tests
+    from pytest_accel.scaleout.sharding import groups_from_node_ids, oversized_note, plan_tests
 
     # Read first: a bad file is one line naming it, before pytest starts.
     durations = durations_file(args.durations, args.key)
@@ -113,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(
         f"largest shard: {plan.imbalance():.3f}x the ideal ({sum(loads) / args.splits:.1f}s)\n"
     )
+    note = oversized_note(plan, args.by, "--by")
+    if note is not None:
+        sys.stdout.write(note + "\n")
     sys.stdout.write(BASIS_NOTES[durations.basis] + "\n")
     return EXIT_OK
 

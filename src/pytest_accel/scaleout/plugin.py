@@ -28,7 +28,7 @@ from pytest_accel.process_state import set_env
 from pytest_accel.reports import node_parents
 from pytest_accel.scaleout.options import ScaleoutOptions, option, resolve
 from pytest_accel.scaleout.pinning import Pin, PinError, pinnable, plan_pin, shareable
-from pytest_accel.scaleout.sharding import Plan, make_units, plan, weights_for
+from pytest_accel.scaleout.sharding import Plan, make_units, oversized_note, plan, weights_for
 from pytest_accel.settings import early_setting
 
 
@@ -180,9 +180,10 @@ def shard_line(options: ScaleoutOptions, shard_plan: Plan) -> str:
     assert options.shard is not None
     loads = shard_plan.loads()
     index = options.shard[0] - 1
+    note = oversized_note(shard_plan, options.shard_by, "--accel-shard-by")
     return (
         f"accel-shard {options.shard_label} by {options.shard_by}:"
         f" {len(shard_plan.tests(index))} test(s), estimated {loads[index]:.1f}s; all shards:"
         f" {', '.join(f'{load:.1f}s' for load in loads)} (largest {shard_plan.imbalance():.3f}x"
-        " the ideal)"
+        " the ideal)" + ("" if note is None else f"; {note}")
     )

@@ -59,6 +59,26 @@ class Plan:
         ideal = sum(loads) / len(loads) if loads else 0.0
         return max(loads) / ideal if ideal > 0 else 1.0
 
+    def oversized(self) -> Unit | None:
+        """The heaviest unit of several tests where it alone outweighs the ideal shard:
+        no plan of these units is more even, and only splitting it helps."""
+        loads = self.loads()
+        ideal = sum(loads) / len(loads) if loads else 0.0
+        units = [unit for shard in self.shards for unit in shard if len(unit.tests) > 1]
+        heaviest = max(units, key=lambda unit: unit.weight, default=None)
+        return heaviest if heaviest is not None and heaviest.weight > ideal > 0 else None
+
+
+def oversized_note(plan: Plan, by: str, option: str) -> str | None:
+    """What to do about a unit that alone outweighs a shard (``--by test``), or None."""
+    unit = plan.oversized()
+    if unit is None or by == "test":
+        return None
+    return (
+        f"the {by} {unit.id} alone is estimated at {unit.weight:.1f}s, more than the ideal"
+        f" shard: {option} test splits it"
+    )
+
 
 def unit_of(test_id: str, group: str | None, by: str) -> str:
     """The unit a test belongs to; a test without a class is its own unit under ``class``."""
