@@ -110,9 +110,7 @@ def run(args: argparse.Namespace) -> int:
             f"shard {i + 1}/{args.splits}: {len(plan.tests(i))} test(s),"
             f" {len(plan.shards[i])} {args.by} unit(s), estimated {loads[i]:.1f}s\n"
         )
-    sys.stdout.write(
-        f"largest shard: {plan.imbalance():.3f}x the ideal ({sum(loads) / args.splits:.1f}s)\n"
-    )
+    sys.stdout.write(f"largest shard: {plan.imbalance():.3f}x the ideal ({plan.ideal():.1f}s)\n")
     note = oversized_note(plan, args.by, "--by")
     if note is not None:
         sys.stdout.write(note + "\n")

@@ -53,20 +53,22 @@ class Plan:
         """The tests of shard ``index`` (0-based)."""
         return [t for unit in self.shards[index] for t in unit.tests]
 
-    def imbalance(self) -> float:
-        """Largest shard over the ideal (sum / N); 1.0 is perfect."""
+    def ideal(self) -> float:
+        """Each shard's load were the work spread evenly (sum / N)."""
         loads = self.loads()
-        ideal = sum(loads) / len(loads) if loads else 0.0
-        return max(loads) / ideal if ideal > 0 else 1.0
+        return sum(loads) / len(loads) if loads else 0.0
+
+    def imbalance(self) -> float:
+        """Largest shard over the ideal; 1.0 is perfect."""
+        ideal = self.ideal()
+        return max(self.loads()) / ideal if ideal > 0 else 1.0
 
     def oversized(self) -> Unit | None:
         """The heaviest unit of several tests where it alone outweighs the ideal shard:
         no plan of these units is more even, and only splitting it helps."""
-        loads = self.loads()
-        ideal = sum(loads) / len(loads) if loads else 0.0
         units = [unit for shard in self.shards for unit in shard if len(unit.tests) > 1]
         heaviest = max(units, key=lambda unit: unit.weight, default=None)
-        return heaviest if heaviest is not None and heaviest.weight > ideal > 0 else None
+        return heaviest if heaviest is not None and heaviest.weight > self.ideal() > 0 else None
 
 
 def oversized_note(plan: Plan, by: str, option: str) -> str | None:
