@@ -40,7 +40,7 @@ def call_holding_subtests(item: pytest.Item) -> tuple[pytest.TestReport, HeldSub
     subtest``): so it reads to whatever decides on another attempt, and is counted so."""
     with HeldSubtests.during(item) as held:
         report = call_and_report(item, "call", log=False)
-    failed = sum(1 for sub in held.reports if sub.failed)
+    failed = len(held.failures())
     if report.passed and failed:
         report.outcome = "failed"
         report.longrepr = f"contains {failed} failed subtest{'s' if failed > 1 else ''}"
@@ -98,20 +98,23 @@ class HeldSubtests:
         finally:
             manager._inner_hookexec = inner
 
+    def failures(self) -> list[pytest.TestReport]:
+        return [report for report in self.reports if report.failed]
+
     def first_failure(self) -> pytest.TestReport | None:
-        return next((report for report in self.reports if report.failed), None)
+        failures = self.failures()
+        return failures[0] if failures else None
 
     def supersede(self, call: pytest.TestReport) -> None:
         """The attempt is tried again: its subtests are dropped, and so are their
         failures from pytest's count; its call says what failed (the first subtest's
         failure, where a subtest failed)."""
-        failure = self.first_failure()
-        if failure is not None:
-            call.longrepr = failure.longrepr
+        failures = self.failures()
+        if failures:
+            call.longrepr = failures[0].longrepr
             key = getattr(self.item, "id", self.item.nodeid)  # pytest 9's structured id
-            failed = sum(1 for report in self.reports if report.failed)
             if self.counts is not None:
-                self.counts[key] = max(self.counts.get(key, 0) - failed, 0)
+                self.counts[key] = max(self.counts.get(key, 0) - len(failures), 0)
         self.reports.clear()
 
     def log_all(self, log: Callable[..., object]) -> None:
