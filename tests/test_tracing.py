@@ -16,7 +16,7 @@ from pytest_accel.perf.analysis.comparison import compare
 from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run, parse_baseline
 from pytest_accel.perf.model.findings import Comparison
-from pytest_accel.perf.model.timings import RunTimings
+from pytest_accel.perf.model.timings import RunTimings, without_waits
 from pytest_accel.perf.offline import baseline_json
 from pytest_accel.perf.output import terminal_rows
 from tests.test_comparison import WOBBLE, run_of
@@ -129,6 +129,33 @@ def test_tracing_is_not_judged_against_runs_of_another_layout_and_that_is_said()
     assert any(
         text.startswith("tracing: not judged; too few baseline runs") for text in _texts(result)
     )
+
+
+def test_a_short_trace_whose_wait_took_it_all_keeps_a_millisecond_and_its_slowdown_is_found() -> (
+    None
+):
+    """The wait taken out of a trace is all the wait since the clock's last reading
+    that could lie in it: on a busy runner, all of a short trace.  At 0 it was one
+    sample among three that, in log seconds, hid a trace 300 times slower."""
+
+    def waited(run: RunTimings, trace_waits: dict[str, float]) -> RunTimings:
+        return without_waits(replace(run, tracing_waits=trace_waits), [0.0] * len(run.ids))
+
+    kept = waited(
+        _run({OTHER: 0.05, TESTS[0]: 0.0009, TESTS[1]: 0.05}, 0),
+        {
+            OTHER: 0.06,  # more than the trace: a millisecond is kept
+            TESTS[0]: 0.004,  # a trace under a millisecond keeps itself
+            TESTS[1]: 0.02,
+        },
+    ).tracing
+    assert kept == {OTHER: 0.001, TESTS[0]: 0.0009, TESTS[1]: 0.03}
+    env = EnvHistory()
+    for index in range(3):  # the rule's fewest runs, the first on a busy runner
+        trace_waits = {OTHER: 0.004} if index == 0 else {}
+        add_run(env, waited(_run({**USUAL, OTHER: 0.0009}, index), trace_waits), 50)
+    result = compare(_run({**USUAL, OTHER: 0.3}, 3), env, Rule())
+    assert [(f.id, f.tracing) for f in result.regressions] == [(OTHER, True)]
 
 
 def test_the_baseline_file_keeps_the_tracing_of_a_jax_suite_and_writes_none_without_jax(

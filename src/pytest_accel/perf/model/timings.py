@@ -274,6 +274,14 @@ def _groups_less(run: RunTimings, taken: Mapping[int, float]) -> tuple[Groups, G
     return found[0], found[1]
 
 
+# What a trace keeps of itself once its CPU wait is out.  The wait taken is all the
+# wait since the clock's last reading that could lie in the trace (``perf.compiles``): on
+# a busy runner a short trace can lose all of it, and one 0 among a short baseline's
+# three samples, in log seconds, made a spread that hid a trace 300 times slower (this
+# project's own suite).  A trace is no finding under ``min_duration`` either way.
+TRACE_FLOOR = 1e-3
+
+
 def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
     """``run`` with the seconds each call waited for a CPU (``perf.waits``) taken out of
     its call and total, and out of its class's and module's totals.  The wait is shared
@@ -289,7 +297,8 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
     if tracing is not None:
         for ident, waited in measured.items():
             if ident in tracing:
-                tracing[ident] = round(max(tracing[ident] - waited, 0.0), 6)
+                traced = tracing[ident]
+                tracing[ident] = round(max(traced - waited, min(traced, TRACE_FLOOR)), 6)
     waiting = list(compress(range(len(waits)), waits))
     if not waiting:
         return replace(run, cpu_wait=0.0, tracing=tracing)
