@@ -7,6 +7,10 @@ from __future__ import annotations
 import numpy  # noqa: F401
 
 import pytest_accel
+from tests.jax_runs import import_jax
+
+# The same for JAX, which tests/jax_runs.py runs generated suites with in this process.
+import_jax()
 
 pytest_plugins = ["tests.fakesys"]
 

@@ -15,6 +15,7 @@ import coverage  # noqa: F401  (imported once: in-process runs keep its C tracer
 import pytest
 
 from pytest_accel.selection.mapfile import open_map, read_run
+from tests.jax_runs import run_jax_suite
 
 OPS = """\
 def add(a, b):
@@ -149,14 +150,14 @@ def test_xdist_and_shard_maps_equal_the_serial_one(
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + 'filterwarnings = ["error"]\n')
     base = ["-p", "no:cacheprovider", NO_PROGRAMS]
-    pytester.runpytest_subprocess(*base, "--accel-map", "serial.db").assert_outcomes(passed=4)
+    pytester.runpytest(*base, "--accel-map", "serial.db").assert_outcomes(passed=4)
     xdist = pytester.runpytest_subprocess(*base, "-n", "2", "--accel-map", "xdist.db")
     xdist.assert_outcomes(passed=4)
     assert xdist.ret == pytest.ExitCode.OK
     assert "INTERNALERROR" not in xdist.stdout.str() + xdist.stderr.str()
     for shard in ("1/2", "2/2"):
         name = f"shard{shard[0]}.db"
-        pytester.runpytest_subprocess(*base, "--accel-shard", shard, "--accel-map", name)
+        pytester.runpytest(*base, "--accel-shard", shard, "--accel-map", name)
     code = main(["merge", "-o", str(project / "merged.db"), "shard1.db", "shard2.db"])
     assert code == 0
     serial = map_tests(project / "serial.db")
@@ -703,7 +704,7 @@ def test_scale():
 """
 
 
-@pytest.mark.requires("jax")  # jax runs in subprocesses: never imported in this process
+@pytest.mark.requires("jax")
 def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
     project: Path, pytester: pytest.Pytester
 ) -> None:
@@ -711,7 +712,7 @@ def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
     (project / "tests" / "test_jax.py").write_text(JTESTS)
     commit(project)
     base = ["-p", "no:cacheprovider"]
-    first = pytester.runpytest_subprocess(*base, "--accel-map", "base.db")
+    first = run_jax_suite(pytester, *base, "--accel-map", "base.db")
     first.assert_outcomes(passed=6)
     first.stdout.fnmatch_lines(
         ["*dependency map of 6 test(s) written to base.db*compiled program(s))"]
@@ -729,30 +730,19 @@ def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
         "    y = x\n    return jnp.sum(scale(y))",
     )
     commit(project)
-    pytester.runpytest_subprocess(*base, "--accel-map", "head.db").assert_outcomes(passed=6)
-    same = pytester.runpytest_subprocess(
-        *base, "--accel-map", "base.db", "--accel-map-head", "head.db", "--accel-select=programs"
-    )
+    run_jax_suite(pytester, *base, "--accel-map", "head.db").assert_outcomes(passed=6)
+    programs = [*base, "--accel-map", "base.db", "--accel-map-head", "head.db"]
+    same = run_jax_suite(pytester, *programs, "--accel-select=programs")
     same.assert_outcomes(deselected=6)
-    changed = pytester.runpytest_subprocess(
-        *base, "--accel-map", "base.db", "--accel-select=changed"
-    )
+    changed = run_jax_suite(pytester, *base, "--accel-map", "base.db", "--accel-select=changed")
     changed.assert_outcomes(passed=1, deselected=5)  # its code changed: test_total
 
     # A change to what is computed: every test that compiles the program runs.
     edit(project / "pkg" / "jops.py", "return x * 2.0", "return x * 2.0 + 0.0 * x")
     commit(project)
     (project / "head.db").unlink()
-    pytester.runpytest_subprocess(*base, "--accel-map", "head.db").assert_outcomes(passed=6)
-    result = pytester.runpytest_subprocess(
-        *base,
-        "-v",
-        "--accel-map",
-        "base.db",
-        "--accel-map-head",
-        "head.db",
-        "--accel-select=programs",
-    )
+    run_jax_suite(pytester, *base, "--accel-map", "head.db").assert_outcomes(passed=6)
+    result = run_jax_suite(pytester, *programs, "-v", "--accel-select=programs")
     result.assert_outcomes(passed=2, deselected=4)
     result.stdout.fnmatch_lines(
         [
@@ -776,8 +766,14 @@ def test_a_jitted_function_is_mapped_to_every_test_that_calls_it_in_one_process(
         "def test_second():\n    assert float(scale(jnp.ones(2))[1]) == 2.0\n"
     )
     commit(project)
-    pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS, "tests/test_jax.py"
+    run_jax_suite(
+        pytester,
+        "-p",
+        "no:cacheprovider",
+        "--accel-map",
+        "map.db",
+        NO_PROGRAMS,
+        "tests/test_jax.py",
     ).assert_outcomes(passed=2)
     found = map_tests(project / "map.db")
     assert ("pkg/jops.py", "scale") in found["tests/test_jax.py::test_first"]

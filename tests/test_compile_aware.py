@@ -24,6 +24,7 @@ from pytest_accel.perf.formats.baseline import (
 )
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.offline import baseline_json
+from tests.jax_runs import run_jax_suite
 from tests.test_comparison import WOBBLE, run_of
 
 HEAVY = """
@@ -118,7 +119,7 @@ def test_the_record_keeps_each_tests_compilation_in_its_call_and_its_recompilati
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_phases=PHASES)
-    pytester.runpytest_subprocess("--perf-record=r.json").assert_outcomes(passed=3)
+    run_jax_suite(pytester, "--perf-record=r.json").assert_outcomes(passed=3)
     tests = record(pytester.path / "r.json")["tests"]
     call = dict(zip(tests["id"], tests["call"], strict=True))
     fixture, in_call, retracing = (
@@ -150,8 +151,8 @@ def test_a_compilation_that_moves_to_another_test_is_no_regression_of_its_execut
 ) -> None:
     _ordered_suite(pytester)
     for index in range(3):  # test_a compiles the shared function, test_b finds it compiled
-        pytester.runpytest_subprocess(
-            "test_0.py", "test_a.py", "test_b.py", f"--perf-record=r{index}.json"
+        run_jax_suite(
+            pytester, "test_0.py", "test_a.py", "test_b.py", f"--perf-record=r{index}.json"
         ).assert_outcomes(passed=3)
     records = ["r0.json", "r1.json", "r2.json"]
     for into, time in (("b.json", "execution"), ("w.json", "wall")):
@@ -159,15 +160,15 @@ def test_a_compilation_that_moves_to_another_test_is_no_regression_of_its_execut
     baseline = record(pytester.path / "b.json")
     assert [run["time"] for run in baseline["envs"]["cpu/x1"]["runs"]] == ["execution"] * 3
     swapped = ["test_0.py", "test_b.py", "test_a.py"]
-    wall = pytester.runpytest_subprocess(*swapped, "--perf-baseline=w.json", "--perf-time=wall")
+    wall = run_jax_suite(pytester, *swapped, "--perf-baseline=w.json", "--perf-time=wall")
     wall.stdout.fnmatch_lines(["REGRESSION test test_b.py::test_b: *"])
-    mixed = pytester.runpytest_subprocess(*swapped, "--perf-baseline=b.json", "--perf-time=wall")
+    mixed = run_jax_suite(pytester, *swapped, "--perf-baseline=b.json", "--perf-time=wall")
     mixed.stdout.fnmatch_lines(
         ["time: judged on wall time; 3 baseline run(s) timed on execution time left out"]
     )
     assert "REGRESSION" not in mixed.stdout.str()
     swapped.append("--perf-baseline=b.json")
-    judged = pytester.runpytest_subprocess(*swapped, "--perf-record=r.json")
+    judged = run_jax_suite(pytester, *swapped, "--perf-record=r.json")
     judged.assert_outcomes(passed=3)
     assert "REGRESSION" not in judged.stdout.str()
     judged.stdout.fnmatch_lines(["perf: 0 regression(s), 0 change(s), 0 improvement(s), *"])
@@ -188,15 +189,19 @@ def test_a_test_that_retraces_on_every_call_is_a_recompilation_regression_on_its
     pytester.makepyfile(test_r=RETRACING)
     monkeypatch.delenv("RETRACE", raising=False)
     for _ in range(3):  # recompilations need --perf-min-samples runs, as times do
-        pytester.runpytest_subprocess(
-            "--perf-baseline=b.json", "--perf-update-baseline"
-        ).assert_outcomes(passed=1)
+        run_jax_suite(pytester, "--perf-baseline=b.json", "--perf-update-baseline").assert_outcomes(
+            passed=1
+        )
     monkeypatch.setenv("RETRACE", "1")
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    result = pytester.runpytest_subprocess(
-        "--perf-baseline=b.json", "--perf-fail", "--perf-record=r.json", "--accel-report=p.html"
+    result = run_jax_suite(
+        pytester,
+        "--perf-baseline=b.json",
+        "--perf-fail",
+        "--perf-record=r.json",
+        "--accel-report=p.html",
     )
     assert result.ret == 1
     result.stdout.fnmatch_lines(
@@ -228,8 +233,8 @@ def test_a_per_call_jit_is_found_on_the_first_xdist_run_against_serial_runs(
     pytester.makepyfile(test_r=RETRACING, test_other="def test_other():\n    pass\n")
     monkeypatch.delenv("RETRACE", raising=False)
     for _ in range(3):
-        pytester.runpytest_subprocess(
-            "--perf-baseline=b.json", "--perf-update-baseline", "-p", "no:randomly"
+        run_jax_suite(
+            pytester, "--perf-baseline=b.json", "--perf-update-baseline", "-p", "no:randomly"
         ).assert_outcomes(passed=2)
     monkeypatch.setenv("RETRACE", "1")
     result = pytester.runpytest_subprocess(

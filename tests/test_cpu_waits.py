@@ -158,9 +158,7 @@ def sleep_run(
     stat.write_text("0 0 0")  # each run's clock starts at nothing waited
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FAKE_WAIT", str(wait))
-        result = pytester.runpytest_subprocess(
-            "-p", "no:randomly", f"--perf-record={record}", *args
-        )
+        result = pytester.runpytest("-p", "no:randomly", f"--perf-record={record}", *args)
     assert result.ret == 0, result.stdout.str()
     return result
 
@@ -207,7 +205,7 @@ def test_a_sleep_is_not_waiting_for_a_cpu(pytester: pytest.Pytester, sleeper: Pa
             'waited = float(os.environ.get("FAKE_WAIT", "0"))', "waited = 0.0"
         )
     )
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "no:randomly", "--perf-baseline=b.json", "--perf-record=slow.json"
     )
     result.stdout.fnmatch_lines(["REGRESSION test test_sleep.py::test_work: *"])

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_accel.cli import main
+from tests.jax_runs import run_jax_suite
 
 SUITE = """
 import os
@@ -96,15 +97,16 @@ def test_every_output_names_the_same_alarms_and_counts_the_run_alike(
     pytester.makepyfile(test_suite=SUITE)
     (pytester.path / "q.txt").write_text("test_suite.py::test_quarantined  # known bug\n")
     for _ in range(3):  # the baseline: three runs, the rule's minimum
-        pytester.runpytest_subprocess(
-            "--perf-baseline=b.json", "--perf-update-baseline", "-p", "no:randomly"
+        run_jax_suite(
+            pytester, "--perf-baseline=b.json", "--perf-update-baseline", "-p", "no:randomly"
         ).assert_outcomes(passed=7)
     monkeypatch.setenv("JUDGED", "1")
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     common = ["--perf-baseline=b.json", "--flaky-reruns=1", "--flaky-quarantine=q.txt"]
-    result = pytester.runpytest_subprocess(
+    result = run_jax_suite(
+        pytester,
         *common,
         "--perf-record=r.json",
         "--accel-report=in-run.html",
@@ -176,14 +178,14 @@ def test_every_output_names_the_same_alarms_and_counts_the_run_alike(
 
     # --perf-fail and a warning filter fail the run on the same alarms, and say so.
     (pytester.path / "flaky-ran").unlink()
-    failing = pytester.runpytest_subprocess(*common, "--perf-fail", "-p", "no:randomly")
+    failing = run_jax_suite(pytester, *common, "--perf-fail", "-p", "no:randomly")
     assert failing.ret == pytest.ExitCode.TESTS_FAILED
     failing.stdout.fnmatch_lines(
         ["pytest-accel: exit status 1: 1 regression(s) and 1 recompiling test(s) with --perf-fail"]
     )
     (pytester.path / "flaky-ran").unlink()
-    escalated = pytester.runpytest_subprocess(
-        *common, "-W", "error::pytest_accel.PerfRegressionWarning", "-p", "no:randomly"
+    escalated = run_jax_suite(
+        pytester, *common, "-W", "error::pytest_accel.PerfRegressionWarning", "-p", "no:randomly"
     )
     assert escalated.ret == pytest.ExitCode.TESTS_FAILED
     escalated.stdout.fnmatch_lines(

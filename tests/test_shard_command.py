@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.jax_runs import run_jax_suite
+
 SUITE = """
 import time
 import pytest
@@ -142,8 +144,8 @@ def test_shards_are_balanced_on_wall_time_with_the_compilation_in_it(
     0.8 s a shard for shards that took 6.5 s and 8.2 s."""
     for n in (1, 2, 3, 4):
         pytester.makepyfile(**{f"test_jit_{n}": COMPILING.format(n=n)})
-    pytester.runpytest_subprocess(
-        "--perf-baseline=b.json", "--perf-update-baseline", "--perf-record=r.json"
+    run_jax_suite(
+        pytester, "--perf-baseline=b.json", "--perf-update-baseline", "--perf-record=r.json"
     ).assert_outcomes(passed=4)
     record = json.loads((pytester.path / "r.json").read_text())
     compiled = record["tests"]["compile_seconds"]

@@ -19,6 +19,7 @@ from pytest_accel.perf.model.findings import Comparison
 from pytest_accel.perf.model.timings import RunTimings, without_waits
 from pytest_accel.perf.offline import baseline_json
 from pytest_accel.perf.output import terminal_rows
+from tests.jax_runs import run_jax_suite
 from tests.test_comparison import WOBBLE, run_of
 
 MODULE = "m.py"
@@ -207,14 +208,19 @@ def test_python_made_slower_while_jax_traces_is_reported_as_tracing(
     pytester.makepyfile(test_traced="import pytest\n" + TRACED.format(count=4))
     monkeypatch.delenv("TRACE_SLEEP", raising=False)
     for _ in range(3):
-        pytester.runpytest_subprocess(
-            "--perf-baseline=b.json", "--perf-update-baseline", "-p", "no:randomly"
+        run_jax_suite(
+            pytester, "--perf-baseline=b.json", "--perf-update-baseline", "-p", "no:randomly"
         ).assert_outcomes(passed=5)
     stored = json.loads((pytester.path / "b.json").read_text())
     assert len(stored["envs"]["cpu/x1"]["trace"]) == 4  # test_first is the warm-up
     monkeypatch.setenv("TRACE_SLEEP", "0.3")
-    result = pytester.runpytest_subprocess(
-        "--perf-baseline=b.json", "--perf-record=r.json", "--perf-fail", "-p", "no:randomly"
+    result = run_jax_suite(
+        pytester,
+        "--perf-baseline=b.json",
+        "--perf-record=r.json",
+        "--perf-fail",
+        "-p",
+        "no:randomly",
     )
     assert result.ret == 1
     result.stdout.fnmatch_lines(["REGRESSION test test_traced.py::test_traces[[]*[]] tracing: *"])
