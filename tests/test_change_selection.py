@@ -731,8 +731,8 @@ def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
     )
     commit(project)
     run_jax_suite(pytester, *base, "--accel-map", "head.db").assert_outcomes(passed=6)
-    programs = [*base, "--accel-map", "base.db", "--accel-map-head", "head.db"]
-    same = run_jax_suite(pytester, *programs, "--accel-select=programs")
+    against_head = [*base, "--accel-map", "base.db", "--accel-map-head", "head.db"]
+    same = run_jax_suite(pytester, *against_head, "--accel-select=programs")
     same.assert_outcomes(deselected=6)
     changed = run_jax_suite(pytester, *base, "--accel-map", "base.db", "--accel-select=changed")
     changed.assert_outcomes(passed=1, deselected=5)  # its code changed: test_total
@@ -742,7 +742,7 @@ def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
     commit(project)
     (project / "head.db").unlink()
     run_jax_suite(pytester, *base, "--accel-map", "head.db").assert_outcomes(passed=6)
-    result = run_jax_suite(pytester, *programs, "-v", "--accel-select=programs")
+    result = run_jax_suite(pytester, *against_head, "-v", "--accel-select=programs")
     result.assert_outcomes(passed=2, deselected=4)
     result.stdout.fnmatch_lines(
         [
