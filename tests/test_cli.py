@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -130,6 +131,37 @@ def test_baseline_folds_records_and_compare_finds_the_regression(
         == 0
     )
     assert "0 regression(s)" in capsys.readouterr().out
+
+
+def test_the_command_as_a_process_writes_all_its_output_and_keeps_its_status(
+    tmp_path: Path,
+) -> None:
+    """``python -m pytest_accel`` (and the script) leaves without the interpreter's
+    teardown (``cli.console_main``): its output must be out first, and its status kept."""
+    tests = [f"t.py::test_{n}" for n in range(2_000)]
+    records = [
+        write_record(tmp_path / f"r{i}.json", "cpu/x1", dict.fromkeys(tests, 0.2 + i * 0.002))
+        for i in range(3)
+    ]
+    assert main(["baseline", "--into", str(tmp_path / "b.json"), *map(str, records)]) == 0
+    # Half of them 3x slower: not a slower runner, which would explain all of them.
+    slowed = {test: 0.6 if n % 2 else 0.2 for n, test in enumerate(tests)}
+    slow = write_record(tmp_path / "now.json", "cpu/x1", slowed)
+    argv = [sys.executable, "-m", "pytest_accel", "compare", str(slow)]
+    argv += ["--baseline", str(tmp_path / "b.json"), "--format", "json", "--fail"]
+    completed = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert completed.returncode == 1, completed.stderr
+    assert len(completed.stdout) > 100_000  # far past a pipe's buffer and Python's
+    found = json.loads(completed.stdout)["regressions"]
+    assert len([f for f in found if f["kind"] == "test"]) == len(tests) // 2
+    # A reader that went away before the output was written: one line, as for a full disk.
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "wb") as gone:
+        detect = [sys.executable, "-m", "pytest_accel", "detect", "--json"]
+        closed = subprocess.run(detect, stdout=gone, stderr=subprocess.PIPE, text=True, check=False)
+    assert closed.returncode == 2
+    assert closed.stderr == "pytest-accel: error: Broken pipe\n"
 
 
 def test_compare_against_another_hardware_key_names_the_keys(

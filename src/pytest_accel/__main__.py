@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from pytest_accel.cli import main
+from pytest_accel.cli import console_main
 
-raise SystemExit(main())
+console_main()

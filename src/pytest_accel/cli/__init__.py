@@ -14,6 +14,7 @@ import functools
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from pytest_accel import __version__
 from pytest_accel.cli import coverage, detect, flaky, report, selection, shard, timing
@@ -23,7 +24,15 @@ from pytest_accel.locking import check_lock_timeout
 from pytest_accel.settings import usage_errors
 from pytest_accel.text import capped, one_line, problem
 
-__all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "CliError", "build_parser", "main"]
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "build_parser",
+    "console_main",
+    "main",
+]
 
 EXAMPLES = """\
 examples:
@@ -88,3 +97,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(one_line(capped(f"pytest-accel: error: {problem(exc)}")) + "\n")
         return EXIT_USAGE
     return code
+
+
+def console_main() -> NoReturn:
+    """The command as a process runs it (the ``pytest-accel`` script, ``python -m
+    pytest_accel``): ``main``, its output flushed, and out at once, as mypy's hard exit
+    is.  The interpreter's teardown would free what the command read, which nothing
+    needs: 20-40 ms after a comparison of 100,000 tests.  Every file a command writes is
+    closed by then (``files.write_atomic``, the map's connection).  Output that cannot be
+    written (a reader that went away) is one line and status 2, as in ``main``."""
+    code = main()
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        sys.stderr.write(one_line(f"pytest-accel: error: {problem(exc)}") + "\n")
+        code = EXIT_USAGE
+    sys.stderr.flush()
+    os._exit(code)
