@@ -310,6 +310,21 @@ def test_a_uniformly_slower_run_on_a_busy_runner_is_the_runner_not_a_regression(
             assert result.speed == pytest.approx(factor, rel=0.03)
 
 
+def test_a_total_slower_as_measured_is_no_improvement_for_the_runners_speed() -> None:
+    """The speed explains a total's finding away and never makes one, as a test's: 60
+    tests 1.6x slower on a busy runner and one heavy test as it was make a total 1.3x as
+    measured, 0.8x for the runner's speed (jmp's suite read "improved" so)."""
+    ids = [f"m{i % 6}.py::test_{i:02d}" for i in range(60)]
+    groups = {t: (None, t.split("::")[0]) for t in [*ids, "heavy.py::test"]}
+    then = {**{t: 0.2 + (i % 5) * 0.05 for i, t in enumerate(ids)}, "heavy.py::test": 20.0}
+    now = {t: s * 1.6 for t, s in then.items()} | {"heavy.py::test": 20.0}
+    result = compare(run_of(now, 99, groups=groups), history([then] * 8, groups=groups), Rule())
+    assert result.speed == pytest.approx(1.6, rel=0.03)
+    assert result.suite_now / result.suite_then > 1.2
+    assert result.improvements == []
+    assert result.regressions == []
+
+
 def test_a_run_in_another_order_than_the_baseline_is_compared_the_same() -> None:
     # The baseline's order takes a shortcut (no lookup per test); any other, the lookups.
     then = many(50)
