@@ -132,9 +132,7 @@ def test_tracing_is_not_judged_against_runs_of_another_layout_and_that_is_said()
     )
 
 
-def test_a_short_trace_whose_wait_took_it_all_keeps_a_millisecond_and_its_slowdown_is_found() -> (
-    None
-):
+def test_a_short_trace_keeps_a_millisecond_once_its_wait_is_out_and_its_slowdown_is_found() -> None:
     """The wait taken out of a trace is all the wait since the clock's last reading
     that could lie in it: on a busy runner, all of a short trace.  At 0 it was one
     sample among three that, in log seconds, hid a trace 300 times slower."""
