@@ -23,6 +23,7 @@ from pytest_accel.perf.formats.baseline import Baseline, load_baseline
 from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model.timings import Groups, RunIdentity, RunTimings, without_waits
 from pytest_accel.perf.waits import CallWaits, RunQueueClock
+from tests.jax_runs import run_jax_suite
 
 
 def run_of(call: list[float], compiling: dict[str, float] | None = None) -> RunTimings:
@@ -327,7 +328,8 @@ def test_the_wait_within_a_trace_is_measured_and_taken_out_of_that_tracing(
     pytester.makepyfile(test_traced=TRACED_WHILE_WAITING)
     pytester.makeconftest(KEEP_THE_JUDGED_RUN)
     sleeper.write_text("0 0 0")
-    result = pytester.runpytest_subprocess(
+    result = run_jax_suite(
+        pytester,
         "-p",
         "no:randomly",
         "--perf-record=r.json",

@@ -13,6 +13,7 @@ from pytest_accel.hardware.detection import Detection
 from pytest_accel.scaleout.pinning import PinError, plan_pin
 from pytest_accel.scaleout.sharding import Unit, make_units, plan, weights_for
 from tests.fakesys import FakeSys, per_group, per_test
+from tests.jax_runs import run_jax_suite
 
 MODULES, CLASS_TESTS, FUNCTIONS = 8, 10, 15  # 8 x 25 = 200 tests
 
@@ -458,7 +459,8 @@ def test_merged_shards_keep_their_compilation_and_cost(
     shards = []
     for k in (1, 2):
         out = str(pytester.path / f"shard-{k}.json")
-        pytester.runpytest_subprocess(
+        run_jax_suite(
+            pytester,
             f"--accel-shard={k}/2",
             "--accel-shard-by=module",
             f"--perf-record={out}",
