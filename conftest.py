@@ -31,6 +31,8 @@ _import_the_plugin_whole()
 
 
 import importlib.util  # noqa: E402
+import os  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -41,6 +43,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "requires(*modules): skip unless the modules are installed (the release matrix runs"
         " the suite without the jax extra and without pytest-xdist)",
     )
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: runs without xdist too
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the cores.  A fifth of a worker's time here is
+    spent waiting, not computing: the generated suites sleep to be slow, and tests wait
+    for the processes they start.  On 2 cores a third worker fills those waits: the
+    README's test command took 103 s against 117 s, run after run (docs/benchmarks.md)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) + 1
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -54,3 +66,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             ]
             if missing:
                 item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(missing)}"))
+
+
+_environment_key = pytest.StashKey[dict[str, str]]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    item.stash[_environment_key] = dict(os.environ)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Each test, with the in-process runs it makes, leaves the environment as it found
+    it once its fixtures are torn down: a variable left behind (JAX's CPU device count)
+    changes what every later test of that process sees, on some of xdist's schedules."""
+    result = yield
+    before, after = item.stash[_environment_key], dict(os.environ)
+    changed = sorted(
+        name
+        for name in before.keys() | after.keys()
+        if before.get(name) != after.get(name) and name != "PYTEST_CURRENT_TEST"
+    )
+    if changed:
+        pytest.fail(f"the test left environment variables changed: {', '.join(changed)}")
+    return result

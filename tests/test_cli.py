@@ -164,6 +164,21 @@ def test_the_command_as_a_process_writes_all_its_output_and_keeps_its_status(
     assert closed.stderr == "pytest-accel: error: Broken pipe\n"
 
 
+@pytest.mark.parametrize("set_by_the_user", [None, "4"])
+def test_main_leaves_its_callers_environment_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, set_by_the_user: str | None
+) -> None:
+    """The command asks OpenBLAS for one thread while it runs, unless the user set a
+    number (test_cli_imports reads it in the command's process), and a program that
+    calls ``main`` gets its environment back as it was."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    if set_by_the_user is not None:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", set_by_the_user)
+    record = write_record(tmp_path / "r.json", "cpu/x1", {"t.py::test_a": 0.2})
+    assert main(["baseline", "--into", str(tmp_path / "b.json"), str(record)]) == 0
+    assert os.environ.get("OPENBLAS_NUM_THREADS") == set_by_the_user
+
+
 def test_compare_against_another_hardware_key_names_the_keys(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

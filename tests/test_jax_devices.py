@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 MULTI_DEVICE_SUITE = """
+import os
+
 import pytest
 
 @pytest.mark.multi_device(8)
@@ -61,3 +65,42 @@ def test_accel_cpu_devices_reaches_xdist_workers(pytester: pytest.Pytester) -> N
     pytester.makepyfile(MULTI_DEVICE_SUITE)
     result = pytester.runpytest_subprocess("--accel-cpu-devices=8", "-n", "2")
     result.assert_outcomes(passed=2, skipped=1)
+
+
+@pytest.mark.parametrize("ending", ["a session", "--version twice", "a broken conftest"])
+def test_the_device_variables_end_with_the_session_even_one_never_configured(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    """``--accel-cpu-devices`` sets JAX's variables for the process and its children, and
+    an in-process session (``pytest.main``, pytester) gives them back as it found them,
+    also one that ends before it configures, where no ``pytest_unconfigure`` is called:
+    ``--version --version`` prints and ends, and a conftest that cannot be imported
+    ends the session after the options were read.  A variable left behind had made later
+    sessions in the process see eight devices."""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=false")
+    monkeypatch.delenv("JAX_NUM_CPU_DEVICES", raising=False)
+    if ending == "a broken conftest":
+        pytester.makeconftest("raise ImportError('a conftest that cannot load')")
+    pytester.makepyfile(
+        """
+        import os
+
+        def test_sees_the_variables():
+            assert os.environ["JAX_NUM_CPU_DEVICES"] == "8"
+            assert os.environ["XLA_FLAGS"] == (
+                "--xla_cpu_use_thunk_runtime=false --xla_force_host_platform_device_count=8"
+            )
+        """
+    )
+    twice = ["--version", "--version"] if ending == "--version twice" else []
+    result = pytester.runpytest_inprocess("--accel-cpu-devices=8", *twice)
+    if ending == "a session":
+        result.assert_outcomes(passed=1)
+    elif ending == "a broken conftest":
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert "a conftest that cannot load" in result.stderr.str()
+    else:
+        assert result.ret == 0
+        assert "pytest-accel" in result.stdout.str() + result.stderr.str()
+    assert "JAX_NUM_CPU_DEVICES" not in os.environ
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_thunk_runtime=false"

@@ -1,7 +1,9 @@
 """The process as the session found it: environment variables a feature sets for the
 test processes (JAX's CPU devices, an xdist worker's devices), and SIGTERM, which ends
-a run as Ctrl-C does.  ``restore`` puts both back at the end, so in-process runs
-(``pytester``) start clean."""
+a run as Ctrl-C does.  Both are put back at the end, so in-process runs (``pytester``,
+``pytest.main``) start clean: the environment by the config's cleanup, which pytest runs
+also for a config it parsed and never configured (``pytest --version``, pytester's
+``parseconfig``), where no ``pytest_unconfigure`` is called."""
 
 from __future__ import annotations
 
@@ -17,11 +19,23 @@ _saved_env_key = pytest.StashKey[dict[str, str | None]]()
 
 
 def set_env(early_config: pytest.Config, values: Mapping[str, str]) -> None:
-    """Set variables for this process and its children; ``restore_env`` undoes it."""
-    saved = early_config.stash.setdefault(_saved_env_key, {})
+    """Set variables for this process and its children, until the config's cleanup."""
+    if _saved_env_key not in early_config.stash:
+        early_config.stash[_saved_env_key] = {}
+        early_config.add_cleanup(lambda: _restore_env(early_config))
+    saved = early_config.stash[_saved_env_key]
     for name, value in values.items():
         saved.setdefault(name, os.environ.get(name))
         os.environ[name] = value
+
+
+def _restore_env(config: pytest.Config) -> None:
+    for name, value in config.stash[_saved_env_key].items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    del config.stash[_saved_env_key]
 
 
 _saved_sigterm_key = pytest.StashKey[Any]()
@@ -44,13 +58,8 @@ def interrupt_on_sigterm(config: pytest.Config) -> None:
     config.stash[_saved_sigterm_key] = signal.signal(signal.SIGTERM, interrupt)
 
 
-def restore(config: pytest.Config) -> None:
-    """The process as it was before the session: environment variables and SIGTERM."""
-    for name, value in config.stash.get(_saved_env_key, {}).items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+def restore_sigterm(config: pytest.Config) -> None:
+    """SIGTERM's handler as it was before the session."""
     if _saved_sigterm_key in config.stash:
         signal.signal(signal.SIGTERM, config.stash[_saved_sigterm_key])
         del config.stash[_saved_sigterm_key]

@@ -10,10 +10,11 @@ problem, never a traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from pytest_accel import __version__
@@ -80,21 +81,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     # pytest run does without it).
     import orjson  # noqa: F401
 
-    # No command multiplies matrices: without this, importing numpy starts OpenBLAS's
-    # thread pool, whose threads spin on the other cores (0.1 s of CPU on 2 cores).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
     try:
         check_lock_timeout()
         # A short-lived process whose large structures (parsed files, their columns) hold
         # no cycles: a collection would only walk them again, 0.1-0.4 s at 100,000 tests.
-        with gc_paused():
+        with gc_paused(), _one_blas_thread():
             code: int = args.handler(args)
     except _BAD_INPUT + usage_errors() as exc:
         return _refused(str(exc))
     except OSError as exc:  # a write that failed after the checks (a full disk)
         return _refused(problem(exc))
     return code
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """No command multiplies matrices: without this, importing numpy starts OpenBLAS's
+    thread pool, whose threads spin on the other cores (0.1 s of CPU on 2 cores).  Unset
+    again afterwards, for a caller of ``main`` in its own process."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        yield
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
 
 
 def _refused(why: str) -> int:
