@@ -5,6 +5,7 @@ xdist, is in test_comparison.py)."""
 from __future__ import annotations
 
 import gc
+import threading
 
 import pytest
 
@@ -50,9 +51,10 @@ def test_no_calls_or_no_pauses_give_nothing() -> None:
     assert attribute([], [(0.0, 1.0, 0)]) == {}
 
 
-def test_only_full_collections_are_noted_with_their_wall_clock_start() -> None:
-    collections = FullCollections.__new__(FullCollections)
-    collections.pauses, collections._started, collections._wall = [], 0.0, 0.0
+def test_only_full_collections_are_noted_with_their_wall_clock_start(
+    pytestconfig: pytest.Config,
+) -> None:
+    collections = FullCollections(pytestconfig)
     collections._callback("start", {"generation": 0})
     collections._callback("stop", {"generation": 0})
     assert collections.pauses == []
@@ -64,11 +66,32 @@ def test_only_full_collections_are_noted_with_their_wall_clock_start() -> None:
     assert 0 <= seconds < 1
 
 
-def test_a_stop_without_a_start_is_ignored() -> None:
-    collections = FullCollections.__new__(FullCollections)
-    collections.pauses, collections._started, collections._wall = [], 0.0, 0.0
+def test_a_stop_without_a_start_is_ignored(pytestconfig: pytest.Config) -> None:
+    collections = FullCollections(pytestconfig)
     collections._callback("stop", {"generation": 2})
     assert collections.pauses == []
+
+
+def test_only_the_tests_threads_collections_are_noted(pytestconfig: pytest.Config) -> None:
+    """Another thread's collection held the tests' thread up only if it needed the
+    interpreter meanwhile, which nothing here can tell: it is not taken out."""
+    collections = FullCollections(pytestconfig)
+    collections.install()
+    try:
+        elsewhere = threading.Thread(target=gc.collect)
+        elsewhere.start()
+        elsewhere.join()
+        assert collections.pauses == []
+        gc.collect()  # this thread's, which ran the loop here
+        assert len(collections.pauses) == 1
+        # The loop run from another thread: that thread's collections count.
+        runner = threading.Thread(target=lambda: (collections.pytest_runtestloop(), gc.collect()))
+        runner.start()
+        runner.join()
+        gc.collect()
+        assert len(collections.pauses) == 2
+    finally:
+        collections.pytest_unconfigure()
 
 
 def test_installed_it_sees_a_real_full_collection(pytestconfig: pytest.Config) -> None:
