@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,6 +116,25 @@ def test_the_suite_probe_notes_each_subprocess_a_test_starts(
     assert "test_a.py::test_two" in out
 
 
+def run_probe(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    plugin: str,
+    log_env: str,
+    suite: str,
+) -> tuple[pytest.RunResult, Path, Any]:
+    """``suite`` run with the bench plugin ``plugin``, logging under ``log_env``: the run,
+    the log's prefix, and the one log it wrote, parsed."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    log = pytester.path / "log" / "probe"
+    log.parent.mkdir()
+    monkeypatch.setenv(log_env, str(log))
+    pytester.makepyfile(test_a=suite)
+    result = pytester.runpytest_subprocess("-p", plugin, "-p", "no:randomly")
+    (written,) = log.parent.iterdir()
+    return result, log, json.loads(written.read_text())
+
+
 def test_the_suite_cpu_probe_puts_a_childs_cpu_on_the_test_that_waited_for_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -121,22 +142,17 @@ def test_the_suite_cpu_probe_puts_a_childs_cpu_on_the_test_that_waited_for_it(
     command are this plugin's log, summed."""
     from bench.suite_cpu import LOG_ENV, main
 
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    log = pytester.path / "log" / "cpu"
-    log.parent.mkdir()
-    monkeypatch.setenv(LOG_ENV, str(log))
-    pytester.makepyfile(
-        test_a="import subprocess, sys\n"
+    suite = (
+        "import subprocess, sys\n"
         "def test_child():\n"  # a tenth of a second of CPU or more, in a child
         "    code = 'import time\\nend = time.process_time() + 0.1\\n'"
         " 'while time.process_time() < end: pass'\n"
         "    subprocess.run([sys.executable, '-c', code], check=True)\n"
         "def test_none(): pass\n"
     )
-    result = pytester.runpytest_subprocess("-p", "bench.suite_cpu", "-p", "no:randomly")
+    result, log, written = run_probe(pytester, monkeypatch, "bench.suite_cpu", LOG_ENV, suite)
     result.assert_outcomes(passed=2)
-    (written,) = log.parent.iterdir()
-    rows = {row[0]: row for row in json.loads(written.read_text())}
+    rows = {row[0]: row for row in written}
     assert set(rows) == {"test_a.py::test_child", "test_a.py::test_none"}
     assert rows["test_a.py::test_child"][4] >= 0.1  # the child's CPU, once waited for
     assert rows["test_a.py::test_none"][4] == 0.0  # it started no process
@@ -147,3 +163,34 @@ def test_the_suite_cpu_probe_puts_a_childs_cpu_on_the_test_that_waited_for_it(
     assert out[0].startswith("2 tests in 1 process(es), ")
     costliest = out[out.index("the tests with the most CPU (own + children):") + 1]
     assert costliest.endswith(" test_a.py::test_child")
+
+
+GC_SUITE = """
+import gc
+import threading
+
+
+def test_collects_here_and_elsewhere():
+    gc.collect()
+    elsewhere = threading.Thread(target=gc.collect)
+    elsewhere.start()
+    elsewhere.join()
+"""
+
+
+def test_the_gc_threads_probe_tells_the_tests_thread_from_another(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench/gc_threads.py``: docs/benchmarks.md's count of a real suite's full
+    collections on threads other than the tests'."""
+    from bench.gc_threads import LOG_ENV, main
+
+    result, log, noted = run_probe(pytester, monkeypatch, "bench.gc_threads", LOG_ENV, GC_SUITE)
+    result.assert_outcomes(passed=1)
+    assert [on_tests_thread for on_tests_thread, _ in noted].count(False) == 1
+    assert [on_tests_thread for on_tests_thread, _ in noted].count(True) >= 1
+    capsys.readouterr()  # pytester's own lines
+    assert main([str(log)]) == 0
+    out = capsys.readouterr().out.strip()
+    summary = r"1 test process\(es\): [1-9]\d* full collection\(s\) on the tests' thread"
+    assert re.fullmatch(summary + r" \([\d.]+ s\), 1 on other threads \([\d.]+ s\)", out)
