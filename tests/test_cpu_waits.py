@@ -101,7 +101,10 @@ def test_the_real_clock_counts_this_thread(monkeypatch: pytest.MonkeyPatch) -> N
     clock.close()
 
 
-BASELINE = ("--perf-baseline=b.json",)
+# The clock below is fake: it tells the 0.45 s a run says it waited, not the real wait
+# of a busy runner, by which the sleep overshoots (0.08 s in a CI run).  Only the 0.45 s
+# step may be a finding, for a test or for the suite's total.
+BASELINE = ("--perf-baseline=b.json", "--perf-min-delta=0.2")
 
 
 @pytest.mark.skipif(
@@ -130,9 +133,7 @@ def test_the_clock_follows_the_thread_that_runs_the_tests(monkeypatch: pytest.Mo
 SLEEPER = """
 import os, time
 from pathlib import Path
-import pytest
 
-@pytest.mark.perf(min_delta=0.2)  # only the 0.45 s step can be a finding, however busy
 def test_work():
     stat = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
     waited = float(os.environ.get("FAKE_WAIT", "0"))
