@@ -30,8 +30,10 @@ def _import_the_plugin_whole() -> None:
 _import_the_plugin_whole()
 
 
+import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import os  # noqa: E402
+import signal  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
@@ -47,7 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: runs without xdist too
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker more than the cores.  A fifth of a worker's time here is
+    """``-n auto``: one worker more than the cores.  A sixth of a worker's time here is
     spent waiting, not computing: the generated suites sleep to be slow, and tests wait
     for the processes they start.  On 2 cores a third worker fills those waits: the
     README's test command took 103 s against 117 s, run after run (docs/benchmarks.md)."""
@@ -68,27 +70,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(missing)}"))
 
 
-_environment_key = pytest.StashKey[dict[str, str]]()
+_process_state_key = pytest.StashKey[dict[str, object]]()
+
+
+def _process_state() -> dict[str, object]:
+    """What a session changes for its process and must give back: the environment, the
+    garbage collector's callbacks (perf.pauses) and SIGTERM's handler."""
+    state: dict[str, object] = {f"${name}": value for name, value in os.environ.items()}
+    state["gc.callbacks"] = list(gc.callbacks)
+    state["the SIGTERM handler"] = signal.getsignal(signal.SIGTERM)
+    state.pop("$PYTEST_CURRENT_TEST", None)
+    return state
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    item.stash[_environment_key] = dict(os.environ)
+    item.stash[_process_state_key] = _process_state()
     return (yield)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    """Each test, with the in-process runs it makes, leaves the environment as it found
-    it once its fixtures are torn down: a variable left behind (JAX's CPU device count)
+    """Each test, with the in-process runs it makes, leaves the process as it found it
+    once its fixtures are torn down: a variable left behind (JAX's CPU device count)
     changes what every later test of that process sees, on some of xdist's schedules."""
     result = yield
-    before, after = item.stash[_environment_key], dict(os.environ)
+    before, after = item.stash[_process_state_key], _process_state()
     changed = sorted(
-        name
-        for name in before.keys() | after.keys()
-        if before.get(name) != after.get(name) and name != "PYTEST_CURRENT_TEST"
+        name for name in before.keys() | after.keys() if before.get(name) != after.get(name)
     )
     if changed:
-        pytest.fail(f"the test left environment variables changed: {', '.join(changed)}")
+        pytest.fail(f"the test left its process changed: {', '.join(changed)}")
     return result

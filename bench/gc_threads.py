@@ -42,7 +42,13 @@ def _noted(phase: str, info: dict[str, Any]) -> None:
         _state["started"] = 0.0
 
 
-gc.callbacks.append(_noted)
+def pytest_configure() -> None:
+    gc.callbacks.append(_noted)
+
+
+def pytest_unconfigure() -> None:
+    if _noted in gc.callbacks:
+        gc.callbacks.remove(_noted)
 
 
 @pytest.hookimpl(tryfirst=True)
