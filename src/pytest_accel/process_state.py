@@ -2,8 +2,9 @@
 test processes (JAX's CPU devices, an xdist worker's devices), and SIGTERM, which ends
 a run as Ctrl-C does.  Both are put back at the end, so in-process runs (``pytester``,
 ``pytest.main``) start clean: the environment by the config's cleanup, which pytest runs
-also for a config it parsed and never configured (``pytest --version``, pytester's
-``parseconfig``), where no ``pytest_unconfigure`` is called."""
+also for a config it parsed and never configured (``pytest --version --version``, a
+conftest that fails to import, pytester's ``parseconfig``), where no
+``pytest_unconfigure`` is called."""
 
 from __future__ import annotations
 
