@@ -28,7 +28,7 @@ import pytest
 
 LOG_ENV = "GC_THREADS_LOG"
 _collections: list[tuple[bool, float]] = []
-_state = {"thread": threading.get_ident(), "started": 0.0, "ran_tests": False}
+_state = {"thread": threading.get_ident(), "started": 0.0}
 
 
 def _noted(phase: str, info: dict[str, Any]) -> None:
@@ -38,7 +38,7 @@ def _noted(phase: str, info: dict[str, Any]) -> None:
         _state["started"] = time.perf_counter()
     elif _state["started"]:
         on_tests_thread = threading.get_ident() == _state["thread"]
-        _collections.append((on_tests_thread, time.perf_counter() - float(_state["started"])))
+        _collections.append((on_tests_thread, time.perf_counter() - _state["started"]))
         _state["started"] = 0.0
 
 
@@ -53,7 +53,7 @@ def pytest_unconfigure() -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop() -> None:
-    _state["thread"], _state["ran_tests"] = threading.get_ident(), True
+    _state["thread"] = threading.get_ident()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -22,7 +22,6 @@ from pytest_accel import (
     hardware,
     hookspecs,
     perf,
-    process_state,
     report,
     reports,
     scaleout,
@@ -158,12 +157,11 @@ def pytest_sessionfinish(session: pytest.Session) -> Generator[None]:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Features go with their session (registered as ``pytest_accel:*``, as junitxml's
-    plugin is unregistered at unconfigure); the process gets its SIGTERM handler back (and
-    its variables at the config's cleanup, ``process_state.set_env``)."""
+    plugin is unregistered at unconfigure); the process gets its variables and its
+    SIGTERM handler back at the config's cleanup (``process_state``)."""
     for name, registered in config.pluginmanager.list_name_plugin():
         if name.startswith(FEATURE_PLUGIN_PREFIX) and registered is not None:
             config.pluginmanager.unregister(registered)
-    process_state.restore_sigterm(config)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,8 +1,8 @@
 """The process as the session found it: environment variables a feature sets for the
 test processes (JAX's CPU devices, an xdist worker's devices), and SIGTERM, which ends
-a run as Ctrl-C does.  Both are put back at the end, so in-process runs (``pytester``,
-``pytest.main``) start clean: the environment by the config's cleanup, which pytest runs
-also for a config it parsed and never configured (``pytest --version --version``, a
+a run as Ctrl-C does.  Both are put back by the config's cleanup, so in-process runs
+(``pytester``, ``pytest.main``) start clean: pytest runs it for every config it made,
+also one it parsed and never configured (``pytest --version --version``, a
 conftest that fails to import, pytester's ``parseconfig``), where no
 ``pytest_unconfigure`` is called."""
 
@@ -56,11 +56,9 @@ def interrupt_on_sigterm(config: pytest.Config) -> None:
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt("SIGTERM")
 
-    config.stash[_saved_sigterm_key] = signal.signal(signal.SIGTERM, interrupt)
+    previous = config.stash[_saved_sigterm_key] = signal.signal(signal.SIGTERM, interrupt)
 
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
 
-def restore_sigterm(config: pytest.Config) -> None:
-    """SIGTERM's handler as it was before the session."""
-    if _saved_sigterm_key in config.stash:
-        signal.signal(signal.SIGTERM, config.stash[_saved_sigterm_key])
-        del config.stash[_saved_sigterm_key]
+    config.add_cleanup(restore)
