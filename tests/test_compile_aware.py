@@ -577,6 +577,37 @@ def test_a_suite_that_imports_jax_in_a_test_is_counted_from_that_import(
     assert "test_lazy.py::test_before_jax" not in tests["compiles"]
 
 
+def test_jaxs_import_in_a_test_stays_that_tests_execution(pytester: pytest.Pytester) -> None:
+    """Unlike torch.compile's Dynamo and Inductor, which the first compile imports on
+    its own, ``import jax`` is the code's: where a test does it, it stays execution (the
+    first test of a process, the usual place, is judged apart as the warm-up).  A fake
+    jax whose import takes seconds."""
+    import_seconds = 0.3
+    (pytester.path / "jax").mkdir()
+    (pytester.path / "jax" / "__init__.py").write_text(
+        f"import time\ntime.sleep({import_seconds})\nfrom jax import monitoring\n"
+    )
+    (pytester.path / "jax" / "monitoring.py").write_text(
+        "def register_event_duration_secs_listener(listener):\n    pass\n\n"
+        "def register_event_listener(listener):\n    pass\n"
+    )
+    pytester.makepyfile(
+        test_lazy="""
+        def test_imports_jax():
+            import jax
+
+        def test_after():
+            import jax
+        """
+    )
+    pytester.runpytest_subprocess("--perf-record=r.json", "-p", "no:cacheprovider").assert_outcomes(
+        passed=2
+    )
+    tests = record(pytester.path / "r.json")["tests"]
+    assert tests["call"][tests["id"].index("test_lazy.py::test_imports_jax")] >= import_seconds
+    assert tests["compile_seconds"]["test_lazy.py::test_imports_jax"] < import_seconds
+
+
 STUBBED_JAX = {
     "a module without a spec": "sys.modules['jax'] = types.ModuleType('jax')",
     "a MagicMock": "from unittest.mock import MagicMock\nsys.modules['jax'] = MagicMock()",

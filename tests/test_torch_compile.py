@@ -83,6 +83,66 @@ def test_a_test_that_recompiles_far_more_than_its_baseline_is_recompiled(
     )
 
 
+SLOW_IMPORTS = """
+
+def test_first_compile():
+    # What torch.compile's first call does: import Dynamo, then Inductor, then compile.
+    from torch._dynamo.callback import compiled
+    import torch._inductor.compile_fx
+
+    compiled("0/0")
+
+
+def test_second_compile():
+    from torch._dynamo.callback import compiled
+
+    compiled("1/0")
+"""
+IMPORT_SECONDS = 0.3  # each of the two imports sleeps this long, at least
+
+
+def slow_torch_package(pytester: pytest.Pytester) -> None:
+    """The fake torch, with Dynamo's and Inductor's imports taking seconds."""
+    sleep = f"import time\ntime.sleep({IMPORT_SECONDS})\n"
+    files = {
+        **FAKE_TORCH_PACKAGE,
+        "torch/_dynamo/__init__.py": sleep + FAKE_TORCH_PACKAGE["torch/_dynamo/__init__.py"],
+        "torch/_inductor/__init__.py": "",
+        "torch/_inductor/compile_fx.py": sleep,
+    }
+    for path, text in files.items():
+        (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
+        (pytester.path / path).write_text(text)
+
+
+def test_the_compilers_import_in_a_test_is_compiling_time(pytester: pytest.Pytester) -> None:
+    """torch.compile's first call imports Dynamo and Inductor (3.8 s for Dynamo alone on
+    a GPU machine): the process's first compilation, taken out of the judged call of
+    the test that happens to pay it."""
+    slow_torch_package(pytester)
+    pytester.makepyfile(test_slow=SLOW_IMPORTS)
+    result = pytester.runpytest_subprocess("--perf-record=r.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    tests = recorded(pytester)
+    first, second = "test_slow.py::test_first_compile", "test_slow.py::test_second_compile"
+    assert tests["call_compile_seconds"][first] >= 2 * IMPORT_SECONDS
+    assert tests["compile_seconds"][first] >= 2 * IMPORT_SECONDS
+    assert tests["compiles"] == {first: 1, second: 1}
+    # Nothing imported in the second: its compile is the fake's instant one.
+    assert tests["compile_seconds"][second] < IMPORT_SECONDS
+
+
+def test_the_compilers_import_at_collection_is_no_tests(pytester: pytest.Pytester) -> None:
+    slow_torch_package(pytester)
+    pytester.makepyfile(
+        test_slow="import torch._dynamo\nimport torch._inductor.compile_fx\n" + SLOW_IMPORTS
+    )
+    result = pytester.runpytest_subprocess("--perf-record=r.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    seconds = recorded(pytester)["compile_seconds"]
+    assert sum(seconds.values()) < IMPORT_SECONDS, seconds
+
+
 @pytest.mark.requires("torch")
 def test_torch_compile_itself_is_counted(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(

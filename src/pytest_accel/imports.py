@@ -11,6 +11,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import time
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,16 +28,19 @@ def after_import(name: str, then: Callable[[], None]) -> AfterImport:
 class AfterImport(importlib.abc.MetaPathFinder):
     """Calls ``then`` once the module ``name`` has been imported, wherever the import
     happens: its spec is found by the finders after this one and its loader wrapped.
-    Every other import costs one string comparison."""
+    Every other import costs one string comparison.  ``began`` is when that import
+    started (``time.time()``), so its seconds run from there to ``then``'s call."""
 
     def __init__(self, name: str, then: Callable[[], None]) -> None:
         self.name, self.then, self.finding = name, then, False
+        self.began: float | None = None
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname != self.name or self.finding:
             return None
+        began = time.time()
         self.finding = True  # the finders below are asked through importlib again
         try:
             spec = importlib.util.find_spec(fullname)
@@ -47,6 +51,7 @@ class AfterImport(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
         spec.loader = _ThenLoader(spec.loader, self.then)
+        self.began = began
         return spec
 
     def stop(self) -> None:
