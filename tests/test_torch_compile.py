@@ -107,8 +107,11 @@ def slow_torch_package(pytester: pytest.Pytester) -> None:
     files = {
         **FAKE_TORCH_PACKAGE,
         "torch/_dynamo/__init__.py": sleep + FAKE_TORCH_PACKAGE["torch/_dynamo/__init__.py"],
+        "torch/_dynamo/repro/__init__.py": "",
+        "torch/_dynamo/repro/after_dynamo.py": sleep,
         "torch/_inductor/__init__.py": "",
         "torch/_inductor/compile_fx.py": sleep,
+        "own_slow_module.py": sleep,
     }
     for path, text in files.items():
         (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -141,6 +144,35 @@ def test_the_compilers_import_at_collection_is_no_tests(pytester: pytest.Pyteste
     result.assert_outcomes(passed=2)
     seconds = recorded(pytester)["compile_seconds"]
     assert sum(seconds.values()) < IMPORT_SECONDS, seconds
+
+
+def test_the_compilers_later_imports_are_compiling_time(pytester: pytest.Pytester) -> None:
+    """Dynamo imported at collection (as einops' suite does), its debugging wrapper of
+    the backend imported by a test's first torch.compile (0.3 s there): that test's
+    compiling time.  A module of the project's own imported by a test stays its own."""
+    slow_torch_package(pytester)
+    pytester.makepyfile(
+        test_later="""
+        from torch._dynamo.callback import compiled
+
+
+        def test_first_compile():
+            import torch._dynamo.repro.after_dynamo
+
+            compiled("0/0")
+
+
+        def test_own_import():
+            import own_slow_module
+        """
+    )
+    result = pytester.runpytest_subprocess("--perf-record=r.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    tests = recorded(pytester)
+    assert tests["call_compile_seconds"]["test_later.py::test_first_compile"] >= IMPORT_SECONDS
+    assert tests["compile_seconds"]["test_later.py::test_own_import"] < IMPORT_SECONDS
+    own = tests["id"].index("test_later.py::test_own_import")
+    assert tests["call"][own] >= IMPORT_SECONDS
 
 
 @pytest.mark.requires("torch")

@@ -41,14 +41,8 @@ class AfterImport(importlib.abc.MetaPathFinder):
         if fullname != self.name or self.finding:
             return None
         began = time.time()
-        self.finding = True  # the finders below are asked through importlib again
-        try:
-            spec = importlib.util.find_spec(fullname)
-        except (ImportError, ValueError):
-            return None
-        finally:
-            self.finding = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        spec = _found_below(self, fullname)
+        if spec is None:
             return None
         spec.loader = _ThenLoader(spec.loader, self.then)
         self.began = began
@@ -58,6 +52,52 @@ class AfterImport(importlib.abc.MetaPathFinder):
         """No longer watch (once fired, or at the session's end)."""
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(self)
+
+
+def imports_timed(packages: Sequence[str], heard: Callable[[float, float], None]) -> ImportsTimed:
+    """Time each import of the ``packages`` and their modules from now on: ``heard(began,
+    ended)`` (``time.time()``) once its module has run.  A module imported by another
+    one is timed too, its span within its importer's.  ``stop()`` it when done."""
+    hook = ImportsTimed(packages, heard)
+    sys.meta_path.insert(0, hook)
+    return hook
+
+
+class ImportsTimed(AfterImport):
+    """An ``AfterImport`` for every module of some packages, handing on each import's span."""
+
+    def __init__(self, packages: Sequence[str], heard: Callable[[float, float], None]) -> None:
+        super().__init__("", lambda: None)
+        self.packages = frozenset(packages)
+        self.prefixes = tuple(f"{package}." for package in packages)
+        self.heard = heard
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if self.finding or not (fullname in self.packages or fullname.startswith(self.prefixes)):
+            return None
+        began = time.time()
+        spec = _found_below(self, fullname)
+        if spec is None:
+            return None
+        spec.loader = _ThenLoader(spec.loader, lambda: self.heard(began, time.time()))
+        return spec
+
+
+def _found_below(finder: AfterImport, fullname: str) -> importlib.machinery.ModuleSpec | None:
+    """``fullname``'s spec as the finders after ``finder`` find it, if it has a loader
+    that executes modules (the only kind whose end can be heard)."""
+    finder.finding = True  # the finders below are asked through importlib again
+    try:
+        spec = importlib.util.find_spec(fullname)
+    except (ImportError, ValueError):
+        return None
+    finally:
+        finder.finding = False
+    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        return None
+    return spec
 
 
 class _ThenLoader(importlib.abc.Loader):

@@ -27,9 +27,10 @@ callback's compile id), one compiled again is a recompilation, and the span from
 to end (Dynamo's tracing, AOTAutograd and the backend) is compiling time.  Torch has no
 tracing or backend split, and no persistent-cache events there: those figures stay JAX's.
 
-The compiler's import inside a test (``torch._dynamo`` and Inductor's ``compile_fx``,
-which ``torch.compile``'s first call imports before any callback) is compiling time
-too: the process's first compilation, paid by whichever test compiles first.
+The compiler's imports inside a test (``torch._dynamo``'s and ``torch._inductor``'s
+modules, which ``torch.compile`` imports as it needs them, before any callback too)
+are compiling time as well: the process's first compilation, paid by whichever test
+compiles first.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from typing import Any
 
 import pytest
 
-from pytest_accel.imports import AfterImport, after_import
+from pytest_accel.imports import AfterImport, ImportsTimed, after_import, imports_timed
 from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, CompileFigures, is_subtest
 from pytest_accel.perf.pauses import FullCollections, Pause
 from pytest_accel.perf.waits import ThreadClock
@@ -68,9 +69,10 @@ PER_TEST = "pytest_accel:compiles_per_test"
 # torch.compile's compile id: "frame/compile", maybe with a restart ("0/1_1") or a
 # compiled-autograd prefix ("!0/0/1"): the frame is the function compiled.
 TORCH_COMPILE_ID = re.compile(r"(\d+)/(\d+)")
-# Inductor, torch.compile's default backend: imported by ``torch.compile()`` itself,
-# before any compile callback (0.8 s on this CPU, of 2.1 s before a first compilation).
-INDUCTOR = "torch._inductor.compile_fx"
+# What torch.compile imports as it needs it, outside its compile callbacks too:
+# Inductor by ``torch.compile()`` itself (0.8 s on a CPU, of 2.1 s before a first
+# compilation), a debugging wrapper of the backend (0.3 s in einops' suite).
+COMPILER_PACKAGES = ("torch._dynamo", "torch._inductor")
 
 
 def covered_seconds(spans: list[tuple[float, float]], pauses: Sequence[Pause] = ()) -> float:
@@ -156,7 +158,7 @@ class CompileCounter:
         self.problem: str | None = None  # why compilation is not measured, if it is not
         self.hook: AfterImport | None = None
         self.torch_hook: AfterImport | None = None
-        self.inductor_hook: AfterImport | None = None
+        self.compiler_imports: ImportsTimed | None = None  # once torch._dynamo is in
         self.torch_callbacks: Any = None  # torch._dynamo's handler, once listened to
         self.torch_started: dict[str, float] = {}  # compile id -> when it started
         self.per_test: _PerTest | None = None
@@ -244,8 +246,6 @@ class CompileCounter:
             self._listen_torch()
         else:
             self.torch_hook = after_import("torch._dynamo", self._torch_imported)
-        if INDUCTOR not in sys.modules:
-            self.inductor_hook = after_import(INDUCTOR, self._inductor_imported)
 
     def _torch_imported(self) -> None:
         hook, self.torch_hook = self.torch_hook, None
@@ -255,22 +255,19 @@ class CompileCounter:
         self._own_from_here()
         self._charge_import(hook)
 
-    def _inductor_imported(self) -> None:
-        hook, self.inductor_hook = self.inductor_hook, None
-        if hook is not None:
-            hook.stop()
-            self._charge_import(hook)
-
     def _charge_import(self, hook: AfterImport | None) -> None:
         """``torch.compile``'s first call imports Dynamo and Inductor inside whichever
         test calls it first (seconds: 3.8 for Dynamo alone on a GPU machine): the
         process's first compilation, not the test's execution, so compiling time.
         ``import jax`` is the code's own, done where it says (mostly at collection;
         in the first test, the warm-up judged apart): it stays execution."""
-        if hook is None or hook.began is None or self.per_test is None:
-            return
-        if self.current is not None and self.current == running_test():
-            self.tally.spans.append((hook.began, time.time()))
+        if hook is not None and hook.began is not None:
+            self._heard_import(hook.began, time.time())
+
+    def _heard_import(self, began: float, ended: float) -> None:
+        running = self.per_test is not None and self.current is not None
+        if running and self.current == running_test():
+            self.tally.spans.append((began, ended))
 
     def _own_from_here(self) -> None:
         running = running_test()
@@ -291,6 +288,9 @@ class CompileCounter:
             self.torch_problem = f"torch._dynamo.callback: {type(exc).__name__}: {exc}"
             return
         self.torch_callbacks = callback_handler
+        # Dynamo's and Inductor's modules that its compilations import later (Inductor
+        # by torch.compile() itself, a debugging wrapper of the backend...): compiling.
+        self.compiler_imports = imports_timed(COMPILER_PACKAGES, self._heard_import)
         self._count_per_test()
 
     def _count_per_test(self) -> None:
@@ -343,10 +343,10 @@ class CompileCounter:
             self.torch_callbacks = None
 
     def _stop_watching(self) -> None:
-        for hook in (self.hook, self.torch_hook, self.inductor_hook):
+        for hook in (self.hook, self.torch_hook, self.compiler_imports):
             if hook is not None:
                 hook.stop()
-        self.hook = self.torch_hook = self.inductor_hook = None
+        self.hook = self.torch_hook = self.compiler_imports = None
 
     def _unregister(self, monitoring: Any) -> None:
         """Take our listeners off, as far as this jax lets us (old ones cannot)."""
