@@ -2,7 +2,8 @@
 test's body, a fixture, collection): what the features that listen to JAX (the
 compile listener, the dependency map's program fingerprints) start from, so that a
 suite that imports jax late is measured from its first use, and one that never
-imports it pays one string comparison per import."""
+imports it pays one string comparison per import.  And the spans of a package's
+imports, for the compile listener to count torch.compile's own as compiling."""
 
 from __future__ import annotations
 
@@ -25,35 +26,6 @@ def after_import(name: str, then: Callable[[], None]) -> AfterImport:
     return hook
 
 
-class AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``then`` once the module ``name`` has been imported, wherever the import
-    happens: its spec is found by the finders after this one and its loader wrapped.
-    Every other import costs one string comparison.  ``began`` is when that import
-    started (``time.time()``), so its seconds run from there to ``then``'s call."""
-
-    def __init__(self, name: str, then: Callable[[], None]) -> None:
-        self.name, self.then, self.finding = name, then, False
-        self.began: float | None = None
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name or self.finding:
-            return None
-        began = time.time()
-        spec = _found_below(self, fullname)
-        if spec is None:
-            return None
-        spec.loader = _ThenLoader(spec.loader, self.then)
-        self.began = began
-        return spec
-
-    def stop(self) -> None:
-        """No longer watch (once fired, or at the session's end)."""
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)
-
-
 def imports_timed(packages: Sequence[str], heard: Callable[[float, float], None]) -> ImportsTimed:
     """Time each import of the ``packages`` and their modules from now on: ``heard(began,
     ended)`` (``time.time()``) once its module has run.  A module imported by another
@@ -63,11 +35,59 @@ def imports_timed(packages: Sequence[str], heard: Callable[[float, float], None]
     return hook
 
 
-class ImportsTimed(AfterImport):
-    """An ``AfterImport`` for every module of some packages, handing on each import's span."""
+class _Watcher(importlib.abc.MetaPathFinder):
+    """A finder first in ``sys.meta_path`` that lets the finders after it find the
+    modules it watches, and wraps their loaders."""
+
+    finding = False  # while the finders below are asked, through importlib again
+
+    def found_below(self, fullname: str) -> importlib.machinery.ModuleSpec | None:
+        """``fullname``'s spec as the finders after this one find it, if its loader
+        executes modules (the only kind whose end can be heard)."""
+        self.finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        except (ImportError, ValueError):
+            return None
+        finally:
+            self.finding = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        return spec
+
+    def stop(self) -> None:
+        """No longer watch (once fired, or at the session's end)."""
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self)
+
+
+class AfterImport(_Watcher):
+    """Calls ``then`` once the module ``name`` has been imported, wherever the import
+    happens.  Every other import costs one string comparison.  ``began`` is when that
+    import started (``time.time()``), so its seconds run from there to ``then``'s call."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name, self.then = name, then
+        self.began: float | None = None
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name or self.finding:
+            return None
+        began = time.time()
+        spec = self.found_below(fullname)
+        if spec is None:
+            return None
+        spec.loader = _ThenLoader(spec.loader, self.then)
+        self.began = began
+        return spec
+
+
+class ImportsTimed(_Watcher):
+    """Hands on the span of each import of some packages' modules, nested ones too."""
 
     def __init__(self, packages: Sequence[str], heard: Callable[[float, float], None]) -> None:
-        super().__init__("", lambda: None)
         self.packages = frozenset(packages)
         self.prefixes = tuple(f"{package}." for package in packages)
         self.heard = heard
@@ -78,26 +98,11 @@ class ImportsTimed(AfterImport):
         if self.finding or not (fullname in self.packages or fullname.startswith(self.prefixes)):
             return None
         began = time.time()
-        spec = _found_below(self, fullname)
+        spec = self.found_below(fullname)
         if spec is None:
             return None
         spec.loader = _ThenLoader(spec.loader, lambda: self.heard(began, time.time()))
         return spec
-
-
-def _found_below(finder: AfterImport, fullname: str) -> importlib.machinery.ModuleSpec | None:
-    """``fullname``'s spec as the finders after ``finder`` find it, if it has a loader
-    that executes modules (the only kind whose end can be heard)."""
-    finder.finding = True  # the finders below are asked through importlib again
-    try:
-        spec = importlib.util.find_spec(fullname)
-    except (ImportError, ValueError):
-        return None
-    finally:
-        finder.finding = False
-    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-        return None
-    return spec
 
 
 class _ThenLoader(importlib.abc.Loader):
