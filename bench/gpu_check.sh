@@ -235,13 +235,15 @@ except (OSError, ValueError, KeyError) as exc:
     raise SystemExit
 memory = tests.get("device_memory", {})
 compiles = tests.get("compiles", {})
+calls = dict(zip(tests["id"], tests["call"]))
 mark = "x" if memory and compiles else " "
 print(f"- [{mark}] {suite}: device memory of {len(memory)} test(s), compilations of"
       f" {len(compiles)}")
 for test, peaks in memory.items():
     shown = ", ".join(f"{d} {b / 2**20:.1f} MiB" for d, b in peaks.items())
     bound = " (lower bound)" if test in tests.get("device_memory_bounded", []) else ""
-    print(f"  - {test}: {shown}{bound}; {compiles.get(test, 0)} compilation(s),"
+    print(f"  - {test}: {shown}{bound}; call {calls[test]:.3f} s,"
+          f" {compiles.get(test, 0)} compilation(s),"
           f" {tests.get('compile_seconds', {}).get(test, 0):.3f} s compiling,"
           f" {tests.get('recompiles', {}).get(test, 0)} recompilation(s)")
 EOF
