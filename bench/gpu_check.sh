@@ -321,6 +321,29 @@ except Exception as exc:
 PROBE
 
 say ""
+say "## A first torch.compile moved by a selection (einops' own suite, where installed)"
+# bench/real_suite/first_compile.sh: three whole-suite runs as the baseline, then
+# test_other.py alone, whose torch.compile test then pays torch.compile's imports.
+EINOPS_TESTS=$("$PY" -c 'import einops.tests, os; print(os.path.dirname(einops.tests.__file__))' 2>/dev/null)
+if [[ -f "$EINOPS_TESTS/test_other.py" ]]; then
+    cd "$WORK" || exit 1
+    OUT="$WORK/first" PYTHON="$PY" SUBSET="$EINOPS_TESTS/test_other.py" \
+        DESELECT="$EINOPS_TESTS/test_other.py::test_einops_threading" \
+        EINOPS_TEST_BACKENDS=numpy,torch bash "$ROOT/bench/real_suite/first_compile.sh" \
+        "$EINOPS_TESTS" >"$OUT/einops_first_compile.txt" 2>&1
+    if grep -q "^run [123]: REGRESSION" "$OUT/einops_first_compile.txt"; then
+        missed "einops: a false regression where the first compile moved:"
+        sed 's/^/    /' "$OUT/einops_first_compile.txt" | tee -a "$SUMMARY"
+    elif grep -q "^run 3: perf:" "$OUT/einops_first_compile.txt"; then
+        held "einops: no finding in 3 runs of test_other.py alone against 3 whole-suite runs"
+    else
+        missed "einops: the runs did not finish (einops_first_compile.txt)"
+    fi
+else
+    say "- einops' tests are not installed here: skipped"
+fi
+
+say ""
 say "## Two xdist workers on one GPU"
 cd "$WORK/torch" || exit 1
 "$PY" -m pytest -q -n 2 >"$OUT/xdist_pinned.txt" 2>&1
