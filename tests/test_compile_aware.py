@@ -244,7 +244,8 @@ def test_a_per_call_jit_is_found_on_the_first_xdist_run_against_serial_runs(
     result.stdout.fnmatch_lines(
         [
             "RECOMPILED test test_r.py::test_steps: 8 compilations of one function, at most"
-            " 1 in 3 baseline run(s) (a jitted function traced anew on every call?)",
+            " 1 in 3 baseline run(s) (compiled anew on every call: a new function, shape or"
+            " Python scalar each time?)",
             "recompilations: judged on each test's most compiled function against 3 baseline"
             " run(s) of other layouts (too few laid out as this one, xdist 2)",
         ]

@@ -91,18 +91,21 @@ def describe_change(change: Change) -> str:
     )
 
 
+# What a recompiling test usually does, in JAX (a jitted closure made anew, a static
+# argument that changes) and in torch.compile (a new shape with dynamic=False) alike.
+RECOMPILE_HINT = "(compiled anew on every call: a new function, shape or Python scalar each time?)"
+
+
 def describe_recompiled(found: Recompiled) -> str:
     """``test t.py::a: 9 recompilation(s), at most 0 in 5 baseline run(s) ...``."""
     if found.of_one_function:
         return one_line(
             f"test {found.id}: {found.current} compilations of one function, at most"
-            f" {found.baseline} in {found.samples} baseline run(s)"
-            " (a jitted function traced anew on every call?)"
+            f" {found.baseline} in {found.samples} baseline run(s) {RECOMPILE_HINT}"
         )
     return one_line(
         f"test {found.id}: {found.current} recompilation(s) of functions it had compiled"
-        f" already, at most {found.baseline} in {found.samples} baseline run(s)"
-        " (a jitted function traced anew on every call?)"
+        f" already, at most {found.baseline} in {found.samples} baseline run(s) {RECOMPILE_HINT}"
     )
 
 
