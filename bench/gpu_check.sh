@@ -249,6 +249,23 @@ for test, peaks in memory.items():
 EOF
 done
 
+# test_matmul's peak was 192 MiB for 16 MiB matrices on the H200: if it is the
+# compiler's autotuning scratch, it moves with the order as imports did.  Without it:
+cd "$WORK/jax" || exit 1
+XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_gpu_autotune_level=0" "$PY" -m pytest -q \
+    --perf-record=untuned.json >"$OUT/jax_untuned.txt" 2>&1
+"$PY" - untuned.json <<'EOF' | tee -a "$SUMMARY"
+import json, sys
+try:
+    memory = json.load(open(sys.argv[1]))["tests"].get("device_memory", {})
+except (OSError, ValueError) as exc:
+    print(f"- without autotuning: no record ({exc})")
+    raise SystemExit
+peak = memory.get("test_jax_gpu.py::test_matmul", {})
+print("- JAX test_matmul's peak without autotuning (--xla_gpu_autotune_level=0): "
+      + (", ".join(f"{d} {b / 2**20:.1f} MiB" for d, b in peak.items()) or "none"))
+EOF
+
 say ""
 say "## Injected regressions, against 3 unchanged runs"
 for suite in jax torch; do
