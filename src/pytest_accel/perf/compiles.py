@@ -51,7 +51,7 @@ import pytest
 from pytest_accel.imports import AfterImport, ImportsTimed, after_import, imports_timed
 from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, CompileFigures, is_subtest
 from pytest_accel.perf.pauses import FullCollections, Pause
-from pytest_accel.perf.waits import ThreadClock
+from pytest_accel.perf.waits import Reading, ThreadClock, waited_between
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
@@ -166,7 +166,7 @@ class CompileCounter:
         # The run-queue clock of the thread that runs the tests (perf.waits), read at a
         # test's start and at each compile step: the wait within each trace, at most.
         self.clocks = ThreadClock()
-        self.last_wait: int | None = None
+        self.last_wait: Reading | None = None
         self.last_read = 0.0  # when, by JAX's clock (time.time)
 
     @property
@@ -195,7 +195,7 @@ class CompileCounter:
     def mark_wait(self) -> None:
         """Read the thread's CPU wait as a test starts: the first trace's span lies after."""
         clock = self.clocks.current()
-        self.last_wait = None if clock is None else clock.waited()
+        self.last_wait = None if clock is None else clock.read()
         self.last_read = time.time()
         if clock is None:  # no clock here: nothing this test traces is measured
             self.tally.trace_wait = None
@@ -208,8 +208,8 @@ class CompileCounter:
         clock, last = self.clocks.clock, self.last_wait
         if clock is None or last is None or threading.get_native_id() != self.clocks.thread:
             return None
-        self.last_wait, self.last_read = clock.waited(), now
-        return (self.last_wait - last) / 1e9
+        self.last_wait, self.last_read = clock.read(), now
+        return waited_between(last, self.last_wait) / 1e9
 
     def heard_event(self, event: str, **_: str | int) -> None:
         if self.current is None:
