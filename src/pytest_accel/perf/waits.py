@@ -11,9 +11,10 @@ first test's call read 1.45 s of which 0.87 s was waiting; quiet, it takes 0.44 
 
 Each wait ends with the thread given a CPU, and the same file counts those arrivals
 (its third field): a wait is read as at most ``MAX_WAIT_PER_ARRIVAL`` per arrival.
-Linux 6.12's scheduler (EEVDF's delayed dequeue) can count a whole sleep as one such
-wait: on this project's CI (Linux 6.18, three xdist workers on two cores) a test that
-slept 0.35 s read 0.35 s of waiting, twice in one run, and was judged on 0.002 s.
+A newer kernel can count a whole sleep as waiting (Linux 6.12's delayed dequeue, by
+all signs; not reproduced on purpose): on this project's CI (Linux 6.18, three xdist
+workers on two cores) a test that slept 0.35 s read 0.35 s of waiting, twice in one
+run, and was judged on 0.002 s.
 
 Only the test's own thread is counted: work it hands to other threads (XLA's CPU thread
 pool) that waits for a CPU is not, so a busy runner still slows such tests somewhat.  A
