@@ -36,14 +36,24 @@ def imports_timed(packages: Sequence[str], heard: Callable[[float, float], None]
 
 
 class _Watcher(importlib.abc.MetaPathFinder):
-    """A finder first in ``sys.meta_path`` that lets the finders after it find the
-    modules it watches, and wraps their loaders."""
+    """A finder first in ``sys.meta_path``: the modules it ``watches`` are found by the
+    finders after it, and their loaders wrapped to call ``ran(began)`` (the import's
+    start, ``time.time()``) once the module has run.  Every other import costs a check."""
 
     finding = False  # while the finders below are asked, through importlib again
 
-    def found_below(self, fullname: str) -> importlib.machinery.ModuleSpec | None:
-        """``fullname``'s spec as the finders after this one find it, if its loader
-        executes modules (the only kind whose end can be heard)."""
+    def watches(self, fullname: str) -> bool:
+        raise NotImplementedError
+
+    def ran(self, began: float) -> None:
+        raise NotImplementedError
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if self.finding or not self.watches(fullname):
+            return None
+        began = time.time()
         self.finding = True
         try:
             spec = importlib.util.find_spec(fullname)
@@ -51,8 +61,10 @@ class _Watcher(importlib.abc.MetaPathFinder):
             return None
         finally:
             self.finding = False
+        # Only a loader that executes modules can say when one has run.
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
+        spec.loader = _ThenLoader(spec.loader, lambda: self.ran(began))
         return spec
 
     def stop(self) -> None:
@@ -63,25 +75,19 @@ class _Watcher(importlib.abc.MetaPathFinder):
 
 class AfterImport(_Watcher):
     """Calls ``then`` once the module ``name`` has been imported, wherever the import
-    happens.  Every other import costs one string comparison.  ``began`` is when that
-    import started (``time.time()``), so its seconds run from there to ``then``'s call."""
+    happens.  ``began`` is when that import started (``time.time()``), so its seconds
+    run from there to ``then``'s call."""
 
     def __init__(self, name: str, then: Callable[[], None]) -> None:
         self.name, self.then = name, then
         self.began: float | None = None
 
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name or self.finding:
-            return None
-        began = time.time()
-        spec = self.found_below(fullname)
-        if spec is None:
-            return None
-        spec.loader = _ThenLoader(spec.loader, self.then)
+    def watches(self, fullname: str) -> bool:
+        return fullname == self.name
+
+    def ran(self, began: float) -> None:
         self.began = began
-        return spec
+        self.then()
 
 
 class ImportsTimed(_Watcher):
@@ -92,17 +98,11 @@ class ImportsTimed(_Watcher):
         self.prefixes = tuple(f"{package}." for package in packages)
         self.heard = heard
 
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if self.finding or not (fullname in self.packages or fullname.startswith(self.prefixes)):
-            return None
-        began = time.time()
-        spec = self.found_below(fullname)
-        if spec is None:
-            return None
-        spec.loader = _ThenLoader(spec.loader, lambda: self.heard(began, time.time()))
-        return spec
+    def watches(self, fullname: str) -> bool:
+        return fullname in self.packages or fullname.startswith(self.prefixes)
+
+    def ran(self, began: float) -> None:
+        self.heard(began, time.time())
 
 
 class _ThenLoader(importlib.abc.Loader):

@@ -253,18 +253,15 @@ class CompileCounter:
             hook.stop()
         self._listen_torch()
         self._own_from_here()
-        self._charge_import(hook)
+        if hook is not None and hook.began is not None:
+            self._heard_import(hook.began, time.time())
 
-    def _charge_import(self, hook: AfterImport | None) -> None:
+    def _heard_import(self, began: float, ended: float) -> None:
         """``torch.compile``'s first call imports Dynamo and Inductor inside whichever
         test calls it first (seconds: 3.8 for Dynamo alone on a GPU machine): the
         process's first compilation, not the test's execution, so compiling time.
         ``import jax`` is the code's own, done where it says (mostly at collection;
         in the first test, the warm-up judged apart): it stays execution."""
-        if hook is not None and hook.began is not None:
-            self._heard_import(hook.began, time.time())
-
-    def _heard_import(self, began: float, ended: float) -> None:
         running = self.per_test is not None and self.current is not None
         if running and self.current == running_test():
             self.tally.spans.append((began, ended))
