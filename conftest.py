@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy  # noqa: F401
 
 import pytest_accel
+from tests import kept_distributions
 from tests.jax_runs import import_jax
 
 # The same for JAX, which tests/jax_runs.py runs generated suites with in this process.
@@ -28,6 +29,7 @@ def _import_the_plugin_whole() -> None:
 
 
 _import_the_plugin_whole()
+kept_distributions.keep()  # each in-process session reads the installed packages: once
 
 
 import gc  # noqa: E402

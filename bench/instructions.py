@@ -15,6 +15,9 @@ full garbage collection across the run's end (about 55 ms, 200 M instructions, o
     build/bench-venv/bin/python bench/instructions.py --tests 2000 --flaky
     # where a recording run's instructions go: its session's end, its CPU-wait clock
     build/bench-venv/bin/python bench/instructions.py --tests 10000 --steps
+    # what each feature adds to a recording run (bench/overhead.py's --set features),
+    # also in milliseconds at the pace of a bare run timed outside valgrind
+    build/bench-venv/bin/python bench/instructions.py --tests 10000 --features
 
 About 20 s per variant for 1,000 tests (the interpreter runs some 20x slower under
 cachegrind; callgrind, which earlier tables used, counts the same within 0.2% at half
@@ -27,9 +30,11 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,6 +43,7 @@ from bench.overhead import (
     BASELINE,
     RECORD,
     SPLIT,
+    VARIANT_SETS,
     Variant,
     measured_env,
     stretch_history,
@@ -99,7 +105,8 @@ def run(
     than the counted run's would make every test a regression."""
     command = [sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider"]
     command += [a.replace("{tmp}", str(workdir)) for a in args]
-    env = {**measured_env(), **variant.env, "PYTHONHASHSEED": "0"}
+    env = {**measured_env(), "PYTHONHASHSEED": "0"}
+    env.update({k: v.replace("{tmp}", str(workdir)) for k, v in variant.env.items()})
     if WITHOUT[1] in args:  # bench.without_step, importable from the repository
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if counted or valgrind:
@@ -123,6 +130,11 @@ def main() -> None:
         help="a recording run with its session's end, then its CPU-wait clock, switched off",
     )
     parser.add_argument(
+        "--features",
+        action="store_true",
+        help="each feature on top of --perf-record, one at a time (overhead.py's set)",
+    )
+    parser.add_argument(
         "--flaky",
         action="store_true",
         help="the flaky features (1,000-entry quarantine, 50-run history) against the plugin",
@@ -130,7 +142,15 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
-    chosen = FLAKY if args.flaky else STEPS if args.steps else VARIANTS
+    chosen = (
+        FLAKY
+        if args.flaky
+        else STEPS
+        if args.steps
+        else VARIANT_SETS["features"]
+        if args.features
+        else VARIANTS
+    )
     variants = chosen if not args.only else [chosen[int(i)] for i in args.only.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -138,19 +158,56 @@ def main() -> None:
         count = generate(suite, args.tests)
         write_quarantine(workdir / "quarantine.txt", count)
         counts = []
+        pace = bare_pace(suite, workdir) if args.features else 0.0
         for variant in variants:
             if variant.prepare:  # a baseline and a history of earlier runs
                 for _ in range(3):  # timed under valgrind too, as the counted run will be
                     run(variant, variant.prepare, suite, workdir, counted=False, valgrind=True)
-                stretch_history(workdir / "history.json")
+                if (workdir / "history.json").exists():  # the flaky variants' 50 runs
+                    stretch_history(workdir / "history.json")
             run(variant, variant.args, suite, workdir, counted=False)  # bytecode, page cache
             counts.append(run(variant, variant.args, suite, workdir, counted=True))
             print(f"{variant.name}: {counts[-1]:,}", file=sys.stderr)
     print(f"instructions executed, pytest on {count} generated tests (cachegrind)\n")
+    if pace:
+        _features_table(variants, counts, pace)
+        return
     print(f"| variant | instructions (millions) | ratio to {variants[0].name} |")
     print("| --- | ---: | ---: |")
     for variant, refs in zip(variants, counts, strict=True):
         print(f"| {variant.name} | {refs / 1e6:,.0f} | {refs / counts[0]:.3f}x |")
+
+
+def bare_pace(suite: Path, workdir: Path, rounds: int = 5) -> float:
+    """Seconds per instruction of bare pytest on this machine: the median wall time of
+    ``rounds`` bare runs outside valgrind over the instructions of one counted run.  It
+    turns a feature's instructions into the milliseconds they take at that pace (a
+    feature that waits on the disk or misses the cache more takes longer)."""
+    bare = Variant("bare pytest", [])
+    walls = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        run(bare, [], suite, workdir, counted=False)
+        walls.append(time.perf_counter() - started)
+    return statistics.median(walls) / run(bare, [], suite, workdir, counted=True)
+
+
+def _features_table(variants: list[Variant], counts: list[int], pace: float) -> None:
+    """Each variant against bare pytest and against the recording run (the features
+    set's variant 2), in instructions and in milliseconds at bare pytest's pace."""
+    bare, record = counts[0], counts[2]
+    print(f"bare pytest's pace: {pace * 1e9:.3f} ns an instruction (5 runs outside valgrind)\n")
+    print(
+        "| variant | instructions (millions) | ratio to bare pytest "
+        "| over --perf-record (millions) | over --perf-record (ms) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for variant, refs in zip(variants, counts, strict=True):
+        over = refs - record
+        print(
+            f"| {variant.name} | {refs / 1e6:,.0f} | {refs / bare:.3f}x "
+            f"| {over / 1e6:+,.0f} | {over * pace * 1e3:+,.0f} |"
+        )
 
 
 if __name__ == "__main__":

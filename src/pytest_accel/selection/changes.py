@@ -162,9 +162,10 @@ def installed_distributions(root: Path | None = None) -> dict[str, str]:
 
     found: dict[str, str] = {"python": platform.python_version()}
     for dist in metadata.distributions():
-        name = dist.metadata["Name"] if dist.metadata else None
+        fields = dist.metadata  # parsed anew on each access, as is ``dist.version``
+        name = fields["Name"] if fields else None
         if name and not (root is not None and _installed_from(dist, root)):
-            found.setdefault(normalized(str(name)), str(dist.version))
+            found.setdefault(normalized(str(name)), str(fields["Version"]))
     return found
 
 
