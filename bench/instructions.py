@@ -195,7 +195,8 @@ def bare_pace(suite: Path, workdir: Path, rounds: int = 5) -> float:
 def _features_table(variants: list[Variant], counts: list[int], pace: float) -> None:
     """Each variant against bare pytest and against the recording run (the features
     set's variant 2), in instructions and in milliseconds at bare pytest's pace."""
-    bare, record = counts[0], counts[2]
+    by_name = dict(zip((v.name for v in variants), counts, strict=True))
+    bare, record = by_name["bare pytest"], by_name["--perf-record"]  # --only keeps both
     print(f"bare pytest's pace: {pace * 1e9:.3f} ns an instruction (5 runs outside valgrind)\n")
     print(
         "| variant | instructions (millions) | ratio to bare pytest "

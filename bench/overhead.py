@@ -135,9 +135,12 @@ VARIANT_SETS: dict[str, list[Variant]] = {
             "--perf-record --accel-min-coverage (coverage)",
             [*ACCEL, RECORD, "--accel-min-coverage=0"],
         ),
+        # A run with nothing to judge writes no job summary: the comparison's is measured,
+        # and the summary's own cost is this row less the comparison's.
         Variant(
-            "--perf-record, job summary ($GITHUB_STEP_SUMMARY)",
-            [*ACCEL, RECORD],
+            "--perf-record --perf-baseline, job summary ($GITHUB_STEP_SUMMARY)",
+            [*ACCEL, RECORD, BASELINE],
+            prepare=[*ACCEL, BASELINE, "--perf-update-baseline"],
             env={"GITHUB_STEP_SUMMARY": "{tmp}/summary.md"},
         ),
         Variant(

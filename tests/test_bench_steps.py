@@ -85,6 +85,40 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     assert "PYTEST_ACCEL_WITHOUT='fold': expected one of finish, waits" in refused.stderr.str()
 
 
+def test_the_instruction_bench_runs_each_feature_variant_with_its_files_in_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench/instructions.py --features`` runs overhead.py's feature set: a variant's
+    environment names its files as its arguments do (the job summary's
+    ``$GITHUB_STEP_SUMMARY``), in the run's own directory; and the table gives each
+    variant's instructions over the recording run in milliseconds at a bare run's pace."""
+    from bench import instructions
+    from bench.overhead import VARIANT_SETS
+
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text("def test_f(): pass\n")
+    summary = next(v for v in VARIANT_SETS["features"] if "GITHUB_STEP_SUMMARY" in v.env)
+    instructions.run(summary, summary.prepare, suite, tmp_path, counted=False)
+    instructions.run(summary, summary.args, suite, tmp_path, counted=False)
+    assert json.loads((tmp_path / "record.json").read_bytes())["tests"]["id"]
+    assert "1 test(s) compared" in (tmp_path / "summary.md").read_text()
+    assert not list(tmp_path.glob("{tmp}*"))
+
+    counts = [1_000_000_000, 1_200_000_000, 1_500_000_000, 1_400_000_000]
+    capsys.readouterr()
+    instructions._features_table(VARIANT_SETS["features"][:4], counts, 1e-9)  # 1 ns each
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert rows[2:] == [
+        "| bare pytest | 1,000 | 1.000x | -500 | -500 |",
+        "| pytest-accel (no option) | 1,200 | 1.200x | -300 | -300 |",
+        "| --perf-record | 1,500 | 1.500x | +0 | +0 |",
+        "| --perf-record, compile listener blocked | 1,400 | 1.400x | -100 | -100 |",
+    ]
+
+
 def test_the_suite_probe_notes_each_subprocess_a_test_starts(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
