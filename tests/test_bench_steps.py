@@ -228,3 +228,36 @@ def test_the_gc_threads_probe_tells_the_tests_thread_from_another(
     out = capsys.readouterr().out.strip()
     summary = r"1 test process\(es\): [1-9]\d* full collection\(s\) on the tests' thread"
     assert re.fullmatch(summary + r" \([\d.]+ s\), 1 on other threads \([\d.]+ s\)", out)
+
+
+def test_the_process_probe_logs_each_python_process_and_sums_them_by_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench/process_cpu``: every Python process that inherits the probe's
+    ``PYTHONPATH`` logs its CPU at exit; the first process and its direct children are
+    the run's own, any other one a test's."""
+    import subprocess
+    import sys
+
+    from bench import process_cpu
+
+    log = tmp_path / "log"
+    log.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env.update(PROCESS_CPU_LOG=str(log), PYTHONPATH=str(ROOT / "bench" / "process_cpu"))
+    grandchild = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'])"
+    child = "import os, subprocess, sys\n" + (
+        f"subprocess.run([sys.executable, '-c', {grandchild!r}], check=True,"
+        " env={**os.environ, 'PYTEST_CURRENT_TEST': 'tests/test_x.py::test_y (call)'})"
+    )
+    subprocess.run([sys.executable, "-c", child], env=env, check=True)
+    logged = [path.read_text().split("\t") for path in log.iterdir()]
+    assert sorted(fields[5] for fields in logged) == ["", *["tests/test_x.py::test_y"] * 2]
+    outer = next(fields for fields in logged if not fields[5])
+    assert outer[7] not in {fields[6] for fields in logged}
+    assert process_cpu.main([str(log)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| other")]
+    assert sorted(row.rsplit(" | ", 1)[0] for row in rows) == [
+        "| other Python a test started | 1",
+        "| other Python of the run | 2",
+    ]
