@@ -142,15 +142,13 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
-    chosen = (
-        FLAKY
-        if args.flaky
-        else STEPS
-        if args.steps
-        else VARIANT_SETS["features"]
-        if args.features
-        else VARIANTS
-    )
+    chosen = VARIANTS
+    if args.flaky:
+        chosen = FLAKY
+    elif args.steps:
+        chosen = STEPS
+    elif args.features:
+        chosen = VARIANT_SETS["features"]
     variants = chosen if not args.only else [chosen[int(i)] for i in args.only.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
