@@ -36,11 +36,11 @@ VARIANTS = [
 ]
 
 
-def unmarshal_times(rounds: int = 5) -> tuple[int, float, float, float]:
-    """pytest's cached modules of the plugin: how many, and the seconds to unmarshal
+def unmarshal_times(package: Path = PACKAGE, rounds: int = 5) -> tuple[int, float, float, float]:
+    """pytest's cached modules of ``package``: how many, and the seconds to unmarshal
     them all from the open file, from their bytes, and to hash their sources."""
     tag = f"{sys.implementation.cache_tag}-pytest-"
-    pycs = [p for p in PACKAGE.rglob("__pycache__/*.pyc") if tag in p.name]
+    pycs = [p for p in package.rglob("__pycache__/*.pyc") if tag in p.name]
     sources = [p.parent.parent / (p.name.split(".")[0] + ".py") for p in pycs]
 
     def from_file(path: Path) -> object:

@@ -261,3 +261,24 @@ def test_the_process_probe_logs_each_python_process_and_sums_them_by_kind(
         "| other Python a test started | 1",
         "| other Python of the run | 2",
     ]
+
+
+def test_the_rewritten_imports_bench_reads_pytests_cached_modules_both_ways(
+    tmp_path: Path,
+) -> None:
+    """``bench/rewritten_imports.py`` times pytest's own pycs (``-pytest-`` in the
+    name, a 16-byte header) of a package, and only those."""
+    import marshal
+    import sys
+
+    from bench.rewritten_imports import unmarshal_times
+
+    (tmp_path / "module.py").write_text("VALUE = 1\n")
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    code = compile("VALUE = 1\n", "module.py", "exec")
+    tag = sys.implementation.cache_tag
+    (cache / f"module.{tag}-pytest-9.2.0.pyc").write_bytes(b"\0" * 16 + marshal.dumps(code))
+    (cache / f"module.{tag}.pyc").write_bytes(b"not pytest's")  # read by importlib only
+    modules, *_ = unmarshal_times(tmp_path, rounds=1)  # unmarshals it both ways
+    assert modules == 1
