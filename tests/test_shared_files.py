@@ -355,6 +355,33 @@ def test_an_output_path_that_ends_like_a_directory_is_refused_before_any_test(
     assert "ends like a directory" in capsys.readouterr().err
 
 
+def test_a_directory_given_for_an_output_is_answered_with_a_name_of_its_kind(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = a_record(pytester)
+    (pytester.path / "out").mkdir()
+    for args, example in (
+        (["--perf-record=out"], "record.json"),
+        (["--perf-baseline=out", "--perf-update-baseline"], "baseline.json"),
+        (["--accel-report=out"], "report.html"),
+        (["--flaky-report=out"], "flaky.json"),
+    ):
+        option = args[0].partition("=")[0]
+        result = pytester.runpytest(*args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, option
+        result.stderr.fnmatch_lines(
+            [f"ERROR: {option}: out: is a directory; give a file path such as {example}"]
+        )
+    for command, example in (
+        (["report", str(record), "-o"], "report.html"),
+        (["baseline", str(record), "--into"], "baseline.json"),
+        (["merge", str(record), "-o"], "record.json"),
+    ):
+        assert main([*command, str(pytester.path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.endswith(f"out: is a directory; give a file path such as {example}\n"), err
+
+
 @pytest.mark.parametrize("variable", ["GITHUB_STEP_SUMMARY", "GITHUB_OUTPUT"])
 def test_a_file_github_appends_to_is_not_one_of_ours(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, variable: str

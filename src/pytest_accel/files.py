@@ -405,10 +405,12 @@ def _int64(text: str) -> int | float:
         raise ValueError(f"number {text[:20]}... is beyond any float") from None
 
 
-def check_writable(path: str | os.PathLike[str]) -> Path:
-    """Create the parent directory and prove we can write there, before the run starts."""
+def check_writable(path: str | os.PathLike[str], example: str = "record.json") -> Path:
+    """Create the parent directory and prove we can write there, before the run starts.
+    ``example``: a name the file could have, for the message of a path that cannot be
+    one (the option's own kind of file: ``report.html`` for a page)."""
     try:
-        return _check_writable(path)
+        return _check_writable(path, f"give a file path such as {example}")
     except OSError as exc:  # a name too long for the OS, a path through a file, ...
         raise InputError(path, f"cannot be written: {exc.strerror or exc}") from None
 
@@ -422,13 +424,11 @@ def names_a_directory(path: str | os.PathLike[str]) -> bool:
     return text.endswith(seps) or last in (".", "..")
 
 
-def _check_writable(path: str | os.PathLike[str]) -> Path:
+def _check_writable(path: str | os.PathLike[str], hint: str) -> Path:
     import tempfile
 
     if names_a_directory(path):
-        raise InputError(
-            path, "ends like a directory ('/', '.' or '..'); give a file path such as record.json"
-        )
+        raise InputError(path, f"ends like a directory ('/', '.' or '..'); {hint}")
     try:  # what the path is, followed as a write would follow it (/dev/stdout: a pipe)
         info = os.stat(path)
     except (OSError, ValueError):
@@ -439,13 +439,13 @@ def _check_writable(path: str | os.PathLike[str]) -> Path:
             path,
             f"is {kind}, not a regular file: files are written whole and atomically (a"
             " temporary file beside it, then renamed over it), which a device or a pipe"
-            " cannot take; give a file path such as record.json",
+            f" cannot take; {hint}",
         )
     target = resolved(path)
     if target.is_dir():
-        raise InputError(path, "is a directory; give a file path such as record.json")
+        raise InputError(path, f"is a directory; {hint}")
     if target.exists() and not target.is_file():
-        raise InputError(path, "is not a regular file; give a file path such as record.json")
+        raise InputError(path, f"is not a regular file; {hint}")
     for ancestor in Path(path).parents:  # as the user wrote it, for the message
         if ancestor.exists():
             if not ancestor.is_dir():

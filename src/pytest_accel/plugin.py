@@ -133,7 +133,7 @@ def refuse_one_file_for_two_uses(config: pytest.Config) -> None:
         if use.writes and names_a_directory(use.path):
             raise usage_error(
                 f"{use.name}: {use.path}: ends like a directory ('/', '.' or '..');"
-                " give a file path such as record.json"
+                " give a file path"
             )
 
 

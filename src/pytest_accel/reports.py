@@ -245,7 +245,7 @@ def job_summary(config: pytest.Config) -> JobSummary | None:
                 )
             return None
         try:
-            check_writable(path)
+            check_writable(path, example="summary.md")
         except InputError as exc:
             raise pytest.UsageError(f"GITHUB_STEP_SUMMARY: {exc}") from None
         found = config.stash[summary_key] = JobSummary(path)

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             FileUse("-o", args.output, writes=True),
         ]
     )
-    check_writable(args.output)
+    check_writable(args.output, example="report.html")
     records = [(path, check_record(path, read_json(path))) for path in args.records]
     baseline = load_baseline(args.baseline) if args.baseline else None
     history = load_history(args.history) if args.history else None

@@ -167,7 +167,7 @@ def baseline(args: argparse.Namespace) -> int:
             FileUse("--into", args.into, reads=True, writes=True),
         ]
     )
-    check_writable(args.into)
+    check_writable(args.into, example="baseline.json")
     if args.records:
         folded = fold_records(args.records, args.into, args.window, rule_of(args).time)
         for note in folded.notes:

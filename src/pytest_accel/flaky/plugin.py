@@ -309,10 +309,14 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
         config.pluginmanager.register(rerunner, "pytest_accel:reruns")
     if worker:
         return
-    for flag, path in (("--flaky-history", options.history), ("--flaky-report", options.report)):
+    outputs = (
+        ("--flaky-history", options.history, "history.json"),
+        ("--flaky-report", options.report, "flaky.json"),
+    )
+    for flag, path, example in outputs:
         if path:
             try:
-                check_writable(path)
+                check_writable(path, example)
             except InputError as exc:
                 raise pytest.UsageError(f"{flag}: {exc}") from None
     job_summary(config)  # checked before any test runs

@@ -494,13 +494,13 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
         # Workers only annotate reports; the controller compares and writes.
         config.pluginmanager.register(NodeInfoSender(config), "pytest_accel:node_info")
         return
-    outputs = [("--perf-record", options.record)]
+    outputs = [("--perf-record", options.record, "record.json")]
     if options.update_baseline:
-        outputs.append(("--perf-baseline", options.baseline))
-    for flag, path in outputs:
+        outputs.append(("--perf-baseline", options.baseline, "baseline.json"))
+    for flag, path, example in outputs:
         if path:
             try:
-                check_writable(path)
+                check_writable(path, example)
             except InputError as exc:
                 raise pytest.UsageError(f"{flag}: {exc}") from None
     job_summary(config)  # checked before any test runs

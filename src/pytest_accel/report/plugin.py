@@ -61,7 +61,7 @@ def register_feature(config: pytest.Config, path: str) -> None:
     if is_xdist_worker(config):
         return
     try:
-        check_writable(path)
+        check_writable(path, example="report.html")
     except InputError as exc:
         raise pytest.UsageError(f"--accel-report: {exc}") from None
     config.pluginmanager.register(ReportWriter(path), "pytest_accel:report")
