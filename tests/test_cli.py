@@ -84,6 +84,23 @@ def write_record(path: Path, key: str, calls: dict[str, float], outcome: str = "
     return path
 
 
+def test_the_baselines_line_counts_every_test_its_first_of_the_process_too(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run's first test is sampled apart (its process's warm-up); it is still one of
+    the tests the baseline holds, and the line says so."""
+    pytester.makepyfile("def test_a(): pass\ndef test_b(): pass\ndef test_c(): pass\n")
+    pytester.runpytest("--perf-record=r.json", "-p", "no:randomly").assert_outcomes(passed=3)
+    into = pytester.path / "b.json"
+    capsys.readouterr()  # the run's own output
+    assert main(["baseline", "--into", str(into), str(pytester.path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert out == f"{into}: added 1 run(s); 3 test(s) under cpu/x1\n"
+    env = json.loads(into.read_text())["envs"]["cpu/x1"]
+    assert [test.partition("::")[2] for test in env["warmup"]] == ["test_a"]
+    assert [test.partition("::")[2] for test in env["tests"]] == ["test_b", "test_c"]
+
+
 def test_baseline_folds_records_and_compare_finds_the_regression(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -173,7 +173,8 @@ def baseline(args: argparse.Namespace) -> int:
         for note in folded.notes:
             sys.stderr.write(one_line(f"pytest-accel: note: {note}") + "\n")
         envs = folded.baseline.envs
-        tests = sum(len(env.ids["tests"]) for env in envs.values())
+        # A test sampled as its process's first (``warmup``) is one of the suite's too.
+        tests = sum(len({*env.ids["tests"], *env.ids["warmup"]}) for env in envs.values())
         sys.stdout.write(
             line_start(
                 f"{args.into}: added {folded.added} run(s); {tests} test(s) under"
