@@ -154,6 +154,31 @@ def test_warm_ups_and_reordered_tests_are_explained_not_listed_one_by_one() -> N
     ]
 
 
+@pytest.mark.parametrize(
+    ("change_runs", "note"),
+    [
+        (
+            2,
+            "layout: changes over runs judged on the 2 baseline run(s) laid out as this one"
+            " (xdist 2): a switch of layout is not a change",
+        ),
+        (
+            0,
+            "layout: changes over runs not judged; no baseline run was laid out as this one"
+            " (xdist 2), and a switch of layout is not a change",
+        ),
+    ],
+)
+def test_changes_over_runs_say_how_many_runs_of_the_layout_they_were_judged_on(
+    change_runs: int, note: str
+) -> None:
+    rows = output.terminal_rows(
+        comparison(layout="xdist 2", baseline_layout="serial", change_runs=change_runs), top=5
+    )
+    assert [row.text for row in rows if row.text.startswith("layout: changes")] == [note]
+    assert {row.tone for row in rows} == {Tone.NOTE}
+
+
 def test_annotations_cover_regressions_and_slowdowns_only_up_to_the_limit() -> None:
     def locate(kind: str, ident: str) -> Location | None:
         return Location(ident.split("::", maxsplit=1)[0], 7) if kind == "test" else None

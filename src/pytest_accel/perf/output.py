@@ -357,10 +357,15 @@ def scope_notes(comparison: Comparison) -> list[str]:
             f" {comparison.baseline_layout}): tests judged if their class or module moved"
             " too, classes, modules and the suite total not judged"
         )
-    if comparison.change_runs is not None:
+    if comparison.change_runs:
         notes.append(
             f"layout: changes over runs judged on the {comparison.change_runs} baseline run(s)"
             f" laid out as this one ({layout}): a switch of layout is not a change"
+        )
+    elif comparison.change_runs is not None:
+        notes.append(
+            f"layout: changes over runs not judged; no baseline run was laid out as this one"
+            f" ({layout}), and a switch of layout is not a change"
         )
     if comparison.compilation is not None and comparison.layout is not None:
         notes.append(
