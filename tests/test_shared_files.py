@@ -376,6 +376,7 @@ def test_a_directory_given_for_an_output_is_answered_with_a_name_of_its_kind(
         (["report", str(record), "-o"], "report.html"),
         (["baseline", str(record), "--into"], "baseline.json"),
         (["merge", str(record), "-o"], "record.json"),
+        (["flaky", str(record), "--write-quarantine"], "quarantine.json"),
     ):
         assert main([*command, str(pytester.path / "out")]) == 2
         err = capsys.readouterr().err

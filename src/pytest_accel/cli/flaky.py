@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 FileUse("--write-quarantine", args.write_quarantine, reads=True, writes=True),
             ]
         )
-        check_writable(args.write_quarantine, example="quarantine.txt")
+        check_writable(args.write_quarantine, example="quarantine.json")
         # What the lists in use hold is kept: a proposal never drops a reviewed entry.
         sources = [*args.quarantine]
         if os.path.exists(args.write_quarantine):
