@@ -223,6 +223,20 @@ def test_the_suite_history_becomes_a_mermaid_chart_in_the_summary() -> None:
     assert "    line [10.000, 11.000, 12.500]" in head
 
 
+def test_a_run_laid_out_unlike_the_baseline_runs_draws_no_suite_chart() -> None:
+    """Its total is not judged beside theirs (a shard's is a part of a whole run's), so
+    it is not drawn beside them either; the note says why."""
+    found = comparison(
+        suite_history=[("abc1234", 10.0), ("def5678", 11.0)],
+        run_total=5.5,
+        layout="shard 1/2",
+        baseline_layout="serial",
+    )
+    head = output.summary_section(found, failing=False).head
+    assert not any(line.startswith("```mermaid") for line in head)
+    assert any("the suite total not judged" in line for line in head)
+
+
 @pytest.mark.parametrize("failing", [True, False])
 def test_the_markdown_is_the_section_alone(failing: bool) -> None:
     text = output.markdown(comparison(regressions=[SLOWER]), failing=failing)

@@ -124,6 +124,16 @@ def test_an_unchanged_run_has_no_trends_but_a_suite_chart() -> None:
     assert len(data.suite_trend.seconds) == 9
 
 
+def test_a_shard_among_whole_runs_has_no_suite_chart_and_is_summed_from_its_tests() -> None:
+    """A shard's total is a part of a whole run's: the page neither draws it beside the
+    whole runs' totals nor sums it against them, as the comparison does not judge it."""
+    shard = {test: seconds for test, seconds in usual().items() if test.startswith("t.py")}
+    now = record(shard, started=3600.0 * 9, shard="1/2", jitter=9)
+    data = build([("s1.json", now)], baseline_of(*history_runs()))
+    assert data.suite_trend is None
+    assert data.runs[0].suite_basis.startswith("the same tests' baseline medians")
+
+
 def test_beyond_the_trend_limit_findings_are_one_line_each() -> None:
     # TRENDS + 3 tests slow down, as many stay as they were: not a slower runner.
     calls = {f"t.py::test_{i:02d}": 0.5 for i in range(2 * (TRENDS + 3))}

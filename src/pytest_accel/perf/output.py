@@ -420,7 +420,7 @@ def summary_section(
     """The job-summary section: the summary line, then one table row per finding."""
     line = summary_line(comparison, failing, fail_option)
     head = ["### pytest-accel performance", "", escape_cell(line), ""]
-    if comparison.suite_history and comparison.run_total:
+    if comparison.totals_comparable and comparison.run_total:
         # Runs' totals beside a run's total (each baseline run's tests, this run's).
         labels = [label for label, _ in comparison.suite_history] + ["this run"]
         totals = [total for _, total in comparison.suite_history] + [comparison.run_total]

@@ -246,8 +246,7 @@ def build_views(
         data.runs.append(_summary(view, comparison, label))
         if env is not None and comparison is not None:
             _add_trends(data, run, env, comparison, judged_by)
-            if comparison.layout is None:  # a shard is never drawn among whole runs
-                data.suite_trend = data.suite_trend or _suite_trend(comparison)
+            data.suite_trend = data.suite_trend or _suite_trend(comparison)
         _add_slowest(data, view, label if len(views) > 1 else "")
         data.shards += _shards(view)
         if view.cost is not None:
@@ -292,7 +291,7 @@ def _summary(view: RecordView, comparison: Comparison | None, label: str) -> Run
     run, info = view.run, view.info
     now = then = 0.0
     basis = ""
-    if comparison is not None and comparison.suite_history and comparison.layout is None:
+    if comparison is not None and comparison.totals_comparable:
         # Runs' totals against a run's total: each baseline run's tests, this run's.
         totals = [total for _, total in comparison.suite_history]
         now, then = comparison.run_total, median(totals)
@@ -446,8 +445,9 @@ def _drop_repeated_trends(data: ReportData) -> None:
 
 def _suite_trend(comparison: Comparison) -> Trend | None:
     """Each baseline run's total and this run's, as the job summary's chart, with their
-    median drawn as the reference: runs' totals beside a run's total."""
-    if not comparison.suite_history:
+    median drawn as the reference: runs' totals beside a run's total (never a shard's
+    among whole runs: ``Comparison.totals_comparable``)."""
+    if not comparison.totals_comparable:
         return None
     labels = [label for label, _ in comparison.suite_history] + ["this run"]
     totals: list[float | None] = [total for _, total in comparison.suite_history]

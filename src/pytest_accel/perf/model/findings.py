@@ -289,6 +289,13 @@ class Comparison:
         return [c for c in self.changes if c.slower]
 
     @property
+    def totals_comparable(self) -> bool:
+        """Whether this run's suite total stands beside the baseline runs' totals: it was
+        laid out as most of them were.  Otherwise (a shard among whole runs, xdist among
+        serial runs) the suite total is not judged, and no output draws it beside them."""
+        return bool(self.suite_history) and self.layout is None
+
+    @property
     def alarm_list(self) -> list[Alarm]:
         """What ``--perf-fail`` fails on, the most severe first (``ALARM_KINDS``)."""
         of_kind: dict[str, list[Finding] | list[Change] | list[Recompiled] | list[MemoryGrowth]] = {
