@@ -4,6 +4,7 @@ so in every output (issue 40)."""
 
 from __future__ import annotations
 
+import html
 import json
 import sqlite3
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import coverage  # noqa: F401  (imported once: in-process runs keep its C tracer)
 import pytest
 
+from pytest_accel.cli import main
 from pytest_accel.selection.mapfile import open_map, read_run
 from tests.jax_runs import run_jax_suite
 
@@ -438,6 +440,25 @@ def test_a_map_of_a_commit_git_does_not_know_keeps_every_test(project: Path, map
     )
 
 
+def test_a_base_ref_does_not_stand_in_for_the_maps_commit(project: Path, mapped: Run) -> None:
+    """A shallow clone that fetched the base but not the map's commit: a conftest
+    changed between them is in neither the diff against the base nor the checksums of
+    the mapped code, so every test runs, and the line says which commit is missing."""
+    git(project, "checkout", "-q", "-b", "topic")
+    (project / "tests" / "conftest.py").write_text("import pytest\n")
+    commit(project, "a conftest, on main before the branch")
+    _set_meta(project / "map.db", "commit", "0" * 40)
+    result = mapped("--accel-changed-since", "topic")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "selection kept every test: git: the changed files cannot be listed (git does not"
+            " know the map's commit 000000000000 here: a shallow clone? fetch with"
+            " fetch-depth: 0)"
+        ]
+    )
+
+
 def test_changed_since_a_base_ref_counts_what_the_branch_changed(
     project: Path, mapped: Run
 ) -> None:
@@ -448,8 +469,31 @@ def test_changed_since_a_base_ref_counts_what_the_branch_changed(
     commit(project)
     result = mapped("--accel-changed-since", "main")
     result.assert_outcomes(passed=1, deselected=3)
-    unknown = mapped("--accel-changed-since", "no-such-ref")
-    unknown.assert_outcomes(passed=1, deselected=3)  # the map's commit is known: it counts
+    result.stdout.no_fnmatch_line("*--accel-changed-since*")
+
+
+def test_a_base_ref_git_does_not_know_is_said_in_every_output(
+    project: Path, mapped: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reference git does not know (a CI checkout has origin/main, not main) is not
+    dropped in silence: the run counts what changed since the map's commit, which git
+    knows, and says so in the terminal, the job summary, the record and the page."""
+    git(project, "checkout", "-q", "-b", "topic")
+    edit(project / "pkg" / "ops.py", "return a + b", "return b + a")
+    commit(project)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project / "summary.md"))
+    result = mapped("--accel-changed-since", "no-such-ref", "--perf-record=r.json")
+    result.assert_outcomes(passed=1, deselected=3)  # the map's commit is known: it counts
+    said = (
+        "--accel-changed-since no-such-ref: git does not know it here (a CI checkout names"
+        " a base origin/NAME); what changed is counted since the map's commit alone"
+    )
+    result.stdout.fnmatch_lines([f"selection: {said}"])
+    assert said in (project / "summary.md").read_text()
+    record = json.loads((project / "r.json").read_text())
+    assert record["selection"]["notes"] == [said]
+    assert main(["report", str(project / "r.json"), "-o", str(project / "page.html")]) == 0
+    assert f"<li>{html.escape(said)}</li>" in (project / "page.html").read_text()
 
 
 def test_no_map_yet_runs_every_test_and_says_so(project: Path, pytester: pytest.Pytester) -> None:

@@ -310,18 +310,18 @@ def _selections(data: ReportData) -> Iterator[str]:
     with why."""
     if not data.selections:
         return
-    from pytest_accel.selection.output import headline
+    from pytest_accel.selection.output import headline, notes_of
 
     yield '<h2 id="selection">Change-aware selection</h2>'
     for path, found in data.selections:
         saved = found.get("saved") or {}
         yield f"<p><b>{escape(path)}</b>: {escape(headline(found, saved))}</p>"
         valves = found.get("valves") or []
-        if valves:
+        said = [f"kept every test: {v.get('name')}: {v.get('detail')}" for v in valves]
+        said += notes_of(found)
+        if said:
             yield "<ul>"
-            for valve in valves:
-                text = f"kept every test: {valve.get('name')}: {valve.get('detail')}"
-                yield f"<li>{escape(text)}</li>"
+            yield from (f"<li>{escape(text)}</li>" for text in said)
             yield "</ul>"
         failed = set(found.get("failed") or [])
         missed = [t for t in found.get("deselected", {}) if t in failed]

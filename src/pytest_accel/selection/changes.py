@@ -16,8 +16,10 @@ other files that changed (the work tree against the map's commit, and against
   map (jax, jaxlib, libtpu, torch, CUDA and ROCm libraries are named first): what a
   requirement or lock file changes, once installed;
 - ``age``: the map is older than ``--accel-map-max-age``;
-- ``git``: what changed cannot be listed (no git, or the map's commit and the
-  ``--accel-changed-since`` reference are both unknown here).
+- ``git``: what changed cannot be listed (no git, not a repository, or the map's
+  commit unknown here: a shallow clone).  ``--accel-changed-since`` adds to the map's
+  commit and cannot stand in for it: a configuration or data file changed between the
+  map and the reference would go unseen.
 """
 
 from __future__ import annotations
@@ -212,23 +214,34 @@ def age_valve(updated: str, now: datetime, max_days: float) -> Valve | None:
     return None
 
 
-def git_changed_files(root: Path, refs: Sequence[str]) -> tuple[list[str] | None, str | None]:
+@dataclass(frozen=True)
+class ChangedFiles:
+    """What git lists as changed: ``files`` (relative to the rootdir), or None and
+    ``why`` where it cannot say; ``unknown``: the references it does not know here."""
+
+    files: list[str] | None
+    why: str | None = None
+    unknown: tuple[str, ...] = ()
+
+
+def git_changed_files(root: Path, refs: Sequence[str]) -> ChangedFiles:
     """The files (relative to ``root``) that differ between the work tree and each of
-    ``refs`` that git knows here, untracked ones included; (None, why) when git cannot
-    say (no git, not a repository, none of the refs known)."""
+    ``refs`` that git knows here, untracked ones included; no files when git cannot say
+    (no git, not a repository, none of the refs known)."""
     try:
         top = _git(root, "rev-parse", "--show-toplevel")
     except _GitError as exc:
-        return None, str(exc)
-    known = []
+        return ChangedFiles(None, str(exc))
+    known, unknown = [], []
     for ref in refs:
         try:
             _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
             known.append(ref)
         except _GitError:
-            continue
+            unknown.append(ref)
     if not known:
-        return None, f"git knows none of {', '.join(refs) or 'the references'} here"
+        why = f"git knows none of {', '.join(refs) or 'the references'} here"
+        return ChangedFiles(None, why, tuple(unknown))
     names: set[str] = set()
     for ref in known:
         names.update(_git(root, "diff", "--name-only", "--no-renames", ref, "--").splitlines())
@@ -242,7 +255,7 @@ def git_changed_files(root: Path, refs: Sequence[str]) -> tuple[list[str] | None
             found.append(absolute.relative_to(root).as_posix())
         except ValueError:
             continue  # outside the rootdir: not this suite's
-    return sorted(found), None
+    return ChangedFiles(sorted(found), unknown=tuple(unknown))
 
 
 class _GitError(Exception):

@@ -14,7 +14,7 @@ most valuable of the tests to run and cuts the rest for the nightly bucket.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_accel.selection.changes import Valve
 
@@ -28,6 +28,7 @@ class Decision:
     deselected: Mapping[str, str]  # node id -> why not
     valves: tuple[Valve, ...] = ()
     cut: Mapping[str, str] = field(default_factory=dict)  # over the budget: the nightly bucket
+    notes: tuple[str, ...] = ()  # what selection could not use and did without
 
     @property
     def collected(self) -> int:
@@ -40,6 +41,7 @@ class Decision:
             "deselected": dict(self.deselected),
             "cut": dict(self.cut),
             "valves": [{"name": v.name, "detail": v.detail} for v in self.valves],
+            "notes": list(self.notes),
         }
 
 
@@ -145,4 +147,4 @@ def within_budget(
                 f" ({decision.kept[nodeid]})"
             )
     ordered = {t: kept[t] for t in decision.kept if t in kept}
-    return Decision(decision.mode, ordered, decision.deselected, decision.valves, cut)
+    return replace(decision, kept=ordered, cut=cut)

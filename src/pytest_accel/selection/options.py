@@ -57,8 +57,8 @@ OPTIONS = OptionGroup(
         ),
         OptionSpec(
             "--accel-changed-since",
-            "Also count as changed what differs from git REF (a pull request's base):"
-            " the work tree is compared with the map's commit and with REF.",
+            "Also count as changed what differs from git REF (a pull request's base; in"
+            " CI, origin/main): the work tree is compared with the map's commit and with REF.",
             metavar="REF",
         ),
         OptionSpec(

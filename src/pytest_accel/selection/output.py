@@ -37,6 +37,13 @@ def headline(found: Mapping[str, Any], saved: Mapping[str, Any]) -> str:
     return line
 
 
+def notes_of(found: Mapping[str, Any]) -> list[str]:
+    """What the run's selection did without (``Decision.notes``); a record written
+    before there were notes has none."""
+    notes = found.get("notes")
+    return [str(note) for note in notes] if isinstance(notes, list) else []
+
+
 def _age(days: object) -> str:
     """The map's age when the run decided (the section keeps it)."""
     if not isinstance(days, int | float):
@@ -47,13 +54,14 @@ def _age(days: object) -> str:
 def terminal_lines(
     found: Mapping[str, Any], saved: Mapping[str, Any], missed: Mapping[str, str]
 ) -> list[Line]:
-    """The headline, each valve that fired, what shadow mode missed, the budget's cut,
-    and at ``-v`` every test's reason."""
+    """The headline, each valve that fired, what selection did without, what shadow
+    mode missed, the budget's cut, and at ``-v`` every test's reason."""
     lines = [Line(Tone.OK, headline(found, saved))]
     for valve in found["valves"]:
         lines.append(
             Line(Tone.CHANGE, f"selection kept every test: {valve['name']}: {valve['detail']}")
         )
+    lines += [Line(Tone.CHANGE, f"selection: {note}") for note in notes_of(found)]
     if missed:
         named = ", ".join(sorted(missed)[:SHOWN])
         lines.append(
@@ -80,6 +88,7 @@ def summary_section(
     head += [
         escape_cell(f"kept every test: {v['name']}: {v['detail']}") + "  " for v in found["valves"]
     ]
+    head += [escape_cell(note) + "  " for note in notes_of(found)]
     rows = [f"| missed (shadow) | {escape_cell(t)} | {escape_cell(w)} |" for t, w in missed.items()]
     rows += [f"| cut | {escape_cell(t)} | {escape_cell(w)} |" for t, w in found["cut"].items()]
     rows += [f"| kept | {escape_cell(t)} | {escape_cell(w)} |" for t, w in found["kept"].items()]

@@ -9,7 +9,7 @@ import contextlib
 import sqlite3
 from collections.abc import Mapping
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -68,7 +68,7 @@ def select_tests(
         return Selected(decision, None)
     with closing(open_map(path)) as connection:
         info = read_info(connection, path)
-        valves = _valves(root, options, connection, info)
+        valves, notes = _valves(root, options, connection, info)
         if options.mode == "programs":
             mapped, affected = _programs(options, connection)
         else:
@@ -85,29 +85,52 @@ def select_tests(
         valves=valves,
         map_commit=info.commit,
     )
-    if options.mode == "shadow":
-        decision = Decision("shadow", decision.kept, decision.deselected, decision.valves)
+    decision = replace(
+        decision,
+        mode="shadow" if options.mode == "shadow" else decision.mode,
+        notes=tuple(notes),
+    )
     return Selected(decision, info, mapped, affected)
 
 
 def _valves(
     root: Path, options: SelectionOptions, connection: sqlite3.Connection, info: MapInfo
-) -> list[Valve]:
+) -> tuple[list[Valve], list[str]]:
+    """The valves that fire, and what selection could not use but did without (a
+    ``--accel-changed-since`` reference git does not know here)."""
     valves: list[Valve] = []
+    notes: list[str] = []
     refs = [ref for ref in (info.commit, options.since) if ref]
-    changed, why = git_changed_files(root, refs)
-    if changed is None:
-        valves.append(Valve("git", f"the changed files cannot be listed ({why})"))
+    changed = git_changed_files(root, refs)
+    if changed.files is None:
+        valves.append(Valve("git", f"the changed files cannot be listed ({changed.why})"))
+    elif not info.commit or info.commit in changed.unknown:
+        # The reference adds to the map's commit: alone it misses a configuration or
+        # data file changed between the map and it.
+        commit = f"commit {info.commit[:12]}" if info.commit else "commit (it records none)"
+        valves.append(
+            Valve(
+                "git",
+                f"the changed files cannot be listed (git does not know the map's {commit}"
+                " here: a shallow clone? fetch with fetch-depth: 0)",
+            )
+        )
     else:
         dirs = {str(Path(p).parent.as_posix()) for p in mapped_files(connection).files}
-        valves += file_valves(changed, dirs, own_files(_relative(root, options)))
+        valves += file_valves(changed.files, dirs, own_files(_relative(root, options)))
+        if options.since in changed.unknown:
+            notes.append(
+                f"--accel-changed-since {options.since}: git does not know it here (a CI"
+                " checkout names a base origin/NAME); what changed is counted since the map's"
+                " commit alone"
+            )
     dependencies = dependency_valve(info.dependencies, installed_distributions(root))
     if dependencies is not None:
         valves.append(dependencies)
     age = age_valve(info.updated, datetime.now(timezone.utc), options.max_age)
     if age is not None:
         valves.append(age)
-    return valves
+    return valves, notes
 
 
 def _relative(root: Path, options: SelectionOptions) -> list[str]:

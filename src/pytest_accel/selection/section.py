@@ -118,7 +118,7 @@ def sums(runs: Sequence[RunSelection]) -> SelectionSums:
     )
 
 
-DECISION = ("mode", "kept", "deselected", "cut", "valves")
+DECISION = ("mode", "kept", "deselected", "cut", "valves", "notes")
 
 
 def merged_selection(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
