@@ -556,6 +556,22 @@ def test_a_bad_map_stops_the_run_in_one_line(
     assert path.read_bytes() == before  # refused before any test, never rewritten
 
 
+@pytest.mark.parametrize("other", ["record.json", "garbage.db"])
+def test_merging_a_map_with_what_is_not_one_names_that_file(
+    project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], other: str
+) -> None:
+    pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    (project / "record.json").write_text('{"version": 4}')
+    (project / "garbage.db").write_bytes(b"not a database at all")
+    capsys.readouterr()
+    assert main(["merge", "-o", "merged.db", "map.db", other]) == 2
+    assert capsys.readouterr().err == (
+        f"pytest-accel: error: {other}: not a map (a map is an SQLite file), while map.db is"
+        " one: merge maps with maps and records with records\n"
+    )
+    assert not (project / "merged.db").exists()
+
+
 def test_programs_mode_needs_the_head_map(project: Path, pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--accel-map", "map.db", "--accel-select=programs")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

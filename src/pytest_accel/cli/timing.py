@@ -266,8 +266,12 @@ def merge_files(args: argparse.Namespace) -> int:
     maps = [is_map(path) for path in args.records]
     if any(maps):
         if not all(maps):
-            named = ", ".join(p for p, m in zip(args.records, maps, strict=True) if not m)
-            raise CliError(f"give maps or records, not both: not a map: {named}")
+            first = args.records[maps.index(True)]
+            other = args.records[maps.index(False)]
+            raise CliError(
+                f"{other}: not a map (a map is an SQLite file), while {first} is one:"
+                " merge maps with maps and records with records"
+            )
         reading = [FileUse("MAP", path, reads=True) for path in args.records]
         refuse_shared_files([*reading, FileUse("-o", args.output, writes=True)])
         count = merge_maps(args.records, args.output)
