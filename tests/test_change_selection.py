@@ -440,22 +440,33 @@ def test_a_map_of_a_commit_git_does_not_know_keeps_every_test(project: Path, map
     )
 
 
-def test_a_base_ref_does_not_stand_in_for_the_maps_commit(project: Path, mapped: Run) -> None:
-    """A shallow clone that fetched the base but not the map's commit: a conftest
-    changed between them is in neither the diff against the base nor the checksums of
-    the mapped code, so every test runs, and the line says which commit is missing."""
+@pytest.mark.parametrize(
+    ("map_commit", "why"),
+    [
+        (
+            "0" * 40,
+            "git does not know the map's commit 000000000000 here: a shallow clone? fetch"
+            " with fetch-depth: 0",
+        ),
+        ("", "the map records no commit"),
+    ],
+    ids=["unknown here", "none recorded"],
+)
+def test_a_base_ref_does_not_stand_in_for_the_maps_commit(
+    project: Path, mapped: Run, map_commit: str, why: str
+) -> None:
+    """A shallow clone that fetched the base but not the map's commit (or a map made
+    outside git): a conftest changed between them is in neither the diff against the
+    base nor the checksums of the mapped code, so every test runs, and the line says
+    why."""
     git(project, "checkout", "-q", "-b", "topic")
     (project / "tests" / "conftest.py").write_text("import pytest\n")
     commit(project, "a conftest, on main before the branch")
-    _set_meta(project / "map.db", "commit", "0" * 40)
+    _set_meta(project / "map.db", "commit", map_commit)
     result = mapped("--accel-changed-since", "topic")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
-        [
-            "selection kept every test: git: the changed files cannot be listed (git does not"
-            " know the map's commit 000000000000 here: a shallow clone? fetch with"
-            " fetch-depth: 0)"
-        ]
+        [f"selection kept every test: git: the changed files cannot be listed ({why})"]
     )
 
 
@@ -494,6 +505,24 @@ def test_a_base_ref_git_does_not_know_is_said_in_every_output(
     assert record["selection"]["notes"] == [said]
     assert main(["report", str(project / "r.json"), "-o", str(project / "page.html")]) == 0
     assert f"<li>{html.escape(said)}</li>" in (project / "page.html").read_text()
+
+
+def test_a_map_made_outside_git_keeps_every_test_and_says_so(pytester: pytest.Pytester) -> None:
+    """A source tree without its .git (a container image, an unpacked sdist): the map
+    records no commit, and a selecting run there cannot list changes."""
+    pytester.makepyfile(test_alone="def test_one():\n    pass\n")
+    pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", "--accel-select=changed"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "selection (changed): 1 of 1 test(s) run; map of an unknown commit, made just now",
+            "selection kept every test: git: the changed files cannot be listed (git *",
+        ]
+    )
 
 
 def test_no_map_yet_runs_every_test_and_says_so(project: Path, pytester: pytest.Pytester) -> None:

@@ -27,7 +27,7 @@ def headline(found: Mapping[str, Any], saved: Mapping[str, Any]) -> str:
         line += f"; {cut} cut by the budget (the nightly bucket)"
     info = found.get("map")
     if info:
-        where = info.get("commit", "")[:12] or "an unknown commit"
+        where = (info.get("commit") or "")[:12] or "an unknown commit"  # null: made outside git
         branch = f" ({info['branch']})" if info.get("branch") else ""
         line += f"; map of {where}{branch}{_age(info.get('age_days'))}"
     if saved.get("tests_with_durations"):  # a figure only where durations are known

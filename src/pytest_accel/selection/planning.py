@@ -107,14 +107,13 @@ def _valves(
     elif not info.commit or info.commit in changed.unknown:
         # The reference adds to the map's commit: alone it misses a configuration or
         # data file changed between the map and it.
-        commit = f"commit {info.commit[:12]}" if info.commit else "commit (it records none)"
-        valves.append(
-            Valve(
-                "git",
-                f"the changed files cannot be listed (git does not know the map's {commit}"
-                " here: a shallow clone? fetch with fetch-depth: 0)",
-            )
+        why = (
+            f"git does not know the map's commit {info.commit[:12]} here: a shallow clone?"
+            " fetch with fetch-depth: 0"
+            if info.commit
+            else "the map records no commit"
         )
+        valves.append(Valve("git", f"the changed files cannot be listed ({why})"))
     else:
         dirs = {str(Path(p).parent.as_posix()) for p in mapped_files(connection).files}
         valves += file_valves(changed.files, dirs, own_files(_relative(root, options)))
