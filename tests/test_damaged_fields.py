@@ -13,7 +13,7 @@ import copy
 import io
 import json
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,26 +46,28 @@ Path_ = tuple[str | int, ...]
 
 @pytest.fixture(scope="module")
 def real_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
-    """A record, a three-run baseline and a flaky history, written by the plugin."""
+    """A record with every optional section (selection's, cost's), a three-run baseline
+    and a flaky history, written by the plugin."""
     import subprocess
     import sys
 
     where = tmp_path_factory.mktemp("real")
     (where / "test_suite.py").write_text(SUITE)
+    pytest_run = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_suite.py"]
+    mapping = [*pytest_run, "--accel-map=map.db", "--accel-map-programs=off"]
+    subprocess.run(mapping, cwd=where, check=False, capture_output=True)
     for index in range(3):
         subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-p",
-                "no:cacheprovider",
+                *pytest_run,
                 f"--perf-record=rec{index}.json",
                 "--perf-baseline=base.json",
                 "--perf-update-baseline",
                 "--flaky-history=hist.json",
                 "--flaky-reruns=1",
-                "test_suite.py",
+                "--accel-map=map.db",
+                "--accel-select=shadow",
+                "--accel-price=cpu/*=2",
             ],
             cwd=where,
             check=False,
@@ -77,6 +79,8 @@ def real_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
     }
     assert docs["rec1"]["tests"]["attempts"]  # the failing test's rerun
     assert docs["rec0"]["classes"]["id"] == ["test_suite.py::TestPair"]
+    assert set(docs["rec0"]["selection"]) >= {"map", "valves", "saved", "failed", "notes"}
+    assert docs["rec0"]["cost"]["top_tests"]
     return docs
 
 
@@ -103,10 +107,13 @@ def damaged(doc: Doc, path: Path_, how: str) -> Doc:
     return copied
 
 
-def damages(doc: Doc, deepest: int = 99) -> Iterator[tuple[str, Doc]]:
-    """Every field, deleted, null, 1.7e308 and an empty list, down to ``deepest`` levels."""
+def damages(
+    doc: Doc, deepest: int = 99, within: Callable[[Path_], bool] = lambda path: True
+) -> Iterator[tuple[str, Doc]]:
+    """Every field (``within`` those it names), deleted, null, 1.7e308 and an empty
+    list, down to ``deepest`` levels."""
     for path in field_paths(doc):
-        if len(path) <= deepest:
+        if len(path) <= deepest and within(path):
             for how in ("deleted", "null", "huge", "empty"):
                 yield f"{'.'.join(map(str, path))} {how}", damaged(doc, path, how)
 
@@ -153,6 +160,8 @@ def commands_for(
             ["report", f, "-o", str(out / "page.html")],
             ["shard", "--durations", f, "--splits", "2", "--without-collecting"],
             ["flaky", f],
+            ["coverage", f],
+            ["selection", f],
         ]
     if kind == "baseline":
         return [
@@ -166,11 +175,27 @@ def commands_for(
     return [["flaky", f], ["report", "--history", f, "-o", str(out / "page.html")]]
 
 
+# A record's sections that other features write (and the page, merge, coverage and
+# selection read): damaged apart from the rest, so the two halves run side by side.
+SECTIONS = ("selection", "cost")
+
+
 @pytest.mark.parametrize(
-    ("kind", "name"), [("record", "rec0"), ("baseline", "base"), ("history", "hist")]
+    ("kind", "name", "within"),
+    [
+        ("record", "rec0", lambda path: path[0] not in SECTIONS),
+        ("record", "rec0", lambda path: path[0] in SECTIONS),
+        ("baseline", "base", lambda path: True),
+        ("history", "hist", lambda path: True),
+    ],
+    ids=["record", "record-sections", "baseline", "history"],
 )
 def test_every_command_takes_every_damaged_field_in_one_line_or_in_its_stride(
-    real_files: dict[str, Doc], tmp_path: Path, kind: str, name: str
+    real_files: dict[str, Doc],
+    tmp_path: Path,
+    kind: str,
+    name: str,
+    within: Callable[[Path_], bool],
 ) -> None:
     good = {}
     for other, doc in real_files.items():
@@ -179,7 +204,7 @@ def test_every_command_takes_every_damaged_field_in_one_line_or_in_its_stride(
     damaged_file = tmp_path / f"damaged-{kind}.json"
     found = []
     tried = 0
-    for what, doc in damages(real_files[name]):
+    for what, doc in damages(real_files[name], within=within):
         for argv in commands_for(kind, damaged_file, good, tmp_path):
             damaged_file.write_text(json.dumps(doc))  # `upgrade`, `baseline` rewrite it
             for leftover in ("new-base.json",):

@@ -336,10 +336,14 @@ def _merge_selection(result: Merged, records: list[tuple[str, dict[str, Any]]]) 
     """The shards' ``selection`` sections as one: each shard decided alike over the
     whole suite (selection runs before sharding), so the decision is any shard's and
     the failures are all of theirs; a note where they decided otherwise."""
-    from pytest_accel.selection.section import merged_selection
+    from pytest_accel.selection.section import check_selection, merged_selection
 
-    mine = [data for _, data in records if data["env"]["key"] == result.key]
-    sections = [data["selection"] for data in mine if isinstance(data.get("selection"), dict)]
+    mine = [(path, data) for path, data in records if data["env"]["key"] == result.key]
+    sections = [
+        check_selection(path, data["selection"])
+        for path, data in mine
+        if data.get("selection") is not None
+    ]
     if not sections:
         return
     section = merged_selection(sections) if len(sections) == len(mine) else None

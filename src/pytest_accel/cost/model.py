@@ -101,6 +101,10 @@ class RunCost:
         }
 
 
+# More devices than any run holds: a damaged file, not a machine.
+MAX_DEVICES = 1_000_000
+
+
 def _spend(device_seconds: float, price: float | None) -> Spend:
     return Spend(device_seconds, None if price is None else device_seconds / 3600 * price)
 
@@ -173,11 +177,10 @@ def merged_section(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     when the sections cannot be added: a price differs between them."""
     if not sections:
         return None
-    prices = {section.get("price_per_device_hour") for section in sections}
+    prices = {_number(section.get("price_per_device_hour")) for section in sections}
     if len(prices) > 1:
         return None
     price = prices.pop()
-    price = float(price) if isinstance(price, int | float) else None
     first = sections[0]
 
     def added(path: str) -> Spend:
@@ -195,14 +198,14 @@ def merged_section(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
             candidates = {} if candidates is None else candidates
             for entry in _entries(section.get("cpu_candidates")):
                 candidates[str(entry["id"])] = _seconds(entry)
-    shares = {section.get("devices_per_test") for section in sections}
+    shares = {_number(section.get("devices_per_test")) for section in sections}
     share = shares.pop() if len(shares) == 1 else None
     merged = RunCost(
         key=str(first.get("key")),
         price=price,
         price_source=first.get("price_source"),
         as_of=first.get("price_as_of"),
-        device_count=sum(int(_seconds(s.get("device_count"))) for s in sections),
+        device_count=sum(_count(s.get("device_count")) for s in sections),
         devices_per_test=float(share) if isinstance(share, int | float) else 0.0,
         run=added("run"),
         tests=added("tests"),
@@ -238,6 +241,12 @@ def _seconds(part: Any) -> float:
     if isinstance(part, Mapping):
         part = part.get("device_seconds")
     return _number(part) or 0.0
+
+
+def _count(value: Any) -> int:
+    """A device count, 0 where a damaged file has none or an absurd one."""
+    number = _number(value)
+    return int(number) if number is not None and 0 <= number <= MAX_DEVICES else 0
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -169,7 +169,7 @@ def view_of_record(path: str, record: Mapping[str, Any], given: Given | None = N
         {section: record.get(section) or {"id": [], "total": []} for section in GROUP_SECTIONS},
         cost=cost if isinstance(cost, dict) else None,
         compilation=compilation_of(record),
-        selection=_section(record, "selection"),
+        selection=_selection_of(path, record),
         judged=(rule, overrides, new_slow),
     )
 
@@ -192,6 +192,14 @@ def view_of_session(path: str, result: TimingResult) -> RecordView | None:
         compilation=compilation,
         selection=_section(result.sections, "selection"),
     )
+
+
+def _selection_of(path: str, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A record's selection section, checked (InputError naming the field)."""
+    from pytest_accel.selection.section import check_selection
+
+    found = record.get("selection")
+    return None if found is None else check_selection(path, found)
 
 
 def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_accel.fields import expect_object
+from pytest_accel.fields import expect_int, expect_object, expect_text, finite_number
 from pytest_accel.files import InputError
 
 
@@ -56,31 +56,56 @@ def selection_of(path: str, record: Mapping[str, Any]) -> RunSelection | None:
     raw = record.get("selection")
     if raw is None:
         return None
+    section = check_selection(path, raw)
+    seconds = section.get("saved", {}).get("device_seconds", 0.0)
+    return RunSelection(
+        path,
+        section["mode"],
+        section["kept"],
+        section["deselected"],
+        section["cut"],
+        tuple(valve["name"] for valve in section["valves"]),
+        frozenset(section.get("failed", [])),
+        float(seconds),
+    )
+
+
+def check_selection(path: str, raw: Any) -> dict[str, Any]:
+    """A record's ``selection`` section checked field by field, as the record's schema
+    has it: every reader (the page, ``merge``, ``selection``) reads what this passed.
+    A problem is an InputError naming the record and the field."""
     section = expect_object(path, "selection", raw)
     mode = section.get("mode")
     if mode not in ("changed", "programs", "shadow"):
         raise InputError(path, f"selection.mode: {mode!r:.40} is not changed, programs or shadow")
-    parts = {
-        name: _reasons(path, name, section.get(name, {})) for name in ("kept", "deselected", "cut")
-    }
-    valves = section.get("valves", [])
-    if not isinstance(valves, list) or not all(isinstance(v, dict) for v in valves):
-        raise InputError(path, "selection.valves: expected a list of objects")
-    failed = section.get("failed", [])
-    if not isinstance(failed, list) or not all(isinstance(t, str) for t in failed):
-        raise InputError(path, "selection.failed: expected a list of node ids")
-    saved = expect_object(path, "selection.saved", section.get("saved") or {})
-    seconds = saved.get("device_seconds", 0.0)
-    return RunSelection(
-        path,
-        mode,
-        parts["kept"],
-        parts["deselected"],
-        parts["cut"],
-        tuple(str(v.get("name", "")) for v in valves),
-        frozenset(failed),
-        float(seconds) if isinstance(seconds, int | float) else 0.0,
-    )
+    for name in ("kept", "deselected", "cut"):
+        _reasons(path, name, section.get(name))
+    valves = section.get("valves")
+    if not isinstance(valves, list) or not all(
+        isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("detail"), str)
+        for v in valves
+    ):
+        raise InputError(path, "selection.valves: expected a list of {name, detail} texts")
+    for name in ("notes", "failed"):
+        found = section.get(name, [])
+        if not isinstance(found, list) or not all(isinstance(t, str) for t in found):
+            raise InputError(path, f"selection.{name}: expected a list of texts")
+    if "map" in section:
+        found_map = expect_object(path, "selection.map", section["map"])
+        for name in ("commit", "branch", "updated"):
+            expect_text(path, f"selection.map.{name}", found_map.get(name), optional=True)
+        _number(path, "selection.map.age_days", found_map.get("age_days"), optional=True)
+    if "saved" in section:
+        saved = expect_object(path, "selection.saved", section["saved"])
+        _number(path, "selection.saved.device_seconds", saved.get("device_seconds", 0.0))
+        _number(path, "selection.saved.usd", saved.get("usd"), optional=True)
+        expect_int(
+            path,
+            "selection.saved.tests_with_durations",
+            saved.get("tests_with_durations", 0),
+            minimum=0,
+        )
+    return section
 
 
 def _reasons(path: str, name: str, value: Any) -> dict[str, str]:
@@ -88,6 +113,13 @@ def _reasons(path: str, name: str, value: Any) -> dict[str, str]:
     if not all(isinstance(why, str) for why in found.values()):
         raise InputError(path, f"selection.{name}: expected node id -> reason (text)")
     return found
+
+
+def _number(path: str, where: str, value: Any, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not finite_number(value) or value < 0:
+        raise InputError(path, f"{where}: expected a number of at least 0, got {value!r:.40}")
 
 
 @dataclass(frozen=True)
