@@ -370,6 +370,46 @@ def test_the_cases_named_in_the_audit_each_name_their_field(
         assert (code, err) == (2, f"pytest-accel: error: {target}: {message}\n"), argv
 
 
+JAX_SUITE = """
+import jax
+import jax.numpy as jnp
+
+
+def test_doubles():
+    assert float(jax.jit(lambda x: x * 2)(jnp.float32(2))) == 4.0
+"""
+
+
+def test_a_damaged_compilation_section_is_read_in_its_stride_by_every_command(
+    pytester: pytest.Pytester,
+) -> None:
+    """The ``compilation`` section (a JAX run's, so apart from the records above, whose
+    suite does not use JAX) is read leniently: a damaged field is no compilation, or a
+    count left out of a merge, never a traceback or a number JSON cannot hold."""
+    pytest.importorskip("jax")
+    from tests.jax_runs import run_jax_suite
+
+    pytester.makepyfile(test_jax=JAX_SUITE)
+    run_jax_suite(pytester, "--perf-record=good.json").assert_outcomes(passed=1)
+    good = pytester.path / "good.json"
+    record = json.loads(good.read_text())
+    assert record["compilation"]["count"] >= 1
+    damaged_file = pytester.path / "damaged.json"
+    found = []
+    tried = 0
+    for what, doc in damages(record, within=lambda path: path[0] == "compilation"):
+        for argv in commands_for(
+            "record", damaged_file, {"rec1": good, "base": good}, pytester.path
+        ):
+            damaged_file.write_text(json.dumps(doc))
+            tried += 1
+            problem = problems_with(argv, damaged_file)
+            if problem:
+                found.append(f"{what}, {argv[0]}: {problem}")
+    assert tried > 100
+    assert found == []
+
+
 def test_a_number_beyond_any_double_is_refused_alike_by_pytest_and_the_command(
     pytester: pytest.Pytester, real_files: dict[str, Doc]
 ) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_accel.fields import utc_timestamp
+from pytest_accel.fields import MAX_SECONDS, utc_timestamp
 from pytest_accel.outcomes import EXIT_INTERRUPTED, interrupted
 from pytest_accel.perf.formats.record import (
     COMPILE_MAPS,
@@ -203,8 +203,13 @@ def _merged_compilation(
     summed: dict[str, float | int] = {}
     for name in COMPILATION_SUMS:
         values = [v.get(name, 0) for v in sections]
+        # What a damaged shard holds instead of seconds or a count is left out: an
+        # absurd figure summed in would be a number no JSON writer can hold.
         numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        summed[name] = round(sum(numbers), 6) if name == "seconds" else int(sum(numbers))
+        if name == "seconds":
+            summed[name] = round(sum(v for v in numbers if 0 <= v <= MAX_SECONDS), 6)
+        else:
+            summed[name] = sum(v for v in numbers if isinstance(v, int) and 0 <= v <= 2**53)
     whole = sum(totals)
     summed["share"] = round(float(summed["seconds"]) / whole, 4) if whole > 0 else 0.0
     return summed
