@@ -201,20 +201,28 @@ def test_every_command_takes_every_damaged_field_in_one_line_or_in_its_stride(
     for other, doc in real_files.items():
         good[other] = tmp_path / f"good-{other}.json"
         good[other].write_text(json.dumps(doc))
-    damaged_file = tmp_path / f"damaged-{kind}.json"
+    tried, found = through_commands(kind, damages(real_files[name], within=within), good, tmp_path)
+    assert tried > 100
+    assert found == []
+
+
+def through_commands(
+    kind: str, damaged_docs: Iterator[tuple[str, Doc]], good: dict[str, Path], out: Path
+) -> tuple[int, list[str]]:
+    """Each damaged file through every command that reads its kind: how many runs,
+    and what went wrong in them."""
+    damaged_file = out / f"damaged-{kind}.json"
     found = []
     tried = 0
-    for what, doc in damages(real_files[name], within=within):
-        for argv in commands_for(kind, damaged_file, good, tmp_path):
+    for what, doc in damaged_docs:
+        for argv in commands_for(kind, damaged_file, good, out):
             damaged_file.write_text(json.dumps(doc))  # `upgrade`, `baseline` rewrite it
-            for leftover in ("new-base.json",):
-                (tmp_path / leftover).unlink(missing_ok=True)
+            (out / "new-base.json").unlink(missing_ok=True)
             tried += 1
             problem = problems_with(argv, damaged_file)
             if problem:
                 found.append(f"{what}, {argv[0]}: {problem}")
-    assert tried > 100
-    assert found == []
+    return tried, found
 
 
 @pytest.mark.parametrize(("kind", "name"), [("record", "rec0"), ("baseline", "base")])
@@ -394,18 +402,9 @@ def test_a_damaged_compilation_section_is_read_in_its_stride_by_every_command(
     good = pytester.path / "good.json"
     record = json.loads(good.read_text())
     assert record["compilation"]["count"] >= 1
-    damaged_file = pytester.path / "damaged.json"
-    found = []
-    tried = 0
-    for what, doc in damages(record, within=lambda path: path[0] == "compilation"):
-        for argv in commands_for(
-            "record", damaged_file, {"rec1": good, "base": good}, pytester.path
-        ):
-            damaged_file.write_text(json.dumps(doc))
-            tried += 1
-            problem = problems_with(argv, damaged_file)
-            if problem:
-                found.append(f"{what}, {argv[0]}: {problem}")
+    partners = {"rec1": good, "base": good}  # a record serves as a baseline too
+    in_compilation = damages(record, within=lambda path: path[0] == "compilation")
+    tried, found = through_commands("record", in_compilation, partners, pytester.path)
     assert tried > 100
     assert found == []
 
