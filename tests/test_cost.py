@@ -219,6 +219,29 @@ def test_prices_come_from_a_file_and_the_ini_and_the_first_match_wins(
     )
 
 
+@pytest.mark.parametrize(
+    ("doc", "problem"),
+    [
+        ({"as_of": 5, "prices": {"cpu/*": 1}}, "as_of: expected a date YYYY-MM-DD, got 5"),
+        ({"as_of": "2026-13-01", "prices": {"cpu/*": 1}}, "as_of: '2026-13-01' is not a real date"),
+        ({"as_of": "1 Nov", "prices": {"cpu/*": 1}}, "as_of: expected a date YYYY-MM-DD, got*"),
+        ({"prices": {" ": 1}}, "prices: an empty KEY; a key is a glob over hardware keys"),
+    ],
+    ids=["a number", "no such day", "not ISO", "an empty key"],
+)
+def test_a_prices_file_with_a_bad_date_or_key_is_one_line_naming_it(
+    pytester: pytest.Pytester, doc: dict[str, object], problem: str
+) -> None:
+    """The date is shown beside every cost as how old the prices are, and a key of
+    nothing matches no run: each is refused as the command line refuses them."""
+    pytester.makepyfile(test_costly="def test_a():\n    pass\n")
+    (pytester.path / "prices.json").write_text(json.dumps(doc))
+    result = pytester.runpytest("--accel-prices=prices.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --accel-prices: prices.json: {problem}"])
+    assert "passed" not in result.stdout.str()
+
+
 @pytest.mark.skipif(importlib.util.find_spec("tomllib") is None, reason="TOML needs Python 3.11")
 def test_a_toml_prices_file_is_read_too(tmp_path: Path) -> None:
     path = tmp_path / "prices.toml"

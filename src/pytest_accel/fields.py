@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 
 from pytest_accel.files import InputError
@@ -109,6 +109,19 @@ _TIMESTAMP = "%Y-%m-%dT%H:%M:%SZ"
 def utc_timestamp(epoch: float) -> str:
     """``2026-11-21T02:00:00Z``: how every file of ours writes a moment."""
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime(_TIMESTAMP)
+
+
+def expect_date(path: str, where: str, value: Any) -> str:
+    """A day, ``YYYY-MM-DD`` (a TOML file's bare date too), that the calendar has."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value.isoformat()
+    text = value.strip() if isinstance(value, str) else ""
+    if len(text) != 10 or text[4] != "-" or text[7] != "-":
+        raise InputError(path, f"{where}: expected a date YYYY-MM-DD, got {_shown(value)}")
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise InputError(path, f"{where}: {text!r} is not a real date") from None
 
 
 def parse_utc_timestamp(path: str, where: str, text: Any) -> float:

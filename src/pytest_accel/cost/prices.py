@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_accel.fields import expect_date
 from pytest_accel.files import InputError, parse_json, read_bytes
 from pytest_accel.settings import number_value
 
@@ -99,10 +100,13 @@ def load_prices(path: str | os.PathLike[str]) -> list[Price]:
     if not isinstance(table, Mapping) or not table:
         raise InputError(name, "prices: expected an object of KEY: USD per device-hour")
     as_of = data.get("as_of")
-    if as_of is not None and not isinstance(as_of, str):
-        as_of = str(as_of)  # TOML reads a bare date as a date
+    if as_of is not None:
+        as_of = expect_date(name, "as_of", as_of)
+    for pattern in table:
+        if not str(pattern).strip():
+            raise InputError(name, "prices: an empty KEY; a key is a glob over hardware keys")
     return [
-        Price(str(pattern), usd(amount, f"prices[{pattern!r}]", name), name, as_of)
+        Price(str(pattern).strip(), usd(amount, f"prices[{pattern!r}]", name), name, as_of)
         for pattern, amount in table.items()
     ]
 
