@@ -601,6 +601,20 @@ def test_merging_a_map_with_what_is_not_one_names_that_file(
     assert not (project / "merged.db").exists()
 
 
+def test_a_record_of_a_map_from_a_clock_ahead_is_read_by_every_command(
+    project: Path, mapped: Run
+) -> None:
+    """A map written on a machine whose clock runs ahead is younger than 0 days when a
+    run reads it: the record says so, and every command reads that record."""
+    mapped("--perf-record=r.json").assert_outcomes(passed=0, deselected=4)
+    record = json.loads((project / "r.json").read_text())
+    record["selection"]["map"]["age_days"] = -0.002
+    (project / "r.json").write_text(json.dumps(record))
+    assert main(["selection", "r.json"]) == 0
+    assert main(["report", "r.json", "-o", "page.html"]) == 0
+    assert main(["merge", "-o", "merged.json", "r.json"]) == 0
+
+
 def test_programs_mode_needs_the_head_map(project: Path, pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--accel-map", "map.db", "--accel-select=programs")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

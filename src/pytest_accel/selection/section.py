@@ -94,7 +94,10 @@ def check_selection(path: str, raw: Any) -> dict[str, Any]:
         found_map = expect_object(path, "selection.map", section["map"])
         for name in ("commit", "branch", "updated"):
             expect_text(path, f"selection.map.{name}", found_map.get(name), optional=True)
-        _number(path, "selection.map.age_days", found_map.get("age_days"), optional=True)
+        # A map written on a machine whose clock runs ahead is younger than 0 days.
+        age = found_map.get("age_days")
+        if age is not None and not finite_number(age):
+            raise InputError(path, f"selection.map.age_days: expected a number, got {age!r:.40}")
     if "saved" in section:
         saved = expect_object(path, "selection.saved", section["saved"])
         _number(path, "selection.saved.device_seconds", saved.get("device_seconds", 0.0))
