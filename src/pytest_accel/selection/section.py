@@ -96,8 +96,7 @@ def check_selection(path: str, raw: Any) -> dict[str, Any]:
             expect_text(path, f"selection.map.{name}", found_map.get(name), optional=True)
         # A map written on a machine whose clock runs ahead is younger than 0 days.
         age = found_map.get("age_days")
-        if age is not None and not finite_number(age):
-            raise InputError(path, f"selection.map.age_days: expected a number, got {age!r:.40}")
+        _number(path, "selection.map.age_days", age, optional=True, negative=True)
     if "saved" in section:
         saved = expect_object(path, "selection.saved", section["saved"])
         _number(path, "selection.saved.device_seconds", saved.get("device_seconds", 0.0))
@@ -118,11 +117,14 @@ def _reasons(path: str, name: str, value: Any) -> dict[str, str]:
     return found
 
 
-def _number(path: str, where: str, value: Any, *, optional: bool = False) -> None:
+def _number(
+    path: str, where: str, value: Any, *, optional: bool = False, negative: bool = False
+) -> None:
     if value is None and optional:
         return
-    if not finite_number(value) or value < 0:
-        raise InputError(path, f"{where}: expected a number of at least 0, got {value!r:.40}")
+    if not finite_number(value) or (value < 0 and not negative):
+        kind = "a number" if negative else "a number of at least 0"
+        raise InputError(path, f"{where}: expected {kind}, got {value!r:.40}")
 
 
 @dataclass(frozen=True)
