@@ -246,7 +246,8 @@ def test_a_module_level_change_keeps_every_test_that_imported_the_module(
 ) -> None:
     edit(project / "pkg" / "ops.py", "def add(a, b):", "SCALE = 1\n\n\ndef add(a, b):")
     result = mapped()
-    result.assert_outcomes(passed=3, deselected=1)  # test_nothing never ran pkg/ops.py
+    # test_nothing never ran pkg/ops.py, but its file imports it: the import ran SCALE = 1
+    result.assert_outcomes(passed=4)
 
 
 def test_new_tests_and_accel_always_tests_are_kept(project: Path, mapped: Run) -> None:
@@ -387,7 +388,7 @@ def test_selection_under_xdist_decides_alike_in_every_worker(
         ),
         (
             lambda root: (root / "pkg" / "table.csv").write_text("a,b\n"),
-            "data: a file that is not Python changed beside mapped code: pkg/table.csv",
+            "data: a file that is not Python, which no mapped test read, changed: pkg/table.csv",
         ),
     ],
     ids=["conftest", "packaging", "data"],
@@ -402,8 +403,15 @@ def test_a_change_the_map_cannot_attribute_keeps_every_test(
 
 
 def _set_meta(path: Path, key: str, value: str) -> None:
+    """The map's header and every test's own entry, as if mapped under ``value``."""
+    per_test = {
+        "updated": "UPDATE tests SET mapped = ?",
+        "commit": "UPDATE snapshots SET commit_id = ?",
+        "dependencies": "UPDATE snapshots SET dependencies = ?",
+    }
     with closing(sqlite3.connect(path)) as connection, connection:
         connection.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+        connection.execute(per_test[key], (value,))
 
 
 def test_a_dependency_at_another_version_keeps_every_test(project: Path, mapped: Run) -> None:
@@ -556,7 +564,7 @@ def _damaged(path: Path) -> None:
     [
         (lambda p: p.write_bytes(b"not a database at all" * 100), "is not a pytest-accel map"),
         (_foreign, "is not a pytest-accel map"),
-        (_newer, "is a version 99 map; this pytest-accel reads up to version 1"),
+        (_newer, "is a version 99 map; this pytest-accel reads up to version 2"),
         (_damaged, "is a damaged map (missing: test_blocks)"),
     ],
     ids=["garbage", "foreign", "newer", "damaged"],
@@ -668,22 +676,21 @@ def test_coverage_counts_deselected_by_change_apart_from_skips(
 
 
 def test_shadow_mode_runs_everything_and_names_a_failure_it_would_have_missed(
-    project: Path,
-    pytester: pytest.Pytester,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pytest_accel.cli import main
 
-    # test_nothing fails for a reason no code change explains (its environment)
+    # test_nothing fails for a reason no map sees: a file outside the rootdir
+    outside = project.parent / f"{project.name}.broken"
     edit(
         project / "tests" / "test_ops.py",
         "def test_nothing():\n    assert True",
-        "def test_nothing():\n    import os\n    assert not os.environ.get('BREAK_IT')",
+        "def test_nothing():\n    from pathlib import Path\n"
+        f"    assert not Path({str(outside)!r}).exists()",
     )
     commit(project)
     pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
-    monkeypatch.setenv("BREAK_IT", "1")
+    outside.write_text("")
     edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
     result = pytester.runpytest(
         "-p",
@@ -734,6 +741,23 @@ def test_a_budget_in_seconds_cuts_the_least_valuable_tests_for_the_nightly_bucke
             "cut for the nightly bucket: tests/test_ops.py::test_add, tests/test_ops.py::test_mul",
         ]
     )
+
+
+def test_the_commands_count_tests_the_budget_cut_as_cut(
+    project: Path, pytester: pytest.Pytester, mapped: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.runpytest("-p", "no:cacheprovider", "--perf-record", "r1.json")
+    assert main(["baseline", "--into", "baseline.json", "r1.json"]) == 0
+    edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
+    budget = ("--accel-select-budget", "0.000001s", "--perf-baseline", "baseline.json")
+    mapped(*budget, "--perf-record", "cut.json").assert_outcomes(deselected=4)
+    capsys.readouterr()
+    assert main(["coverage", "cut.json"]) == 0
+    out = capsys.readouterr().out
+    assert "1 cut by the budget (not counted)" in out
+    assert "3 deselected by change (not counted)" in out
+    assert main(["selection", "cut.json"]) == 0
+    assert "ran 0 of 4 test(s) (0.0%); 1 cut by the budget" in capsys.readouterr().out
 
 
 def test_a_budget_in_dollars_needs_a_price(project: Path, mapped: Run) -> None:
@@ -850,7 +874,7 @@ def test_programs_mode_runs_the_tests_whose_compiled_programs_changed(
     result.stdout.fnmatch_lines(
         [
             "kept tests/test_jax.py::test_scale: changed since the map of *:"
-            " 1 program(s) no longer compiled, program * (cpu)",
+            " program jit_scale changed (cpu, *)",
             "deselected tests/test_ops.py::test_add: its compiled programs are unchanged since*",
         ]
     )

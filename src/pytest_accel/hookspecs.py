@@ -21,7 +21,7 @@ Example (a made-up ``spyre`` card)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -149,6 +149,12 @@ def pytest_accel_price(config: pytest.Config) -> float | None:
     The cost feature answers it from ``--accel-price``/``--accel-prices``; selection asks
     to put a dollar figure on what it did not run, and for a budget in dollars.
     """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_budget_cut(config: pytest.Config) -> Collection[str] | None:
+    """Return the tests of ``pytest_accel_left_out`` that selection's budget cut (for
+    the nightly bucket), not deselected because their code is unchanged."""
 
 
 @pytest.hookspec(firstresult=True)

@@ -187,6 +187,7 @@ class RunColumns:
     # Tests change-aware selection left out (deselected or cut by its budget), and why:
     # not run because their code is unchanged, never absent.
     left_out: Mapping[str, str] = field(default_factory=dict)
+    cut: frozenset[str] = frozenset()  # of those, the tests its budget cut
 
 
 # The run's tally in pytest's words and order (``TerminalReporter``'s ``KNOWN_TYPES``,

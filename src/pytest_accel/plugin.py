@@ -72,6 +72,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     refuse_one_file_for_two_uses(early_config)
     hardware.set_devices(early_config)
     scaleout.take_devices(early_config)
+    selection.start_early(early_config)
 
 
 def pytest_configure(config: pytest.Config) -> None:

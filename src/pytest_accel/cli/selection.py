@@ -21,8 +21,8 @@ def add(commands: Any) -> None:
         "Over records of runs with --accel-select: each run's tests run of those"
         " collected, the mean share, the device-seconds not spent, and, from shadow runs"
         " (--accel-select=shadow: every test runs), the recall: faulty runs where"
-        " selection would have kept a failing test, over faulty runs. Every failing test"
-        " it would have left out is named.",
+        " selection would have kept every failing test, over faulty runs. Every failing"
+        " test it would have left out is named.",
         [
             "pytest-accel selection records/*.json",
             "pytest-accel selection records/shadow-*.json --min-recall 100",
@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
                         "mode": r.mode,
                         "collected": r.collected,
                         "run": len(r.kept),
+                        "cut": sorted(r.cut),
                         "failed": sorted(r.failed),
                         "missed": r.missed,
                     }
@@ -88,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
             line = (
                 f"{r.path}: {r.mode}: {verb} {len(r.kept)} of {r.collected} test(s) ({r.share:.1%})"
             )
+            if r.cut:
+                line += f"; {len(r.cut)} cut by the budget"
             if r.valves:
                 line += f"; kept every test: {', '.join(r.valves)}"
             if r.failed:

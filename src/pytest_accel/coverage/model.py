@@ -30,11 +30,13 @@ BUCKETS = (
     "skipped_other",
     "interrupted",
     "deselected_change",
+    "cut_budget",
 )
 # Not among the tests of the percentage: selection did not run them.
-NOT_RUN = frozenset({"deselected_change"})
+NOT_RUN = frozenset({"deselected_change", "cut_budget"})
 LABELS = {
     "deselected_change": "deselected by change",
+    "cut_budget": "cut by the budget",
     "interrupted": "interrupted",
     "passed": "passed",
     "failed": "failed",
@@ -102,7 +104,7 @@ def coverage_of(run: RunColumns) -> Coverage:
         for test, outcome in zip(run.ids, run.outcomes, strict=True)
     }
     for test in run.left_out:
-        states.setdefault(test, "deselected_change")
+        states.setdefault(test, "cut_budget" if test in run.cut else "deselected_change")
     reasons = Counter(run.platform_skips[t] for t, b in states.items() if b == "skipped_platform")
     return Coverage(
         run.key, run.started, Counter(states.values()), dict(reasons), states, run.interrupted
@@ -166,6 +168,8 @@ def describe(coverage: Coverage, top_reasons: int = 3) -> str:
         parts.append(f"{counts['interrupted']} interrupted")
     if counts.get("deselected_change"):
         parts.append(f"{counts['deselected_change']} deselected by change (not counted)")
+    if counts.get("cut_budget"):
+        parts.append(f"{counts['cut_budget']} cut by the budget (not counted)")
     reasons = sorted(coverage.platform_reasons.items(), key=lambda pair: (-pair[1], pair[0]))
     why = "; ".join(f"{n}x {reason}" for reason, n in reasons[:top_reasons])
     partial = (

@@ -297,6 +297,7 @@ class PerfPlugin:
             interrupted=info.exitstatus == pytest.ExitCode.INTERRUPTED,
             reruns={table.nodeids[row]: len(tries) for row, tries in table.earlier.items()},
             left_out=self.config.hook.pytest_accel_left_out(config=self.config) or {},
+            cut=frozenset(self.config.hook.pytest_accel_budget_cut(config=self.config) or ()),
         )
 
     def _sections(self, session: pytest.Session, columns: RunColumns) -> dict[str, Any]:

@@ -7,12 +7,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pytest_accel.selection.options import ALWAYS_MARKER, OPTIONS, file_uses, resolve
+from pytest_accel.selection.options import ALWAYS_MARKER, OPTIONS, file_uses, option, resolve
 
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "file_uses", "register"]
+__all__ = ["OPTIONS", "file_uses", "register", "start_early"]
+
+
+def start_early(early_config: pytest.Config) -> None:
+    """A mapping run measures from before the initial conftests load."""
+    from pytest_accel.settings import early_setting
+
+    if early_setting(early_config, option("--accel-map")):
+        from pytest_accel.selection.mapping import start_early as start
+
+        start(early_config)
 
 
 def register(config: pytest.Config) -> None:

@@ -9,9 +9,12 @@ other files that changed (the work tree against the map's commit, and against
 
 - ``conftest``: a ``conftest.py`` changed (fixtures and hooks of many tests);
 - ``packaging``: how the project is built or configured changed (``pyproject.toml``,
-  ``setup.py``, ``setup.cfg``, ``tox.ini``, ``pytest.ini``, ``.coveragerc``);
-- ``data``: a file that is not Python changed in a directory of mapped code (the
-  package's data, the tests' fixtures);
+  ``setup.py``, ``setup.cfg``, ``tox.ini``, ``pytest.ini``, ``pytest.toml``,
+  ``.pytest.toml``, ``.pytest.ini``, ``.coveragerc``);
+- ``data``: a file that is not Python changed in a tree of mapped code (a top-level
+  directory holding some: ``src/``, ``tests/``), and no mapped test read it (a file a
+  test read is that test's dependency, by hash); documentation, images and the like
+  (``DEFAULT_IGNORED``, ``--accel-select-ignore``) are no change;
 - ``dependency``: an installed distribution's version (or Python's) changed since the
   map (jax, jaxlib, libtpu, torch, CUDA and ROCm libraries are named first): what a
   requirement or lock file changes, once installed;
@@ -32,6 +35,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from fnmatch import fnmatch
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -98,7 +102,33 @@ def changed_blocks(
 # lock files are not among them: what they change is what is installed, which the
 # dependency valve compares (a bump of a linter in requirements-dev.txt changes no test).
 PACKAGING = re.compile(
-    r"(^|/)(pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|pytest\.ini|\.coveragerc)$"
+    r"(^|/)(pyproject\.toml|setup\.py|setup\.cfg|tox\.ini|\.?pytest\.ini|\.?pytest\.toml"
+    r"|\.coveragerc)$"
+)
+# Files no test reads: a change to them fires no valve (``--accel-select-ignore`` adds).
+DEFAULT_IGNORED = (
+    "*.md",
+    "*.rst",
+    "*.adoc",
+    "*.png",
+    "*.jpg",
+    "*.jpeg",
+    "*.gif",
+    "*.svg",
+    "*.ico",
+    "*.pdf",
+    "docs/*",
+    "doc/*",
+    ".github/*",
+    ".gitignore",
+    ".gitattributes",
+    ".pre-commit-config.yaml",
+    "LICENSE*",
+    "COPYING*",
+    "AUTHORS*",
+    "CHANGELOG*",
+    "CHANGES*",
+    "NEWS*",
 )
 
 
@@ -115,12 +145,19 @@ def own_files(paths: Iterable[str]) -> set[str]:
 
 
 def file_valves(
-    changed: Iterable[str], mapped_dirs: Iterable[str], ignored: Iterable[str] = ()
+    changed: Iterable[str],
+    mapped_files: Iterable[str],
+    ignored: Iterable[str] = (),
+    *,
+    read: Iterable[str] = (),
+    ignore: Sequence[str] = DEFAULT_IGNORED,
 ) -> list[Valve]:
-    """The valves the changed files (relative to the rootdir) fire; ``ignored`` are
-    files of ours (``own_files``)."""
-    dirs = set(mapped_dirs)
-    skip = set(ignored)
+    """The valves the changed files (relative to the rootdir) fire.  ``mapped_files``:
+    the map's Python files, whose top-level directories are the trees a data file
+    counts in; ``ignored``: files of ours (``own_files``); ``read``: files a mapped test
+    read (its own dependency, not a valve's); ``ignore``: globs of files no test reads."""
+    trees = {_tree(name) for name in mapped_files}
+    skip = set(ignored) | set(read)
     conftests, packaging, data = [], [], []
     for name in sorted(set(changed) - skip):
         posix = PurePosixPath(name)
@@ -128,17 +165,53 @@ def file_valves(
             conftests.append(name)
         elif PACKAGING.search(name):
             packaging.append(name)
-        elif posix.suffix not in (".py", ".pyi") and str(posix.parent) in dirs:
+        elif (
+            posix.suffix not in (".py", ".pyi")
+            and _tree(name) in trees
+            and not any(fnmatch(name, g) or fnmatch(posix.name, g) for g in ignore)
+        ):
             data.append(name)
     valves = []
     for kind, found, what in (
         ("conftest", conftests, "conftest.py changed"),
         ("packaging", packaging, "the build or configuration changed"),
-        ("data", data, "a file that is not Python changed beside mapped code"),
+        ("data", data, "a file that is not Python, which no mapped test read, changed"),
     ):
         if found:
             valves.append(Valve(kind, f"{what}: {_some(found)}"))
     return valves
+
+
+def _tree(name: str) -> str:
+    """A file's top-level directory ("" at the rootdir)."""
+    return name.split("/", 1)[0] if "/" in name else ""
+
+
+def new_python_files(
+    changed: Iterable[str], mapped_files: Iterable[str], root: Path
+) -> dict[str, list[str]]:
+    """Python files changed or new that the map never measured, in a package (or a
+    directory) of mapped code: each with the mapped files beside it, up its package,
+    whose tests must run (a module found by ``pkgutil`` or ``importlib`` discovery)."""
+    mapped = set(mapped_files)
+    by_folder: dict[str, list[str]] = {}
+    for name in mapped:
+        by_folder.setdefault(str(PurePosixPath(name).parent), []).append(name)
+    found: dict[str, list[str]] = {}
+    for name in sorted(set(changed) - mapped):
+        posix = PurePosixPath(name)
+        if posix.suffix != ".py" or posix.name == "conftest.py":
+            continue
+        neighbours: list[str] = []
+        folder = posix.parent
+        while True:
+            neighbours += by_folder.get(str(folder), [])
+            if str(folder) == "." or not (root / folder / "__init__.py").is_file():
+                break  # the top of the package
+            folder = folder.parent
+        if neighbours:
+            found[name] = sorted(neighbours)
+    return found
 
 
 def _some(names: Sequence[str], most: int = 3) -> str:
@@ -206,10 +279,11 @@ def map_age_days(updated: str, now: datetime) -> float | None:
 
 
 def age_valve(updated: str, now: datetime, max_days: float) -> Valve | None:
+    """``max_days`` 0: always (a run that wants every test and says why)."""
     days = map_age_days(updated, now)
     if days is None:
         return Valve("age", f"the map's time {updated!r} cannot be read")
-    if days > max_days:
+    if days > max_days or max_days == 0:
         return Valve("age", f"the map is {days:.1f} days old (--accel-map-max-age {max_days:g})")
     return None
 
@@ -243,10 +317,12 @@ def git_changed_files(root: Path, refs: Sequence[str]) -> ChangedFiles:
         why = f"git knows none of {', '.join(refs) or 'the references'} here"
         return ChangedFiles(None, why, tuple(unknown))
     names: set[str] = set()
+    # -z: paths as they are (no quoting of a non-ASCII or odd name), NUL-separated.
     for ref in known:
-        names.update(_git(root, "diff", "--name-only", "--no-renames", ref, "--").splitlines())
-    untracked = _git(root, "ls-files", "--others", "--exclude-standard", "--full-name")
-    names.update(untracked.splitlines())
+        listed = _git(root, "diff", "--name-only", "-z", "--no-renames", ref, "--")
+        names.update(filter(None, listed.split("\0")))
+    untracked = _git(root, "ls-files", "-z", "--others", "--exclude-standard", "--full-name")
+    names.update(filter(None, untracked.split("\0")))
     toplevel = Path(top.strip())
     found = []
     for name in names:
@@ -267,7 +343,8 @@ def _git(root: Path, *args: str) -> str:
         done = subprocess.run(
             ["git", "-C", str(root), *args],
             capture_output=True,
-            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",  # a path that is not UTF-8 stays one path
             timeout=60,
             check=False,
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from pytest_accel.selection.changes import Valve
+from pytest_accel.selection.mapfile import Program
 
 
 @dataclass(frozen=True)
@@ -83,18 +84,29 @@ def _some(names: Sequence[str], most: int = 3) -> str:
 
 
 def changed_programs(
-    base: Mapping[str, frozenset[tuple[str, str]]], head: Mapping[str, frozenset[tuple[str, str]]]
+    base: Mapping[str, frozenset[Program]], head: Mapping[str, frozenset[Program]]
 ) -> dict[str, list[str]]:
     """The tests whose compiled programs at this commit (``head``: the CPU tier's map of
     it) are not the ones they compiled at the map's commit (``base``): each with what
-    is new.  A test that compiles nothing in either is not among them."""
+    changed, by the name JAX gave it (``jit_mse``).  A test that compiles nothing in
+    either is not among them."""
     found: dict[str, list[str]] = {}
     for nodeid, now in head.items():
         then = base.get(nodeid, frozenset())
-        if now != then:
-            new = sorted(f"program {fp[:12]} ({platform})" for fp, platform in now - then)
-            gone = len(then - now)
-            found[nodeid] = new + ([f"{gone} program(s) no longer compiled"] if gone else [])
+        if now == then:
+            continue
+        before = {(p.name, p.platform) for p in then - now}
+        reasons = []
+        for program in sorted(now - then, key=lambda p: (p.name, p.platform, p.fingerprint)):
+            verb = "changed" if (program.name, program.platform) in before else "new"
+            reasons.append(
+                f"program {program.name} {verb} ({program.platform}, {program.fingerprint[:12]})"
+            )
+        names = {(p.name, p.platform) for p in now}
+        gone = sorted(f"{n} ({platform})" for n, platform in before - names)
+        if gone:
+            reasons.append(f"no longer compiled: {', '.join(gone)}")
+        found[nodeid] = reasons
     return found
 
 

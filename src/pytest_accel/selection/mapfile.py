@@ -2,7 +2,7 @@
 programs each test depends on, read, checked, updated and merged only here.
 
 A SQLite file (the standard library's ``sqlite3``), its schema versioned by
-``PRAGMA user_version`` and named in its ``meta`` table, in WAL mode.  A mapping run
+``PRAGMA user_version`` and named in its ``meta`` table.  A mapping run
 updates it under the file's lock (``locking.exclusive_lock``, as every shared file of
 ours) in one transaction: a reader never sees half an update, and a run that is killed
 leaves the file as it was.  A file that is not a map, is damaged, or was written by a
@@ -13,8 +13,17 @@ of the latest update, the installed distributions' versions, jax and jaxlib);
 ``files`` (each mapped source file, relative to the rootdir, and its content hash);
 ``blocks`` (a file's function, class or module body with its checksum; a test refers to
 the version it ran, so a test mapped at another commit keeps its own);
-``tests`` and ``test_blocks``; ``programs`` (a compiled program's fingerprint and
+``snapshots`` (a commit and the installed versions a test was mapped under: a partial
+mapping run never erases another test's); ``tests`` and ``test_blocks``; ``units`` (a
+test file's collection with the imports it runs, or a fixture's setup: what many tests
+share) with ``unit_blocks`` and ``test_units``; ``data_files`` (a file a test read, by
+content hash) and ``test_data``; ``test_env`` (a variable a test's code read: its name
+and a digest of its value); ``programs`` (a compiled program's fingerprint and
 platform) and ``test_programs``.
+
+Version 1 maps (pytest-accel 0.4) are upgraded in place by the next mapping run; their
+tests' entries, which lack what version 2 records, are kept by selection until mapped
+again.
 """
 
 from __future__ import annotations
@@ -32,7 +41,9 @@ from pytest_accel.files import InputError, make_directories, names_a_directory, 
 from pytest_accel.locking import exclusive_lock
 
 MAP_SCHEMA = "pytest-accel/map"
-MAP_VERSION = 1
+MAP_VERSION = 2
+# Tests mapped with every kind of evidence this release records (a version 1 entry: 1).
+EVIDENCE = 2
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,7 +80,60 @@ CREATE TABLE test_programs (
     PRIMARY KEY (test_id, program_id)
 ) WITHOUT ROWID;
 """
-_TABLES = ("meta", "files", "blocks", "tests", "test_blocks", "programs", "test_programs")
+# What version 2 adds to version 1 (a new map runs both; an old one is upgraded by it).
+_SCHEMA_2 = """
+ALTER TABLE tests ADD COLUMN snapshot_id INTEGER REFERENCES snapshots(id);
+ALTER TABLE tests ADD COLUMN subprocess INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tests ADD COLUMN evidence INTEGER NOT NULL DEFAULT 1;
+CREATE TABLE snapshots (
+    id INTEGER PRIMARY KEY,
+    commit_id TEXT NOT NULL,
+    dependencies TEXT NOT NULL,
+    UNIQUE (commit_id, dependencies)
+);
+CREATE TABLE units (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE unit_blocks (
+    unit_id INTEGER NOT NULL REFERENCES units(id),
+    block_id INTEGER NOT NULL REFERENCES blocks(id),
+    PRIMARY KEY (unit_id, block_id)
+) WITHOUT ROWID;
+CREATE INDEX unit_blocks_by_block ON unit_blocks (block_id);
+CREATE TABLE test_units (
+    test_id INTEGER NOT NULL REFERENCES tests(id),
+    unit_id INTEGER NOT NULL REFERENCES units(id),
+    PRIMARY KEY (test_id, unit_id)
+) WITHOUT ROWID;
+CREATE INDEX test_units_by_unit ON test_units (unit_id);
+CREATE TABLE data_files (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    UNIQUE (path, hash)
+);
+CREATE TABLE test_data (
+    test_id INTEGER NOT NULL REFERENCES tests(id),
+    data_id INTEGER NOT NULL REFERENCES data_files(id),
+    PRIMARY KEY (test_id, data_id)
+) WITHOUT ROWID;
+CREATE TABLE test_env (
+    test_id INTEGER NOT NULL REFERENCES tests(id),
+    name TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (test_id, name)
+) WITHOUT ROWID;
+"""
+_NEW_MAP = f"INSERT INTO meta (key, value) VALUES ('schema', '{MAP_SCHEMA}');"
+_TABLES_1 = ("meta", "files", "blocks", "tests", "test_blocks", "programs", "test_programs")
+_TABLES_2 = (
+    "snapshots",
+    "units",
+    "unit_blocks",
+    "test_units",
+    "data_files",
+    "test_data",
+    "test_env",
+)
+_TABLES = (*_TABLES_1, *_TABLES_2)
 
 
 @dataclass(frozen=True)
@@ -79,6 +143,23 @@ class Program:
     fingerprint: str  # of its lowered module text, without source locations
     platform: str  # what it was lowered for ("cpu", "tpu", ...)
     name: str  # the jitted function's name, for people
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a test was mapped under: a commit ("" outside git) and the installed
+    distributions' versions."""
+
+    commit: str
+    dependencies: str  # JSON: {distribution: version}, keys sorted
+
+    @classmethod
+    def of(cls, commit: str, versions: Mapping[str, str]) -> Snapshot:
+        return cls(commit, json.dumps(dict(versions), sort_keys=True))
+
+    def versions(self) -> dict[str, str]:
+        found = json.loads(self.dependencies)
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 @dataclass
@@ -95,6 +176,17 @@ class MapRun:
     # Per test that compiled with JAX: the programs it used.
     programs: dict[str, set[Program]] = field(default_factory=dict)
     dependencies: dict[str, str] = field(default_factory=dict)  # distribution -> version
+    # What tests share: a test file's collection ("collect:tests/test_a.py", with the
+    # imports it runs) or a fixture's setup ("fixture:tests/::db"), and its blocks.
+    units: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    test_units: dict[str, set[str]] = field(default_factory=dict)
+    reads: dict[str, dict[str, str]] = field(default_factory=dict)  # test -> {file: hash}
+    env: dict[str, dict[str, str]] = field(default_factory=dict)  # test -> {name: digest}
+    subprocess: set[str] = field(default_factory=set)  # tests that started a process
+    # A test's own snapshot and evidence where it is not the run's (a map read back
+    # for ``merge``: tests mapped at other commits, or by version 1).
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    evidence: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: MapRun) -> None:
         """Another process's measurement of other tests (an xdist worker's, a shard's):
@@ -103,6 +195,14 @@ class MapRun:
         self.tests.update(other.tests)
         self.programs.update(other.programs)
         self.dependencies = self.dependencies or other.dependencies
+        for unit, blocks in other.units.items():
+            self.units.setdefault(unit, set()).update(blocks)
+        self.test_units.update(other.test_units)
+        self.reads.update(other.reads)
+        self.env.update(other.env)
+        self.subprocess |= other.subprocess
+        self.snapshots.update(other.snapshots)
+        self.evidence.update(other.evidence)
 
     def to_wire(self) -> dict[str, Any]:
         """Plain values, as pytest-xdist carries them from a worker."""
@@ -117,6 +217,11 @@ class MapRun:
                 for t, found in self.programs.items()
             },
             "dependencies": self.dependencies,
+            "units": {u: sorted(map(list, blocks)) for u, blocks in self.units.items()},
+            "test_units": {t: sorted(units) for t, units in self.test_units.items()},
+            "reads": self.reads,
+            "env": self.env,
+            "subprocess": sorted(self.subprocess),
         }
 
     @classmethod
@@ -132,6 +237,11 @@ class MapRun:
                 for t, found in data.get("programs", {}).items()
             },
             dict(data.get("dependencies", {})),
+            {u: {(str(f), str(n)) for f, n in b} for u, b in data.get("units", {}).items()},
+            {t: set(map(str, u)) for t, u in data.get("test_units", {}).items()},
+            {t: dict(r) for t, r in data.get("reads", {}).items()},
+            {t: dict(e) for t, e in data.get("env", {}).items()},
+            set(data.get("subprocess", ())),
         )
 
 
@@ -173,7 +283,7 @@ def _check(path: str, connection: sqlite3.Connection) -> None:
             f"is a version {version} map; this pytest-accel reads up to version"
             f" {MAP_VERSION}: upgrade pytest-accel, or map again",
         )
-    missing = [name for name in _TABLES if name not in tables]
+    missing = [name for name in (_TABLES if version >= 2 else _TABLES_1) if name not in tables]
     if missing or version < 1:
         raise InputError(path, f"is a damaged map (missing: {', '.join(missing) or 'version'})")
 
@@ -194,7 +304,10 @@ def open_map(path: str | os.PathLike[str]) -> sqlite3.Connection:
 
 
 def read_info(connection: sqlite3.Connection, path: str) -> MapInfo:
-    meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+    try:
+        meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.DatabaseError as exc:  # a value that is not UTF-8 text, among others
+        raise InputError(path, f"is a damaged map (SQLite says: {exc})") from None
     try:
         dependencies = json.loads(meta.get("dependencies", "{}"))
     except ValueError:
@@ -225,18 +338,48 @@ def update_map(path: str | os.PathLike[str], run: MapRun) -> None:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
         if tables:
             _check(name, connection)
-        connection.execute("PRAGMA journal_mode = WAL")
-        if not tables:  # a new map: its schema first (an empty map is a valid one)
-            connection.executescript(_SCHEMA)
-            connection.execute(f"PRAGMA user_version = {MAP_VERSION}")
-            _set_meta(connection, {"schema": MAP_SCHEMA, "created": run.started})
+        # A rollback journal, not WAL: a selecting run, which opens the map read-only,
+        # leaves no -wal or -shm file beside it (the lock already orders writers).
+        connection.execute("PRAGMA journal_mode = DELETE")
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        if not tables or version < MAP_VERSION:
+            # One script, one transaction: a new map's schema, or version 1's upgrade.
+            script = _SCHEMA_2 if tables else _SCHEMA + _SCHEMA_2 + _NEW_MAP
+            connection.executescript(
+                f"BEGIN IMMEDIATE;{script}PRAGMA user_version = {MAP_VERSION};COMMIT;"
+            )
         connection.execute("BEGIN IMMEDIATE")
         try:
+            if not tables:  # an empty map is a valid one
+                _set_meta(connection, {"schema": MAP_SCHEMA, "created": run.started})
+            elif version < 2:
+                _upgrade_1(connection)
             _write_run(connection, run)
             connection.execute("COMMIT")
         except BaseException:
             connection.execute("ROLLBACK")
             raise
+
+
+def _upgrade_1(connection: sqlite3.Connection) -> None:
+    """A version 1 map made version 2: its tests keep their entries, marked as mapped
+    with less evidence (selection keeps them until they are mapped again), under the
+    one snapshot version 1 kept for the whole map."""
+    meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+    snapshot = _snapshot(connection, meta.get("commit") or "", meta.get("dependencies") or "{}")
+    connection.execute("UPDATE tests SET snapshot_id = ?", (snapshot,))
+
+
+def _snapshot(connection: sqlite3.Connection, commit: str, dependencies: str) -> int:
+    connection.execute(
+        "INSERT OR IGNORE INTO snapshots (commit_id, dependencies) VALUES (?, ?)",
+        (commit, dependencies),
+    )
+    found = connection.execute(
+        "SELECT id FROM snapshots WHERE commit_id = ? AND dependencies = ?",
+        (commit, dependencies),
+    ).fetchone()
+    return int(found[0])
 
 
 def _set_meta(connection: sqlite3.Connection, values: Mapping[str, str]) -> None:
@@ -248,16 +391,21 @@ def _set_meta(connection: sqlite3.Connection, values: Mapping[str, str]) -> None
 
 
 def _write_run(connection: sqlite3.Connection, run: MapRun) -> None:
+    dependencies = json.dumps(run.dependencies, sort_keys=True)
     _set_meta(
         connection,
         {
             "commit": run.commit or "",
             "branch": run.branch or "",
             "updated": run.started,
-            "dependencies": json.dumps(run.dependencies, sort_keys=True),
+            "dependencies": dependencies,
         },
     )
-    file_ids: dict[str, int] = {}
+    snapshot = _snapshot(connection, run.commit or "", dependencies)
+    snapshot_ids = {
+        own: _snapshot(connection, own.commit, own.dependencies)
+        for own in set(run.snapshots.values())
+    }
     block_ids: dict[tuple[str, str], int] = {}
     for path, (digest, blocks) in run.files.items():
         connection.execute(
@@ -266,7 +414,6 @@ def _write_run(connection: sqlite3.Connection, run: MapRun) -> None:
             (path, digest),
         )
         file_id = connection.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()[0]
-        file_ids[path] = file_id
         connection.executemany(
             "INSERT OR IGNORE INTO blocks (file_id, name, checksum) VALUES (?, ?, ?)",
             [(file_id, block, checksum) for block, checksum in blocks.items()],
@@ -286,18 +433,36 @@ def _write_run(connection: sqlite3.Connection, run: MapRun) -> None:
             "SELECT id FROM programs WHERE fingerprint = ? AND platform = ?",
             (program.fingerprint, program.platform),
         ).fetchone()[0]
+    unit_ids = _write_units(connection, run.units, block_ids)
+    data_ids: dict[tuple[str, str], int] = {}
+    for path, digest in {(p, h) for reads in run.reads.values() for p, h in reads.items()}:
+        connection.execute(
+            "INSERT OR IGNORE INTO data_files (path, hash) VALUES (?, ?)", (path, digest)
+        )
+        data_ids[(path, digest)] = connection.execute(
+            "SELECT id FROM data_files WHERE path = ? AND hash = ?", (path, digest)
+        ).fetchone()[0]
     for nodeid, depends in run.tests.items():
         connection.execute(
-            "INSERT INTO tests (nodeid, mapped, commit_id) VALUES (?, ?, ?)"
-            " ON CONFLICT (nodeid) DO UPDATE SET mapped = excluded.mapped,"
-            " commit_id = excluded.commit_id",
-            (nodeid, run.started, run.commit),
+            "INSERT INTO tests (nodeid, mapped, commit_id, snapshot_id, subprocess, evidence)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (nodeid) DO UPDATE SET"
+            " mapped = excluded.mapped, commit_id = excluded.commit_id,"
+            " snapshot_id = excluded.snapshot_id, subprocess = excluded.subprocess,"
+            " evidence = excluded.evidence",
+            (
+                nodeid,
+                run.started,
+                run.snapshots[nodeid].commit if nodeid in run.snapshots else run.commit,
+                snapshot_ids[run.snapshots[nodeid]] if nodeid in run.snapshots else snapshot,
+                nodeid in run.subprocess,
+                run.evidence.get(nodeid, EVIDENCE),
+            ),
         )
         test_id = connection.execute("SELECT id FROM tests WHERE nodeid = ?", (nodeid,)).fetchone()[
             0
         ]
-        connection.execute("DELETE FROM test_blocks WHERE test_id = ?", (test_id,))
-        connection.execute("DELETE FROM test_programs WHERE test_id = ?", (test_id,))
+        for table in ("test_blocks", "test_programs", "test_units", "test_data", "test_env"):
+            connection.execute(f"DELETE FROM {table} WHERE test_id = ?", (test_id,))
         connection.executemany(
             "INSERT OR IGNORE INTO test_blocks (test_id, block_id) VALUES (?, ?)",
             [(test_id, block_ids[key]) for key in depends if key in block_ids],
@@ -306,13 +471,52 @@ def _write_run(connection: sqlite3.Connection, run: MapRun) -> None:
             "INSERT OR IGNORE INTO test_programs (test_id, program_id) VALUES (?, ?)",
             [(test_id, program_ids[p]) for p in run.programs.get(nodeid, ())],
         )
-    connection.execute(
+        connection.executemany(
+            "INSERT OR IGNORE INTO test_units (test_id, unit_id) VALUES (?, ?)",
+            [(test_id, unit_ids[u]) for u in run.test_units.get(nodeid, ()) if u in unit_ids],
+        )
+        connection.executemany(
+            "INSERT OR IGNORE INTO test_data (test_id, data_id) VALUES (?, ?)",
+            [(test_id, data_ids[item]) for item in run.reads.get(nodeid, {}).items()],
+        )
+        connection.executemany(
+            "INSERT OR IGNORE INTO test_env (test_id, name, digest) VALUES (?, ?, ?)",
+            [(test_id, name, digest) for name, digest in run.env.get(nodeid, {}).items()],
+        )
+    for statement in (
+        "DELETE FROM units WHERE id NOT IN (SELECT DISTINCT unit_id FROM test_units)",
+        "DELETE FROM unit_blocks WHERE unit_id NOT IN (SELECT id FROM units)",
         "DELETE FROM blocks WHERE id NOT IN (SELECT DISTINCT block_id FROM test_blocks)"
-    )
-    connection.execute(
-        "DELETE FROM programs WHERE id NOT IN (SELECT DISTINCT program_id FROM test_programs)"
-    )
-    connection.execute("DELETE FROM files WHERE id NOT IN (SELECT DISTINCT file_id FROM blocks)")
+        " AND id NOT IN (SELECT DISTINCT block_id FROM unit_blocks)",
+        "DELETE FROM programs WHERE id NOT IN (SELECT DISTINCT program_id FROM test_programs)",
+        "DELETE FROM files WHERE id NOT IN (SELECT DISTINCT file_id FROM blocks)",
+        "DELETE FROM data_files WHERE id NOT IN (SELECT DISTINCT data_id FROM test_data)",
+        "DELETE FROM snapshots WHERE id NOT IN (SELECT snapshot_id FROM tests"
+        " WHERE snapshot_id IS NOT NULL)",
+    ):
+        connection.execute(statement)
+
+
+def _write_units(
+    connection: sqlite3.Connection,
+    units: Mapping[str, set[tuple[str, str]]],
+    block_ids: Mapping[tuple[str, str], int],
+) -> dict[str, int]:
+    """Each unit the run measured, its blocks replaced by the run's; a unit it did not
+    measure (a fixture no test of this run set up) keeps what it had."""
+    found: dict[str, int] = {}
+    for name, blocks in units.items():
+        connection.execute("INSERT OR IGNORE INTO units (name) VALUES (?)", (name,))
+        unit_id = connection.execute("SELECT id FROM units WHERE name = ?", (name,)).fetchone()[0]
+        found[name] = unit_id
+        connection.execute("DELETE FROM unit_blocks WHERE unit_id = ?", (unit_id,))
+        connection.executemany(
+            "INSERT OR IGNORE INTO unit_blocks (unit_id, block_id) VALUES (?, ?)",
+            [(unit_id, block_ids[key]) for key in blocks if key in block_ids],
+        )
+    for name, unit_id in connection.execute("SELECT name, id FROM units"):
+        found.setdefault(name, unit_id)
+    return found
 
 
 # --- reading what selection needs ----------------------------------------------------------
@@ -340,6 +544,103 @@ def mapped_tests(connection: sqlite3.Connection) -> set[str]:
     return {row[0] for row in connection.execute("SELECT nodeid FROM tests")}
 
 
+@dataclass(frozen=True)
+class MappedTest:
+    """A mapped test's header."""
+
+    mapped: str  # when, UTC
+    snapshot: Snapshot
+    evidence: int  # EVIDENCE: mapped by this release; 1: by version 1 (less recorded)
+    subprocess: bool  # it started a process, whose code coverage did not measure
+
+
+def _version(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA user_version").fetchone()[0])
+
+
+def mapped_entries(connection: sqlite3.Connection, path: str) -> dict[str, MappedTest]:
+    """Every mapped test's header (a version 1 map's from its one ``meta`` snapshot)."""
+    info = read_info(connection, path)
+    whole_map = Snapshot.of(info.commit or "", info.dependencies)
+    if _version(connection) < 2:
+        return {
+            nodeid: MappedTest(mapped, whole_map, 1, False)
+            for nodeid, mapped in connection.execute("SELECT nodeid, mapped FROM tests")
+        }
+    snapshots: dict[int, Snapshot] = {}
+    for snapshot_id, commit, text in connection.execute(
+        "SELECT id, commit_id, dependencies FROM snapshots"
+    ):
+        try:
+            versions = json.loads(text)
+        except ValueError:
+            raise InputError(path, "is a damaged map (a snapshot is not JSON)") from None
+        if not isinstance(versions, dict):
+            raise InputError(path, "is a damaged map (a snapshot is not an object)")
+        snapshots[snapshot_id] = Snapshot.of(str(commit), versions)
+    return {
+        nodeid: MappedTest(
+            mapped, snapshots.get(snapshot_id, whole_map), int(evidence), bool(spawns)
+        )
+        for nodeid, mapped, snapshot_id, evidence, spawns in connection.execute(
+            "SELECT nodeid, mapped, snapshot_id, evidence, subprocess FROM tests"
+        )
+    }
+
+
+def data_of_tests(
+    connection: sqlite3.Connection, nodeids: Iterable[str]
+) -> dict[str, dict[str, set[str]]]:
+    """The files the tests ``nodeids`` read: ``{path: {hash when read: {test, ...}}}``."""
+    found: dict[str, dict[str, set[str]]] = {}
+    if _version(connection) < 2:
+        return found
+    _wanted(connection, "wanted_tests", nodeids)
+    for nodeid, path, digest in connection.execute(
+        "SELECT t.nodeid, d.path, d.hash FROM temp.wanted_tests wt"
+        " JOIN tests t ON t.nodeid = wt.value JOIN test_data td ON td.test_id = t.id"
+        " JOIN data_files d ON d.id = td.data_id"
+    ):
+        found.setdefault(path, {}).setdefault(digest, set()).add(nodeid)
+    return found
+
+
+def env_of_tests(
+    connection: sqlite3.Connection, nodeids: Iterable[str]
+) -> dict[str, dict[str, str]]:
+    """The variables each of the tests ``nodeids`` read: ``{test: {name: digest}}``."""
+    found: dict[str, dict[str, str]] = {}
+    if _version(connection) < 2:
+        return found
+    _wanted(connection, "wanted_tests", nodeids)
+    for nodeid, name, digest in connection.execute(
+        "SELECT t.nodeid, e.name, e.digest FROM temp.wanted_tests wt"
+        " JOIN tests t ON t.nodeid = wt.value JOIN test_env e ON e.test_id = t.id"
+    ):
+        found.setdefault(nodeid, {})[name] = digest
+    return found
+
+
+def tests_of_files(connection: sqlite3.Connection, paths: Iterable[str]) -> dict[str, set[str]]:
+    """The tests that depend on any block of each of ``paths``: ``{path: {test}}``."""
+    found: dict[str, set[str]] = {}
+    _wanted(connection, "wanted_files", paths)
+    unit_join = (
+        " UNION SELECT f.path, t.nodeid FROM temp.wanted_files w JOIN files f ON f.path = w.value"
+        " JOIN blocks b ON b.file_id = f.id JOIN unit_blocks ub ON ub.block_id = b.id"
+        " JOIN test_units tu ON tu.unit_id = ub.unit_id JOIN tests t ON t.id = tu.test_id"
+        if _version(connection) >= 2
+        else ""
+    )
+    for path, nodeid in connection.execute(
+        "SELECT f.path, t.nodeid FROM temp.wanted_files w JOIN files f ON f.path = w.value"
+        " JOIN blocks b ON b.file_id = f.id JOIN test_blocks tb ON tb.block_id = b.id"
+        " JOIN tests t ON t.id = tb.test_id" + unit_join
+    ):
+        found.setdefault(path, set()).add(nodeid)
+    return found
+
+
 def _wanted(connection: sqlite3.Connection, table: str, values: Iterable[Any]) -> None:
     """A temporary table of ``values`` to join with (no SQL variable limit, no JSON1)."""
     connection.execute(f"DROP TABLE IF EXISTS temp.{table}")
@@ -351,14 +652,8 @@ def _wanted(connection: sqlite3.Connection, table: str, values: Iterable[Any]) -
 
 def tests_using_blocks(connection: sqlite3.Connection, block_ids: Iterable[int]) -> set[str]:
     """The tests that depend on any of ``block_ids``."""
-    _wanted(connection, "wanted_blocks", block_ids)
-    return {
-        row[0]
-        for row in connection.execute(
-            "SELECT DISTINCT t.nodeid FROM temp.wanted_blocks w"
-            " JOIN test_blocks tb ON tb.block_id = w.value JOIN tests t ON t.id = tb.test_id"
-        )
-    }
+    ids = list(block_ids)
+    return set(blocks_of_tests(connection, mapped_tests(connection), ids))
 
 
 def blocks_of_tests(
@@ -369,24 +664,33 @@ def blocks_of_tests(
     found: dict[str, list[str]] = {}
     _wanted(connection, "wanted_blocks", block_ids)
     _wanted(connection, "wanted_tests", nodeids)
+    through_units = (
+        " UNION SELECT t.nodeid, f.path, b.name FROM temp.wanted_blocks w"
+        " JOIN unit_blocks ub ON ub.block_id = w.value"
+        " JOIN test_units tu ON tu.unit_id = ub.unit_id JOIN tests t ON t.id = tu.test_id"
+        " JOIN temp.wanted_tests wt ON wt.value = t.nodeid"
+        " JOIN blocks b ON b.id = ub.block_id JOIN files f ON f.id = b.file_id"
+        if _version(connection) >= 2
+        else ""
+    )
     for nodeid, path, name in connection.execute(
         "SELECT t.nodeid, f.path, b.name FROM temp.wanted_blocks w"
         " JOIN test_blocks tb ON tb.block_id = w.value JOIN tests t ON t.id = tb.test_id"
         " JOIN temp.wanted_tests wt ON wt.value = t.nodeid"
-        " JOIN blocks b ON b.id = tb.block_id JOIN files f ON f.id = b.file_id"
+        " JOIN blocks b ON b.id = tb.block_id JOIN files f ON f.id = b.file_id" + through_units
     ):
         found.setdefault(nodeid, []).append(f"{path}::{name}")
     return found
 
 
-def programs_of_tests(connection: sqlite3.Connection) -> dict[str, frozenset[tuple[str, str]]]:
-    """Each mapped test's programs as (fingerprint, platform)."""
-    found: dict[str, set[tuple[str, str]]] = {}
-    for nodeid, fingerprint, platform in connection.execute(
-        "SELECT t.nodeid, p.fingerprint, p.platform FROM test_programs tp"
+def programs_of_tests(connection: sqlite3.Connection) -> dict[str, frozenset[Program]]:
+    """Each mapped test's programs."""
+    found: dict[str, set[Program]] = {}
+    for nodeid, fingerprint, platform, name in connection.execute(
+        "SELECT t.nodeid, p.fingerprint, p.platform, p.name FROM test_programs tp"
         " JOIN tests t ON t.id = tp.test_id JOIN programs p ON p.id = tp.program_id"
     ):
-        found.setdefault(nodeid, set()).add((fingerprint, platform))
+        found.setdefault(nodeid, set()).add(Program(fingerprint, platform, name))
     return {nodeid: frozenset(programs) for nodeid, programs in found.items()}
 
 
@@ -407,10 +711,20 @@ def is_map(path: str | os.PathLike[str]) -> bool:
 
 def merge_maps(inputs: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str]) -> int:
     """The maps of shards (or of separate runs) folded into one at ``output``, in the
-    order given (a test in two keeps the later's entry); how many tests it holds."""
+    order given (a test in two keeps the later's entry); how many tests it holds.  Every
+    input is read before ``output`` is touched: a damaged one is named, nothing written."""
+    runs = []
     for source in inputs:
-        with closing(open_map(source)) as connection:
-            update_map(output, read_run(connection, os.fspath(source)))
+        name = os.fspath(source)
+        with closing(open_map(name)) as connection:
+            try:
+                runs.append(read_run(connection, name))
+            except sqlite3.DatabaseError as exc:
+                raise InputError(name, f"is a damaged map (SQLite says: {exc})") from None
+            except (ValueError, KeyError, TypeError) as exc:
+                raise InputError(name, f"is a damaged map ({type(exc).__name__})") from None
+    for run in runs:
+        update_map(output, run)
     with closing(open_map(output)) as connection:
         return int(connection.execute("SELECT count(*) FROM tests").fetchone()[0])
 
@@ -429,8 +743,32 @@ def read_run(connection: sqlite3.Connection, path: str) -> MapRun:
         " JOIN blocks b ON b.id = tb.block_id JOIN files f ON f.id = b.file_id"
     ):
         run.tests.setdefault(nodeid, set()).add((file_path, name))
-    for nodeid in mapped_tests(connection):
+    for nodeid, entry in mapped_entries(connection, path).items():
         run.tests.setdefault(nodeid, set())
+        run.snapshots[nodeid] = entry.snapshot
+        run.evidence[nodeid] = entry.evidence
+        if entry.subprocess:
+            run.subprocess.add(nodeid)
+    if _version(connection) >= 2:
+        for unit, file_path, name in connection.execute(
+            "SELECT u.name, f.path, b.name FROM unit_blocks ub JOIN units u ON u.id = ub.unit_id"
+            " JOIN blocks b ON b.id = ub.block_id JOIN files f ON f.id = b.file_id"
+        ):
+            run.units.setdefault(unit, set()).add((file_path, name))
+        for nodeid, unit in connection.execute(
+            "SELECT t.nodeid, u.name FROM test_units tu JOIN tests t ON t.id = tu.test_id"
+            " JOIN units u ON u.id = tu.unit_id"
+        ):
+            run.test_units.setdefault(nodeid, set()).add(unit)
+        for nodeid, data_path, digest in connection.execute(
+            "SELECT t.nodeid, d.path, d.hash FROM test_data td JOIN tests t ON t.id = td.test_id"
+            " JOIN data_files d ON d.id = td.data_id"
+        ):
+            run.reads.setdefault(nodeid, {})[data_path] = digest
+        for nodeid, name, digest in connection.execute(
+            "SELECT t.nodeid, e.name, e.digest FROM test_env e JOIN tests t ON t.id = e.test_id"
+        ):
+            run.env.setdefault(nodeid, {})[name] = digest
     for nodeid, fingerprint, platform, name in connection.execute(
         "SELECT t.nodeid, p.fingerprint, p.platform, p.name FROM test_programs tp"
         " JOIN tests t ON t.id = tp.test_id JOIN programs p ON p.id = tp.program_id"

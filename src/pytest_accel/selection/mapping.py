@@ -1,23 +1,39 @@
-"""A mapping run (``--accel-map PATH`` without ``--accel-select``): what each test ran
-and compiled, measured where tests run and written by the process that owns the
-session.
+"""A mapping run (``--accel-map PATH`` without ``--accel-select``): what each test
+depends on, measured where tests run and written by the process that owns the session.
 
 Where tests run (serial, or each xdist worker), coverage.py measures the rootdir's
-Python files with one dynamic context per test (``Coverage.switch_context``: the test's
-node id from its setup to its teardown; reruns included); where pytest-cov is active its
-coverage is used, not a second one (one tracer at a time), with its own contexts when
-``--cov-context=test`` names them.  Only tests whose call ran are mapped: a test that
-was skipped ran nothing, and has no entry (selection runs it).  At the end the lines
-become blocks (``blocks``), and a worker hands its measurement to the controller through
-``workeroutput``; the controller folds every process's into the map (``mapfile``).
+Python files with one dynamic context per unit (``observe.Units``): each test (its
+setup to its teardown, reruns included), each test file's collection, each fixture's
+setup, each project module's import.  Coverage starts before the initial conftests
+load (``start_early``), so what they import is measured too.  Where pytest-cov is
+active its coverage is used, not a second one (one tracer at a time), with its own
+contexts when ``--cov-context=test`` names them.  Only tests whose call ran are mapped:
+a test that was skipped ran nothing, and has no entry (selection runs it).
+
+At the end the lines become blocks (``blocks``), and each test depends on:
+
+- the blocks it ran, and the functions of the project's caches that answered it;
+- its file's collection unit: what collecting the file ran, and the ``<import>`` block
+  (with what running it ran) of every project module the file, its conftests and
+  what they import reach, by import statements and by what was seen imported;
+- the setup of every fixture it uses, whatever the fixture's scope;
+- the files it, its fixtures, its file's collection and those imports read, by hash;
+- the environment variables the project's code read for it (names, a digest of the
+  value); whether it started a subprocess.
+
+A worker hands its measurement to the controller through ``workeroutput``; the
+controller folds every process's into the map (``mapfile``).
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import hashlib
 import os
+import sys
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,59 +43,164 @@ from pytest_accel import vcs
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.outcomes import test_id
 from pytest_accel.reports import isolated, reports_are_relayed, write_section
-from pytest_accel.selection.blocks import WHOLE_FILE, parse_blocks
+from pytest_accel.selection.blocks import IMPORT, WHOLE_FILE, FileBlocks, parse_blocks
 from pytest_accel.selection.mapfile import MapRun, Program, update_map
-from pytest_accel.selection.options import SelectionOptions, check_maps
+from pytest_accel.selection.observe import (
+    ImportLabeller,
+    ProjectFiles,
+    Seen,
+    Units,
+    cached_functions,
+    observe,
+    static_imports,
+)
+from pytest_accel.selection.options import SelectionOptions, check_maps, option
 from pytest_accel.selection.programs import ProgramRecorder
+from pytest_accel.settings import early_setting
 from pytest_accel.text import Line, Tone
 
 WORKEROUTPUT_MAP = "pytest_accel_map"
 # Never the project's own code, though under the rootdir.
 OMIT = ("*/site-packages/*", "*/dist-packages/*", "*/.venv/*", "*/venv/*", "*/.tox/*", "*/.nox/*")
+COLLECT, IMPORTING, FIXTURE = "collect:", "import:", "fixture:"
+
+
+class Observer:
+    """Coverage.py, the units and the import labeller: started as early as the run
+    allows (``start_early``), else at the session's start."""
+
+    def __init__(self, root: Path, own: Iterable[str]) -> None:
+        self.root = root
+        self.files = ProjectFiles(root, OMIT, tuple(own))
+        self.units = Units(self.files, None)
+        self.labeller = ImportLabeller(self.units)
+        self.cov: Any = None
+        self.own = self.cov_contexts = False
+
+    def start(self, cov: Any, *, own: bool, contexts: bool) -> None:
+        self.cov, self.own, self.cov_contexts = cov, own, contexts
+        if not contexts:  # pytest-cov's test contexts: ours would overwrite them
+            self.units.switch = cov.switch_context
+        self.labeller.install()
+        observe(self.units)
+
+    def stop(self) -> None:
+        observe(None)
+        self.labeller.remove()
+        self.units.switch = None
+        if self.own and self.cov is not None:
+            self.cov.stop()
+
+
+def _own_coverage(root: Path) -> Any:
+    import coverage
+
+    cov = coverage.Coverage(data_file=None, source=[str(root)], omit=list(OMIT), config_file=False)
+    # Contexts need the C or the Python tracer (sys.monitoring's records none); the C
+    # one where coverage was built with it.
+    cov.set_option("run:core", "ctrace" if _has_ctracer() else "pytrace")
+    cov.start()
+    return cov
+
+
+EARLY = pytest.StashKey["Observer"]()
+
+
+def start_early(early_config: pytest.Config) -> None:
+    """A mapping run measures from before the initial conftests load: a package the
+    rootdir's conftest imports runs its import-time code here.  Not where pytest-cov
+    measures (it starts its own), nor where nothing will run."""
+    known = early_config.known_args_namespace
+    if not early_setting(early_config, option("--accel-map")):
+        return
+    if (early_setting(early_config, option("--accel-select")) or "off").lower() != "off":
+        return
+    if getattr(known, "collectonly", False) or getattr(known, "cov_source", None):
+        return
+    controller = getattr(known, "numprocesses", None) or getattr(known, "dist", "no") not in (
+        "no",
+        None,
+    )
+    if controller and not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # an xdist controller: its workers measure
+    root = Path(str(early_config.rootpath)).resolve()
+    observer = Observer(root, ())
+    observer.start(_own_coverage(root), own=True, contexts=False)
+    early_config.stash[EARLY] = observer
+    early_config.add_cleanup(observer.stop)
 
 
 class Measurement:
-    """Where tests run: coverage with a context per test, and their programs."""
+    """Where tests run: coverage with a context per unit, what else each unit did, and
+    the programs each test compiled."""
 
     def __init__(self, config: pytest.Config, options: SelectionOptions) -> None:
         self.config = config
         self.root = Path(str(config.rootpath)).resolve()
-        self.cov: Any = None
-        self.own = self.cov_contexts = False
+        early = config.stash.get(EARLY, None)
+        self.observer = early if early is not None else Observer(self.root, ())
+        self.observer.files.own = frozenset(_relative_paths(self.root, [options.map or ""]))
+        self.units = self.observer.units
         self.programs = ProgramRecorder(fingerprint=options.programs == "auto")
         self.programs.start()
         self.called: set[str] = set()  # tests whose call ran
         self.found: dict[str, set[Program]] = {}
-        self.current: str | None = None
+        self.items: dict[str, tuple[str, tuple[str, ...], bool]] = {}  # file, fixtures, doctest
+        self.caches: list[tuple[Any, str]] = []
+        self.cache_modules = 0
+        self.hits: list[int] = []
         self.run: MapRun | None = None  # the measurement, once the tests have run
+
+    @property
+    def cov(self) -> Any:
+        return self.observer.cov
 
     # After pytest-cov's: in an xdist worker it starts its coverage here.
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self.cov, self.own, self.cov_contexts = self._coverage(self.config)
-
-    def _coverage(self, config: pytest.Config) -> tuple[Any, bool, bool]:
-        """pytest-cov's coverage where it measures this process, else ours, started."""
-        plugin = config.pluginmanager.get_plugin("_cov")
+        if self.observer.cov is not None:
+            return  # started before the conftests loaded
+        plugin = self.config.pluginmanager.get_plugin("_cov")
         theirs = getattr(getattr(plugin, "cov_controller", None), "cov", None)
         if theirs is not None:
-            by_test = getattr(config.option, "cov_context", None) == "test"
-            return theirs, False, by_test
-        import coverage
+            by_test = getattr(self.config.option, "cov_context", None) == "test"
+            self.observer.start(theirs, own=False, contexts=by_test)
+        else:
+            self.observer.start(_own_coverage(self.root), own=True, contexts=False)
 
-        cov = coverage.Coverage(
-            data_file=None, source=[str(self.root)], omit=list(OMIT), config_file=False
-        )
-        # Contexts need the C or the Python tracer (sys.monitoring's records none); the C
-        # one where coverage was built with it.
-        cov.set_option("run:core", "ctrace" if _has_ctracer() else "pytrace")
-        cov.start()
-        return cov, True, False
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        """A test file's collection (its import, parametrize, generated tests) runs as
+        its own unit."""
+        if not isinstance(collector, pytest.File):
+            return (yield)
+        relative = self.observer.files.relative(str(collector.path))
+        if relative is None:
+            return (yield)
+        with self.units.running(COLLECT + relative):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
+        with self.units.running(FIXTURE + _fixture_id(fixturedef)):
+            return (yield)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            relative = self.observer.files.relative(str(item.path)) or ""
+            info = getattr(item, "_fixtureinfo", None)
+            definitions = getattr(info, "name2fixturedefs", {}) or {}
+            fixtures = tuple(
+                FIXTURE + _fixture_id(fixturedef)
+                for name in getattr(item, "fixturenames", ())
+                for fixturedef in definitions.get(name, ())
+            )
+            doctest = type(item).__name__ == "DoctestItem"
+            self.items[test_id(item.nodeid)] = (relative, fixtures, doctest)
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.current = test_id(nodeid)
-        if self.cov is not None and not self.cov_contexts:
-            self.cov.switch_context(self.current)
+        self.units.enter(test_id(nodeid))
+        self._cache_snapshot()
         self.programs.before_test()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -87,12 +208,34 @@ class Measurement:
             self.called.add(test_id(report.nodeid))
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        test = test_id(nodeid)
         found = self.programs.after_test()
         if found:
-            self.found.setdefault(test_id(nodeid), set()).update(found)
-        if self.cov is not None and not self.cov_contexts:
-            self.cov.switch_context("")
-        self.current = None
+            self.found.setdefault(test, set()).update(found)
+        self._cache_hits(test)
+        while self.units.current is not None and self.units.current != test:
+            self.units.leave()  # a unit left open by an error: closed with its test
+        self.units.leave()
+
+    def _cache_snapshot(self) -> None:
+        """The project's cached functions (looked for again when modules were added),
+        and how often each answered so far."""
+        if len(sys.modules) != self.cache_modules:
+            self.cache_modules = len(sys.modules)
+            self.caches = [
+                (wrapper, filename)
+                for wrapper, filename in cached_functions(_project_modules(self.observer.files))
+                if self.observer.files.relative(filename) is not None
+            ]
+        self.hits = [_hits(wrapper) for wrapper, _ in self.caches]
+
+    def _cache_hits(self, test: str) -> None:
+        for (wrapper, filename), before in zip(self.caches, self.hits, strict=False):
+            if _hits(wrapper) > before:
+                line = wrapper.__wrapped__.__code__.co_firstlineno
+                relative = self.observer.files.relative(filename)
+                if relative is not None:
+                    self.units.of(test).cached.add((relative, line))
 
     # The innermost wrapper: the measurement is read as the last test ends, before
     # pytest-cov's own wrapper stops its coverage, saves and combines it.
@@ -112,65 +255,259 @@ class Measurement:
         self.stop()
 
     def stop(self) -> None:
-        if self.own and self.cov is not None:
-            self.cov.stop()
+        self.observer.stop()
         self.programs.stop()
 
     def finish(self) -> MapRun:
         """The measurement as blocks per test (every mapped test, an empty set where it
         ran no measured code); worked out once."""
         if self.run is None:
-            self.run = self._measured()
+            self.observer.units.switch = None  # no more contexts: the tests are over
+            observe(None)
+            self.run = Dependencies(self).measured()
             self.stop()
         return self.run
 
-    def _measured(self) -> MapRun:
-        run = MapRun(None, None, utc_timestamp(time.time()))
-        run.tests = {test: set() for test in self.called}
-        if self.cov is None:  # the session never started: no test ran
-            return run
-        data = self.cov.get_data()
-        for filename in data.measured_files():
-            try:
-                relative = Path(filename).resolve().relative_to(self.root).as_posix()
-            except ValueError:
-                continue  # outside the rootdir: not the project's own code
-            by_test: dict[str, set[str]] = {}
-            raw = _read(filename)
+
+def _fixture_id(fixturedef: Any) -> str:
+    """A fixture definition's name: where it is defined (pytest's ``baseid``: a test
+    file, a directory's conftest, "" for the rootdir's and plugins') and its name."""
+    return f"{getattr(fixturedef, 'baseid', '')}::{getattr(fixturedef, 'argname', '?')}"
+
+
+def _hits(wrapper: Any) -> int:
+    try:
+        return int(wrapper.cache_info().hits)
+    except Exception:  # a cache that no longer answers: nothing counted
+        return 0
+
+
+def _project_modules(files: ProjectFiles) -> list[Any]:
+    return [
+        module
+        for module in list(sys.modules.values())
+        if isinstance(getattr(module, "__file__", None), str)
+        and files.relative(str(module.__file__)) is not None
+    ]
+
+
+def _relative_paths(root: Path, paths: Iterable[str]) -> list[str]:
+    found = []
+    for path in paths:
+        if path:
+            with contextlib.suppress(ValueError):
+                target = Path(path).resolve()
+                found += [
+                    target.relative_to(root).as_posix(),
+                    target.with_name(f".{target.name}.lock").relative_to(root).as_posix(),
+                ]
+    return found
+
+
+class Dependencies:
+    """A mapping run's measurement made into each test's dependencies."""
+
+    def __init__(self, measurement: Measurement) -> None:
+        self.m = measurement
+        self.root = measurement.root
+        self.files = measurement.observer.files
+        self.seen = measurement.units.seen
+        self.parsed: dict[str, tuple[bytes, FileBlocks, ast.AST | None] | None] = {}
+        self.run = MapRun(None, None, utc_timestamp(time.time()))
+
+    def source(self, relative: str) -> tuple[bytes, FileBlocks, ast.AST | None] | None:
+        if relative not in self.parsed:
+            raw = _read(str(self.root / relative))
             if raw is None:
-                continue
-            blocks = parse_blocks(raw, relative)
-            for line, contexts in data.contexts_by_lineno(filename).items():
-                name = blocks.innermost(line)
-                for context in contexts:
-                    test = context.split("|", 1)[0]
-                    if test in run.tests:
-                        by_test.setdefault(test, set()).add(name)
-            if not by_test:
-                continue  # run at import alone, in no test's context
-            checksums = {block.name: block.checksum for block in blocks.blocks}
-            run.files[relative] = (_digest(raw), checksums)
-            for test, names in by_test.items():
-                run.tests[test].update((relative, n) for n in blocks.with_enclosing(names))
+                self.parsed[relative] = None
+            else:
+                try:
+                    tree: ast.AST | None = ast.parse(raw, relative)
+                except (SyntaxError, ValueError):
+                    tree = None
+                self.parsed[relative] = (raw, parse_blocks(raw, relative), tree)
+        return self.parsed[relative]
+
+    def keep_file(self, relative: str) -> bool:
+        """The file's blocks go into the map (its checksums recorded)."""
+        found = self.source(relative)
+        if found is None:
+            return False
+        if relative not in self.run.files:
+            raw, blocks, _ = found
+            self.run.files[relative] = (
+                _digest(raw),
+                {block.name: block.checksum for block in blocks.blocks},
+            )
+        return True
+
+    def measured(self) -> MapRun:
+        run = self.run
+        run.tests = {test: set() for test in self.m.called}
+        by_unit = self._lines()
+        graph = self._imports()
+        imports_of: dict[str, list[str]] = {}  # a test file's collection: the imports it runs
+        for test in run.tests:
+            file, fixtures, doctest = self.m.items.get(test, (test.split("::", 1)[0], (), False))
+            units = [test, *fixtures]
+            collect = COLLECT + file
+            if file and file not in imports_of:
+                unit_blocks = set(by_unit.get(collect, ()))
+                imports_of[file] = []
+                for module in sorted(self._reached(file, graph)):
+                    if self.keep_file(module):
+                        unit_blocks.add((module, IMPORT))
+                    unit_blocks.update(by_unit.get(IMPORTING + module, ()))
+                    imports_of[file].append(IMPORTING + module)
+                run.units[collect] = unit_blocks
+            if file:
+                units += [*imports_of[file], collect]
+            run.test_units[test] = {u for u in units[1:] if u.startswith((COLLECT, FIXTURE))}
+            for fixture in fixtures:
+                if fixture in by_unit:
+                    run.units[fixture] = set(by_unit[fixture])
+            run.tests[test] |= by_unit.get(test, set())
+            self._cached(test)
+            self._others(test, units)
+            if doctest and file.endswith(".py") and self.keep_file(file):
+                run.tests[test].add((file, WHOLE_FILE))
         self._own_files(run)
-        run.programs = {t: found for t, found in self.found.items() if t in run.tests}
+        run.programs = {t: found for t, found in self.m.found.items() if t in run.tests}
         return run
+
+    def _lines(self) -> dict[str, set[tuple[str, str]]]:
+        """Every unit's blocks, from the lines coverage measured in its context."""
+        found: dict[str, set[tuple[str, str]]] = {}
+        cov = self.m.cov
+        if cov is None:  # the session never started: no test ran
+            return found
+        data = cov.get_data()
+        for filename in data.measured_files():
+            relative = self.files.relative(filename)
+            if relative is None or self.source(relative) is None:
+                continue
+            _, blocks, _ = self.source(relative)  # type: ignore[misc]
+            by_name = blocks.by_name()
+            by_unit: dict[str, set[str]] = {}
+            for line, contexts in data.contexts_by_lineno(filename).items():
+                for context in contexts:
+                    unit = context.split("|", 1)[0]
+                    if not unit:
+                        continue
+                    if unit.startswith((IMPORTING, COLLECT)):
+                        names: Iterable[str] = blocks.at_import(line, by_name)
+                    else:
+                        names = (blocks.innermost(line),)
+                    by_unit.setdefault(unit, set()).update(names)
+            if not by_unit:
+                continue
+            self.keep_file(relative)
+            for unit, names in by_unit.items():
+                kept = (
+                    names if unit.startswith((IMPORTING, COLLECT)) else blocks.with_enclosing(names)
+                )
+                found.setdefault(unit, set()).update((relative, n) for n in kept)
+        return found
+
+    def _imports(self) -> dict[str, set[str]]:
+        """The project's import graph: each file to the project files it imports (by
+        its import statements, and as seen), each module to its package."""
+        by_name: dict[str, str] = {}
+        packages: dict[str, bool] = {}
+        for module in _project_modules(self.files):
+            relative = self.files.relative(str(module.__file__))
+            if relative is not None and relative.endswith(".py"):
+                by_name[module.__name__] = relative
+                packages[relative] = relative.endswith("__init__.py")
+        names_of: dict[str, str] = {}
+        for name, relative in by_name.items():
+            names_of.setdefault(relative, name)
+        graph: dict[str, set[str]] = {}
+        for relative, name in names_of.items():
+            found = self.source(relative)
+            edges = graph.setdefault(relative, set())
+            if found is not None and found[2] is not None:
+                edges.update(
+                    by_name[target]
+                    for target in static_imports(found[2], name, packages[relative])
+                    if target in by_name
+                )
+            parent = name.rpartition(".")[0]
+            if parent in by_name:
+                edges.add(by_name[parent])
+        for unit, seen in self.seen.items():
+            if unit.startswith((IMPORTING, COLLECT)):
+                graph.setdefault(unit.split(":", 1)[1], set()).update(seen.imported)
+        return graph
+
+    def _reached(self, test_file: str, graph: dict[str, set[str]]) -> set[str]:
+        """The project files a test file, its conftests and what it was seen to import
+        reach: each runs at its import."""
+        starts = {test_file, *self.seen.get(COLLECT + test_file, _NOTHING).imported}
+        folder = Path(test_file).parent
+        while True:
+            conftest = (folder / "conftest.py").as_posix()
+            if (self.root / conftest).is_file():
+                starts.add(conftest)
+            if folder == folder.parent or str(folder) in ("", "."):
+                break
+            folder = folder.parent
+        reached: set[str] = set()
+        todo = [s for s in starts if s.endswith(".py")]
+        while todo:
+            current = todo.pop()
+            if current in reached:
+                continue
+            reached.add(current)
+            todo.extend(graph.get(current, set()) - reached)
+        return reached
+
+    def _cached(self, test: str) -> None:
+        for relative, line in self.seen.get(test, _NOTHING).cached:
+            found = self.source(relative)
+            if found is not None and self.keep_file(relative):
+                names = found[1].with_enclosing([found[1].innermost(line)])
+                self.run.tests[test].update((relative, n) for n in names)
+
+    def _others(self, test: str, units: Iterable[str]) -> None:
+        """The files, variables and processes of the test and of the units it uses."""
+        reads: set[str] = set()
+        env: dict[str, str] = {}
+        for unit in units:
+            seen = self.seen.get(unit)
+            if seen is None:
+                continue
+            reads |= seen.read
+            for name, value in seen.env.items():
+                env.setdefault(name, value)
+            if seen.subprocess:
+                self.run.subprocess.add(test)
+        file = test.split("::", 1)[0]
+        if not file.endswith(".py"):
+            reads.add(file)  # a text file's doctests: the file is the test
+        hashes = {}
+        for path in sorted(reads - self.m.units.written):
+            content = _file_digest(self.root / path)
+            if content is not None:
+                hashes[path] = content
+        if hashes:
+            self.run.reads[test] = hashes
+        if env:
+            self.run.env[test] = env
 
     def _own_files(self, run: MapRun) -> None:
         """A test whose own file coverage did not measure (pytest-cov measuring only the
         package) depends on the whole of it."""
-        measured = set(run.files)
+        measured = {path for blocks in run.tests.values() for path, _ in blocks}
         for test, blocks in run.tests.items():
             path = test.split("::", 1)[0]
             if path in measured or not path.endswith(".py"):
                 continue
-            if path not in run.files:
-                raw = _read(str(self.root / path))
-                if raw is None:
-                    continue
-                whole = parse_blocks(raw, path).by_name()[WHOLE_FILE]
-                run.files[path] = (_digest(raw), {WHOLE_FILE: whole.checksum})
-            blocks.add((path, WHOLE_FILE))
+            if self.keep_file(path):
+                blocks.add((path, WHOLE_FILE))
+
+
+_NOTHING = Seen()
 
 
 def _has_ctracer() -> bool:
@@ -191,6 +528,11 @@ def _read(filename: str) -> bytes | None:
 
 def _digest(raw: bytes) -> str:
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    raw = _read(str(path))
+    return None if raw is None else _digest(raw)
 
 
 class MapWriter:
@@ -258,6 +600,10 @@ def register_mapping(config: pytest.Config, options: SelectionOptions) -> None:
     assert options.map is not None
     check_maps(options)  # a map that is there must be one this release reads and updates
     local = None
+    early = config.stash.get(EARLY, None)
+    if reports_are_relayed(config) and early is not None:
+        early.stop()  # a controller after all: its workers measure
+        del config.stash[EARLY]
     if not reports_are_relayed(config):  # where tests run: not an xdist controller
         local = Measurement(config, options)
         config.pluginmanager.register(local, "pytest_accel:measurement")

@@ -14,7 +14,6 @@ from pytest_accel.settings import (
     OptionSpec,
     number_value,
     parse_choice,
-    parse_positive_float,
     spec_in,
     text_setting,
     usage_error,
@@ -69,7 +68,8 @@ OPTIONS = OptionGroup(
         ),
         OptionSpec(
             "--accel-map-max-age",
-            f"Keep every test when the map is older than DAYS (default {DEFAULT_MAX_AGE:g}).",
+            f"Keep every test when the map is older than DAYS (default {DEFAULT_MAX_AGE:g});"
+            " 0 keeps every test whatever its age.",
             metavar="DAYS",
             default=f"{DEFAULT_MAX_AGE:g}",
         ),
@@ -80,6 +80,14 @@ OPTIONS = OptionGroup(
             " before each test, so each traces (and compiles) what it uses afresh.",
             metavar="MODE",
             default="auto",
+        ),
+        OptionSpec(
+            "--accel-select-ignore",
+            "A glob (repeatable; ini: one a line) of files no test reads, whose change"
+            " fires no valve, added to the documentation, images and licences already"
+            " ignored (docs/selection.md).",
+            metavar="GLOB",
+            repeatable=True,
         ),
         OptionSpec(
             "--accel-select-budget",
@@ -105,6 +113,7 @@ class SelectionOptions:
     max_age: float
     programs: str  # PROGRAM_MODES
     budget: SelectionBudget | None
+    ignore: tuple[str, ...] = ()  # globs of files whose change is none
 
     @property
     def mapping(self) -> bool:
@@ -157,12 +166,28 @@ def resolve(config: pytest.Config) -> SelectionOptions:
         mode=mode,
         since=get("--accel-changed-since"),
         head=head,
-        max_age=parse_positive_float("--accel-map-max-age", age) if age else DEFAULT_MAX_AGE,
+        max_age=_days("--accel-map-max-age", age) if age else DEFAULT_MAX_AGE,
         programs=parse_choice(
             "--accel-map-programs", get("--accel-map-programs"), PROGRAM_MODES, "auto"
         ),
         budget=parse_budget("--accel-select-budget", budget) if budget else None,
+        ignore=_globs(config),
     )
+
+
+def _days(flag: str, text: str) -> float:
+    """A number of days, 0 included (0: every map is too old)."""
+    value = number_value(text)
+    if value is None or value < 0:
+        raise usage_error(f"{flag}: {shown(text)} is not a number of days (0 or more)")
+    return value
+
+
+def _globs(config: pytest.Config) -> tuple[str, ...]:
+    spec = option("--accel-select-ignore")
+    given = getattr(config.option, spec.dest, None)
+    found = given if given else config.getini(spec.dest)
+    return tuple(str(g).strip() for g in found or () if str(g).strip())
 
 
 def file_uses(config: pytest.Config) -> tuple[FileUse, ...]:

@@ -5,6 +5,7 @@ the session's own, a worker's, or a record's), so every output says the same."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_accel.github import Section, escape_cell
@@ -13,16 +14,33 @@ from pytest_accel.text import Line, Tone
 SHOWN = 10  # tests named per list at the default verbosity
 
 
-def headline(found: Mapping[str, Any], saved: Mapping[str, Any]) -> str:
+@dataclass(frozen=True)
+class RunCounts:
+    """What the session did with the decision: kept tests the markers then skipped
+    here, and pytest's own deselected count (-k, -m and other options' too)."""
+
+    skipped: int = 0
+    deselected: int | None = None  # None: a record's, not a session's
+
+
+def headline(
+    found: Mapping[str, Any], saved: Mapping[str, Any], counts: RunCounts = RunCounts()
+) -> str:
     """``selection (changed): 12 of 300 test(s) run; 288 deselected (unchanged since the
     map of abc1234 (main), 2.1 days old); 540 device-seconds ($0.12) not spent``."""
     kept, left, cut = len(found["kept"]), len(found["deselected"]), len(found["cut"])
     total = kept + left + cut
     mode = found["mode"]
     verb = "would run" if mode == "shadow" else "run"
-    line = f"selection ({mode}): {kept} of {total} test(s) {verb}"
+    ran = kept - counts.skipped if mode != "shadow" else kept
+    line = f"selection ({mode}): {ran} of {total} test(s) {verb}"
+    if counts.skipped and mode != "shadow":
+        line += f"; {counts.skipped} skipped here"
     if left:
         line += f"; {left} {'would be ' if mode == 'shadow' else ''}deselected"
+        others = (counts.deselected or 0) - left - cut
+        if others > 0 and mode != "shadow":
+            line += f" ({left + others} in all with -k, -m and other options)"
     if cut:
         line += f"; {cut} cut by the budget (the nightly bucket)"
     info = found.get("map")
@@ -52,11 +70,14 @@ def _age(days: object) -> str:
 
 
 def terminal_lines(
-    found: Mapping[str, Any], saved: Mapping[str, Any], missed: Mapping[str, str]
+    found: Mapping[str, Any],
+    saved: Mapping[str, Any],
+    missed: Mapping[str, str],
+    counts: RunCounts = RunCounts(),
 ) -> list[Line]:
     """The headline, each valve that fired, what selection did without, what shadow
     mode missed, the budget's cut, and at ``-v`` every test's reason."""
-    lines = [Line(Tone.OK, headline(found, saved))]
+    lines = [Line(Tone.OK, headline(found, saved, counts))]
     for valve in found["valves"]:
         lines.append(
             Line(Tone.CHANGE, f"selection kept every test: {valve['name']}: {valve['detail']}")
@@ -82,9 +103,12 @@ def terminal_lines(
 
 
 def summary_section(
-    found: Mapping[str, Any], saved: Mapping[str, Any], missed: Mapping[str, str]
+    found: Mapping[str, Any],
+    saved: Mapping[str, Any],
+    missed: Mapping[str, str],
+    counts: RunCounts = RunCounts(),
 ) -> Section:
-    head = ["### pytest-accel selection", "", escape_cell(headline(found, saved)), ""]
+    head = ["### pytest-accel selection", "", escape_cell(headline(found, saved, counts)), ""]
     head += [
         escape_cell(f"kept every test: {v['name']}: {v['detail']}") + "  " for v in found["valves"]
     ]

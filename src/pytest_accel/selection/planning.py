@@ -6,6 +6,7 @@ this on a 10,000-test map."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Mapping
 from contextlib import closing
@@ -15,25 +16,36 @@ from pathlib import Path
 
 from pytest_accel.files import resolved
 from pytest_accel.selection.changes import (
+    DEFAULT_IGNORED,
     Valve,
     age_valve,
     changed_blocks,
     dependency_valve,
+    file_hash,
     file_valves,
     git_changed_files,
     installed_distributions,
+    new_python_files,
     own_files,
 )
 from pytest_accel.selection.decide import Decision, changed_programs, decide
 from pytest_accel.selection.mapfile import (
+    EVIDENCE,
     MapInfo,
+    MappedTest,
+    Snapshot,
     blocks_of_tests,
+    data_of_tests,
+    env_of_tests,
+    mapped_entries,
     mapped_files,
     mapped_tests,
     open_map,
     programs_of_tests,
     read_info,
+    tests_of_files,
 )
+from pytest_accel.selection.observe import value_digest
 from pytest_accel.selection.options import SelectionOptions
 
 
@@ -66,22 +78,32 @@ def select_tests(
             map_commit=None,
         )
         return Selected(decision, None)
+    stale: dict[str, str] = {}
     with closing(open_map(path)) as connection:
         info = read_info(connection, path)
-        valves, notes = _valves(root, options, connection, info)
+        entries = mapped_entries(connection, path)
+        relied = [t for t in collected if t in entries]
+        valves, notes, changed_files = _valves(
+            root, options, connection, info, entries=entries, relied=relied
+        )
         if options.mode == "programs":
             mapped, affected = _programs(options, connection)
         else:
-            mapped = mapped_tests(connection)
-            changed, _ = changed_blocks(root, mapped_files(connection).files)
-            wanted = [t for t in collected if t in mapped]
-            affected = blocks_of_tests(connection, wanted, changed) if changed else {}
+            mapped = set(entries)
+            stale = {
+                t: "mapped by an older pytest-accel (map version 1), which recorded less of"
+                " what a test depends on: map again"
+                for t in relied
+                if entries[t].evidence < EVIDENCE
+            }
+            complete = [t for t in relied if t not in stale]
+            affected = _affected(root, connection, entries, complete, changed_files)
     decision = decide(
         "changed" if options.mode == "shadow" else options.mode,
         collected,
         mapped=mapped,
         affected=affected,
-        always=always,
+        always={**stale, **always},
         valves=valves,
         map_commit=info.commit,
     )
@@ -93,43 +115,118 @@ def select_tests(
     return Selected(decision, info, mapped, affected)
 
 
+def _affected(
+    root: Path,
+    connection: sqlite3.Connection,
+    entries: Mapping[str, MappedTest],
+    tests: list[str],
+    changed_files: list[str] | None,
+) -> dict[str, list[str]]:
+    """Each of ``tests`` that depends on something that changed, with what: code it ran
+    or shares (its collection, fixtures, imports), a file it read, a variable it read,
+    a module new beside code it used; a test that starts a process, when any of the
+    project's Python changed."""
+    affected: dict[str, list[str]] = {}
+
+    def add(test: str, why: str) -> None:
+        affected.setdefault(test, []).append(why)
+
+    files = mapped_files(connection).files
+    changed, changed_paths = changed_blocks(root, files)
+    if changed:
+        for test, blocks in blocks_of_tests(connection, tests, changed).items():
+            for block in blocks:
+                add(test, block)
+    for data_path, versions in data_of_tests(connection, tests).items():
+        now = file_hash(root / data_path) or "absent"
+        for digest, readers in versions.items():
+            if digest != now:
+                for test in readers:
+                    add(test, f"file {data_path} it read")
+    for test, variables in env_of_tests(connection, tests).items():
+        for name, digest in variables.items():
+            if value_digest(os.environ.get(name)) != digest:
+                add(test, f"environment variable {name} differs from the map's")
+    python_changed = bool(changed_paths) or any(
+        name.endswith(".py") for name in changed_files or ()
+    )
+    if python_changed:
+        for test in tests:
+            if entries[test].subprocess:
+                add(test, "it starts a process, whose code is not measured: Python changed")
+    new = new_python_files(changed_files or (), files, root)
+    if new:
+        users = tests_of_files(connection, {n for near in new.values() for n in near})
+        wanted = set(tests)
+        for name, near in new.items():
+            for test in {t for n in near for t in users.get(n, ()) if t in wanted}:
+                add(test, f"{name} (not in the map) beside code it used")
+    return affected
+
+
 def _valves(
-    root: Path, options: SelectionOptions, connection: sqlite3.Connection, info: MapInfo
-) -> tuple[list[Valve], list[str]]:
-    """The valves that fire, and what selection could not use but did without (a
-    ``--accel-changed-since`` reference git does not know here)."""
+    root: Path,
+    options: SelectionOptions,
+    connection: sqlite3.Connection,
+    info: MapInfo,
+    *,
+    entries: Mapping[str, MappedTest],
+    relied: list[str],
+) -> tuple[list[Valve], list[str], list[str] | None]:
+    """The valves that fire, what selection could not use but did without (a
+    ``--accel-changed-since`` reference git does not know here), and the changed files
+    (None where git cannot list them).  The map's tests each keep the commit and the
+    installed versions they were mapped under: what changed is counted since each
+    snapshot the collected tests rely on (a partial mapping run moves only its own)."""
     valves: list[Valve] = []
     notes: list[str] = []
-    refs = [ref for ref in (info.commit, options.since) if ref]
+    snapshots = {entries[t].snapshot for t in relied} or {
+        Snapshot.of(info.commit or "", info.dependencies)
+    }
+    commits = sorted({s.commit for s in snapshots if s.commit})
+    refs = [*commits, *([options.since] if options.since else [])]
     changed = git_changed_files(root, refs)
+    listed: list[str] | None = None
     if changed.files is None:
         valves.append(Valve("git", f"the changed files cannot be listed ({changed.why})"))
-    elif not info.commit or info.commit in changed.unknown:
-        # The reference adds to the map's commit: alone it misses a configuration or
+    elif any(not s.commit for s in snapshots) or any(c in changed.unknown for c in commits):
+        # The reference adds to the map's commits: alone it misses a configuration or
         # data file changed between the map and it.
+        unknown = [c for c in commits if c in changed.unknown]
         why = (
-            f"git does not know the map's commit {info.commit[:12]} here: a shallow clone?"
+            f"git does not know the map's commit {unknown[0][:12]} here: a shallow clone?"
             " fetch with fetch-depth: 0"
-            if info.commit
+            if unknown
             else "the map records no commit"
         )
         valves.append(Valve("git", f"the changed files cannot be listed ({why})"))
     else:
-        dirs = {str(Path(p).parent.as_posix()) for p in mapped_files(connection).files}
-        valves += file_valves(changed.files, dirs, own_files(_relative(root, options)))
+        listed = changed.files
+        read = set(data_of_tests(connection, entries))
+        valves += file_valves(
+            changed.files,
+            mapped_files(connection).files,
+            own_files(_relative(root, options)),
+            read=read,
+            ignore=(*DEFAULT_IGNORED, *options.ignore),
+        )
         if options.since in changed.unknown:
             notes.append(
                 f"--accel-changed-since {options.since}: git does not know it here (a CI"
                 " checkout names a base origin/NAME); what changed is counted since the map's"
                 " commit alone"
             )
-    dependencies = dependency_valve(info.dependencies, installed_distributions(root))
-    if dependencies is not None:
-        valves.append(dependencies)
-    age = age_valve(info.updated, datetime.now(timezone.utc), options.max_age)
+    installed = installed_distributions(root)
+    for snapshot in sorted(snapshots, key=lambda s: s.commit):
+        dependencies = dependency_valve(snapshot.versions(), installed)
+        if dependencies is not None:
+            valves.append(dependencies)
+            break
+    oldest = min((entries[t].mapped for t in relied), default=info.updated)
+    age = age_valve(oldest, datetime.now(timezone.utc), options.max_age)
     if age is not None:
         valves.append(age)
-    return valves, notes
+    return valves, notes, listed
 
 
 def _relative(root: Path, options: SelectionOptions) -> list[str]:

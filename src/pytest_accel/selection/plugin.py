@@ -33,6 +33,7 @@ from pytest_accel.selection.changes import map_age_days
 from pytest_accel.selection.decide import Decision, within_budget
 from pytest_accel.selection.mapfile import MapInfo
 from pytest_accel.selection.options import ALWAYS_MARKER, SelectionOptions, check_maps
+from pytest_accel.selection.output import RunCounts
 from pytest_accel.selection.planning import select_tests
 from pytest_accel.settings import usage_error
 from pytest_accel.text import Line, Tone
@@ -169,12 +170,22 @@ class SelectionReport:
         found = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_SELECTION)
         if found and self.remote is None:
             self.remote = found
+            if found["mode"] != "shadow":
+                # The workers deselected them: pytest's last line here counts them too.
+                reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+                if reporter is not None:
+                    left = [*found["deselected"], *found["cut"]]
+                    reporter.stats.setdefault("deselected", []).extend(_LeftOut(t) for t in left)
 
     def pytest_accel_left_out(self) -> dict[str, str] | None:
         found = self.summary()
         if found is None or found["mode"] == "shadow":
             return None
         return {**found["deselected"], **found["cut"]}
+
+    def pytest_accel_budget_cut(self) -> list[str] | None:
+        found = self.summary()
+        return None if found is None else list(found["cut"])
 
     def summary(self) -> dict[str, Any] | None:
         """The decision as the record keeps it (plain values)."""
@@ -236,7 +247,8 @@ class SelectionReport:
         found = self.summary()
         if found is None:
             return
-        lines = terminal_lines(found, self.saved(found), self.missed)
+        counts = _counts(terminalreporter, found)
+        lines = terminal_lines(found, self.saved(found), self.missed, counts)
         if self.nothing_to_run:
             why = (
                 "the budget cut every selected test"
@@ -251,7 +263,26 @@ class SelectionReport:
         if summary is not None:
             from pytest_accel.selection.output import summary_section
 
-            summary.add(summary_section(found, self.saved(found), self.missed))
+            summary.add(summary_section(found, self.saved(found), self.missed, counts))
+
+
+class _LeftOut:
+    """A test a worker deselected, as the controller's terminal counts it."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+
+def _counts(reporter: pytest.TerminalReporter, found: dict[str, Any]) -> RunCounts:
+    """Of the kept tests, those that were skipped here; and pytest's own deselected
+    count (``-k``, ``-m`` and other options' too)."""
+    kept = found["kept"]
+    skipped = {
+        test_id(report.nodeid)
+        for report in reporter.stats.get("skipped", [])
+        if test_id(getattr(report, "nodeid", "")) in kept
+    }
+    return RunCounts(len(skipped), len(reporter.stats.get("deselected", [])))
 
 
 def register_selection(config: pytest.Config, options: SelectionOptions) -> None:

@@ -47,8 +47,9 @@ class RunSelection:
 
     @property
     def caught(self) -> bool:
-        """A faulty run where selection kept at least one failing test."""
-        return any(t in self.kept for t in self.failed)
+        """A faulty run where selection kept every failing test (one it left out is a
+        miss, whatever else it kept)."""
+        return self.faulty and not self.missed
 
 
 def selection_of(path: str, record: Mapping[str, Any]) -> RunSelection | None:
@@ -134,7 +135,7 @@ class SelectionSums:
     runs: int
     mean_share: float
     faulty: int  # shadow runs where a test failed
-    caught: int  # of those, runs where selection would have kept a failing test
+    caught: int  # of those, runs where selection would have kept every failing test
     missed: Mapping[str, Sequence[str]]  # record -> failing tests it would have left out
     device_seconds: float  # not spent, over the runs that were not shadow
 

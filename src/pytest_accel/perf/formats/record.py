@@ -560,6 +560,7 @@ def run_columns(data: Mapping[str, Any]) -> RunColumns:
         interrupted=interrupted(data),
         reruns={nodeid: len(runs) - 1 for nodeid, runs in tests.get("attempts", {}).items()},
         left_out=left_out(data),
+        cut=frozenset(budget_cut(data)),
     )
 
 
@@ -576,6 +577,15 @@ def left_out(data: Mapping[str, Any]) -> dict[str, str]:
         if isinstance(tests, Mapping):
             found.update((str(t), str(why)) for t, why in tests.items())
     return found
+
+
+def budget_cut(data: Mapping[str, Any]) -> list[str]:
+    """The tests of ``left_out`` the selection's budget cut."""
+    section = data.get("selection")
+    cut = section.get("cut") if isinstance(section, Mapping) else None
+    if not isinstance(cut, Mapping) or section.get("mode") == "shadow":  # type: ignore[union-attr]
+        return []
+    return [str(t) for t in cut]
 
 
 def attempts_of(data: Mapping[str, Any]) -> dict[str, list[str]]:

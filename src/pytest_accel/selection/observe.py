@@ -1,0 +1,363 @@
+"""What a mapping run sees besides the lines coverage.py measures, each attributed to
+the unit that was running: a test, a test file's collection, a fixture's setup, or a
+project module's import (``Units``).
+
+- **Imports**: a meta path finder in front of the others labels each project module's
+  execution (``import:pkg/mod.py``) and notes which unit imported it first; the import
+  statements of every project file (``static_imports``) give the rest of the graph.
+- **Files read** and **subprocesses started**, from the interpreter's audit events
+  (``sys.addaudithook``: ``open``, ``subprocess.Popen``, ``os.system``, ``os.exec``,
+  ``os.posix_spawn``, ``os.spawn``, ``os.fork``).  An audit hook cannot be removed, so
+  one is added per process and does nothing while no run observes.
+- **Environment variables read** by the project's own code (``os.environ[...]``,
+  ``os.getenv``): names and a digest of the value, never the value.
+- **Cached functions** (``functools.lru_cache``, ``functools.cache``) of the project a
+  test called where the cache answered, so their code counts for it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.abc
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+# Variables that differ between any two runs by design: CI's run ids, pytest's and
+# xdist's own, coverage's.
+EPHEMERAL_ENV = (
+    "GITHUB_*",
+    "RUNNER_*",
+    "CI",
+    "CI_*",
+    "BUILD_*",
+    "BUILDKITE_*",
+    "PYTEST_*",
+    "COV_CORE_*",
+    "COVERAGE_*",
+    "_",
+    "OLDPWD",
+    "PWD",
+    "SHLVL",
+)
+SUBPROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork"}
+)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+
+def ephemeral(name: str) -> bool:
+    return any(fnmatch(name, pattern) for pattern in EPHEMERAL_ENV)
+
+
+def value_digest(value: str | None) -> str:
+    """What the map keeps of a variable's value: never the value."""
+    if value is None:
+        return "unset"
+    return hashlib.blake2b(value.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+
+
+@dataclass
+class Seen:
+    """What one unit did besides running lines."""
+
+    read: set[str] = field(default_factory=set)  # files, relative to the rootdir
+    env: dict[str, str] = field(default_factory=dict)  # name -> value digest
+    subprocess: bool = False
+    imported: set[str] = field(default_factory=set)  # project files it imported first
+    cached: set[tuple[str, int]] = field(default_factory=set)  # (file, line) a cache answered
+
+
+class ProjectFiles:
+    """Which paths are the project's own: under the rootdir, not in a virtual
+    environment or ``site-packages``; relative names cached."""
+
+    SKIP_PARTS = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+
+    def __init__(self, root: Path, omit: Sequence[str], own: Sequence[str] = ()) -> None:
+        self.root = root
+        self.prefix = str(root) + os.sep
+        self.omit = tuple(omit)
+        self.own = frozenset(own)  # files of ours (the map, its lock): never a dependency
+        self._relative: dict[str, str | None] = {}
+
+    def relative(self, path: str) -> str | None:
+        found = self._relative.get(path, "")
+        if found != "":
+            return found
+        if path.startswith("<"):  # "<frozen os>", "<string>": no file of the project
+            return None
+        absolute = os.path.abspath(path)
+        if not absolute.startswith(self.prefix):
+            absolute = os.path.realpath(absolute)
+        relative: str | None = None
+        if absolute.startswith(self.prefix) and not any(
+            fnmatch(absolute, pattern) for pattern in self.omit
+        ):
+            relative = absolute[len(self.prefix) :].replace(os.sep, "/")
+            if self.SKIP_PARTS.intersection(relative.split("/")) or relative in self.own:
+                relative = None
+        if len(self._relative) < 100_000:
+            self._relative[path] = relative
+        return relative
+
+
+class Units:
+    """The unit running now (a stack: a fixture set up inside a test, an import inside
+    a collection), what each unit saw, and coverage.py's context kept in step."""
+
+    def __init__(self, files: ProjectFiles, switch: Callable[[str], None] | None) -> None:
+        self.files = files
+        self.switch = switch  # coverage's switch_context, where ours are used
+        self.stack: list[str] = []
+        self.seen: dict[str, Seen] = {}
+        self.written: set[str] = set()  # files the run wrote: not inputs
+
+    @property
+    def current(self) -> str | None:
+        return self.stack[-1] if self.stack else None
+
+    def of(self, unit: str) -> Seen:
+        found = self.seen.get(unit)
+        if found is None:
+            found = self.seen[unit] = Seen()
+        return found
+
+    def enter(self, unit: str) -> None:
+        self.stack.append(unit)
+        if self.switch is not None:
+            self.switch(unit)
+
+    def leave(self) -> None:
+        if self.stack:
+            self.stack.pop()
+        if self.switch is not None:
+            self.switch(self.stack[-1] if self.stack else "")
+
+    @contextmanager
+    def running(self, unit: str) -> Iterator[None]:
+        self.enter(unit)
+        try:
+            yield
+        finally:
+            self.leave()
+
+    # -- audit events and environment reads ---------------------------------------
+
+    def audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if event == "open":
+            self._opened(args)
+        elif event in SUBPROCESS_EVENTS:
+            unit = self.current
+            if unit is not None:
+                self.of(unit).subprocess = True
+
+    def _opened(self, args: tuple[Any, ...]) -> None:
+        path, mode, flags = (*args, None, None, None)[:3]
+        if isinstance(path, int) or path is None:
+            return
+        try:
+            name = os.fsdecode(path)
+        except TypeError:
+            return
+        if name.endswith((".py", ".pyc", ".pyi")):
+            return  # code: its blocks say what changed
+        relative = self.files.relative(name)
+        if relative is None:
+            return
+        if isinstance(mode, str):
+            writes = any(c in mode for c in "wax+")
+        else:
+            writes = isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+        if writes:
+            self.written.add(relative)
+            return
+        unit = self.current
+        if unit is not None and os.path.isfile(name):
+            self.of(unit).read.add(relative)
+
+    def env_read(self, name: str, value: str | None) -> None:
+        unit = self.current
+        if unit is None or ephemeral(name):
+            return
+        self.of(unit).env.setdefault(name, value_digest(value))
+
+
+# -- the process-wide hooks: one audit hook, one environment patch -------------------
+
+_ACTIVE: Units | None = None
+_HOOKED = False
+# The frames between a read and its reader: ``os.getenv``, ``Mapping.get`` (frozen
+# modules in Python 3.11 and later).
+_ENV_FILES = (
+    os.sep + "os.py",
+    os.sep + "_collections_abc.py",
+    "<frozen os>",
+    "<frozen _collections_abc>",
+)
+
+
+def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
+    units = _ACTIVE
+    if units is not None and (event == "open" or event in SUBPROCESS_EVENTS):
+        units.audit(event, args)
+
+
+_original_getitem = os._Environ.__getitem__
+
+
+def _recording_getitem(self: Any, key: str) -> str:
+    units = _ACTIVE
+    if units is None or self is not os.environ:
+        return _original_getitem(self, key)  # type: ignore[no-any-return]
+    try:
+        value: str | None = _original_getitem(self, key)
+    except KeyError:
+        value = None
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.endswith(_ENV_FILES):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is not None and units.files.relative(frame.f_code.co_filename) is not None:
+        units.env_read(key, value)
+    if value is None:
+        raise KeyError(key)
+    return value
+
+
+def observe(units: Units | None) -> None:
+    """Make ``units`` the process's observer (None: stop observing)."""
+    global _ACTIVE, _HOOKED
+    if units is not None and not _HOOKED:
+        sys.addaudithook(_audit_hook)
+        _HOOKED = True
+    _ACTIVE = units
+    environ_class: Any = os._Environ
+    environ_class.__getitem__ = _recording_getitem if units is not None else _original_getitem
+
+
+# -- imports ---------------------------------------------------------------------------
+
+
+class ImportLabeller(importlib.abc.MetaPathFinder):
+    """In front of ``sys.meta_path``: a project module's execution runs as its own
+    unit (``import:pkg/mod.py``), and the unit that imported it first is noted."""
+
+    def __init__(self, units: Units) -> None:
+        self.units = units
+        self.searching = False
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if self.searching:
+            return None
+        self.searching = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.searching = False
+        if spec is None or spec.loader is None or not spec.origin:
+            return spec
+        relative = self.units.files.relative(spec.origin)
+        if (
+            relative is None
+            or not relative.endswith(".py")
+            or not hasattr(spec.loader, "exec_module")
+        ):
+            return spec
+        spec.loader = _LabelledLoader(spec.loader, self.units, relative)  # type: ignore[assignment]
+        return spec
+
+    def install(self) -> None:
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def remove(self) -> None:
+        while self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+class _LabelledLoader:
+    """A project module's loader, its ``exec_module`` run as the module's own unit."""
+
+    def __init__(self, loader: Any, units: Units, relative: str) -> None:
+        self._loader = loader
+        self._units = units
+        self._relative = relative
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        importer = self._units.current
+        if importer is not None:
+            self._units.of(importer).imported.add(self._relative)
+        with self._units.running(f"import:{self._relative}"):
+            self._loader.exec_module(module)
+
+
+def static_imports(tree: ast.AST, name: str, is_package: bool) -> set[str]:
+    """The absolute module names a file's import statements (anywhere in it, lazy
+    ones in functions too) name, with the packages they run on the way."""
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                if node.level - 1 > len(parts):
+                    continue
+                kept = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*kept, base] if base else kept)
+            if base:
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    with_parents = set(found)
+    for module in found:
+        parts = module.split(".")
+        with_parents.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return with_parents
+
+
+def cached_functions(modules: Sequence[Any]) -> list[tuple[Any, str]]:
+    """The ``lru_cache`` wrappers in ``modules`` (their globals and their classes'
+    attributes), each with its function's file."""
+    found: list[tuple[Any, str]] = []
+    seen: set[int] = set()
+    for module in modules:
+        try:
+            values = list(vars(module).values())
+        except TypeError:
+            continue
+        for value in values:
+            candidates = [value]
+            if isinstance(value, type):
+                try:
+                    candidates = list(vars(value).values())
+                except TypeError:
+                    continue
+            for candidate in candidates:
+                inner = getattr(candidate, "__func__", candidate)  # staticmethod, classmethod
+                if id(inner) in seen or not callable(getattr(inner, "cache_info", None)):
+                    continue
+                code = getattr(getattr(inner, "__wrapped__", None), "__code__", None)
+                if code is not None:
+                    seen.add(id(inner))
+                    found.append((inner, code.co_filename))
+    return found

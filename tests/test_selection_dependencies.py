@@ -1,0 +1,706 @@
+"""Selection is never silently wrong: every dependency a test has, not only the lines
+its call ran (issue 56).  Each case commits a small project, maps it, makes one change
+a user makes, and checks the failing test is kept: by a full run of the changed project
+first (the ground truth: the test fails), then by a selecting run."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import textwrap
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import coverage  # noqa: F401  (imported once: in-process runs keep its C tracer)
+import pytest
+
+NO_PROGRAMS = "--accel-map-programs=off"
+
+CONSTANTS = """\
+LIMIT = 10
+"""
+
+CORE = """\
+import functools
+import json
+from pathlib import Path
+
+from pkg.constants import LIMIT
+
+TABLE = json.loads((Path(__file__).parent / "data" / "table.json").read_text())
+
+
+class Base:
+    unit = "m"
+
+    def describe(self):
+        return f"{self.size()} {self.unit}"
+
+    def size(self):
+        return 1
+
+
+class Child(Base):
+    pass
+
+
+class Temp:
+    def __init__(self):
+        self._v = 1
+
+    @property
+    def value(self):
+        return self._v * 2
+
+    @value.setter
+    def value(self, v):
+        self._v = v
+
+
+@functools.singledispatch
+def kind(x):
+    return "other"
+
+
+@kind.register(int)
+def _(x):
+    return "int"
+
+
+@kind.register(str)
+def _(x):
+    return "str"
+
+
+@functools.lru_cache
+def expensive(n):
+    return n * 2
+
+
+def scaled(n, factor=3):
+    return n * factor
+
+
+def build_solver():
+    return {"steps": LIMIT}
+"""
+
+CONFTEST = """\
+import pytest
+
+from pkg.core import build_solver
+
+
+@pytest.fixture(scope="module")
+def solver():
+    return build_solver()
+"""
+
+TESTS = """\
+import json
+from pathlib import Path
+
+import pytest
+
+from pkg import VERSION
+from pkg.constants import LIMIT
+from pkg.core import TABLE, Child, Temp, build_solver, expensive, kind, scaled
+
+CASES = json.loads((Path(__file__).parent / "data" / "cases.json").read_text())
+SOLVER = build_solver()
+
+
+def test_version():
+    assert VERSION == "1"
+
+
+def test_limit():
+    assert LIMIT == 10
+
+
+def test_child_unit():
+    assert Child().describe() == "1 m"
+
+
+def test_getter():
+    assert Temp().value == 2
+
+
+def test_dispatch_int():
+    assert kind(1) == "int"
+
+
+def test_cache_first():
+    assert expensive(3) == 6
+
+
+def test_cache_second():
+    assert expensive(3) == 6
+
+
+def test_default():
+    assert scaled(2) == 6
+
+
+def test_table():
+    assert TABLE == {"a": 1}
+
+
+def test_read_by_the_test():
+    assert json.loads((Path(__file__).parent / "data" / "expected.json").read_text()) == 1
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cases(case):
+    assert case < 4
+
+
+def test_import_time_solver():
+    assert SOLVER == {"steps": 10}
+
+
+def test_solver_one(solver):
+    assert solver == {"steps": 10}
+
+
+def test_solver_two(solver):
+    assert solver == {"steps": 10}
+"""
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
+    )
+    return done.stdout
+
+
+def commit(root: Path) -> None:
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "change")
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+Select = Callable[..., pytest.RunResult]
+
+
+@pytest.fixture(autouse=True)
+def no_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit of the same size within a second would leave a stale ``.pyc`` valid:
+    the runs here import what is on disk."""
+    monkeypatch.setattr("sys.dont_write_bytecode", True)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Path:
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": 'VERSION = "1"\n',
+            "pkg/constants.py": CONSTANTS,
+            "pkg/core.py": CORE,
+            "pkg/data/table.json": '{"a": 1}\n',
+            "tests/conftest.py": CONFTEST,
+            "tests/test_core.py": TESTS,
+            "tests/data/cases.json": "[1, 2, 3]\n",
+            "tests/data/expected.json": "1\n",
+            # Outside tests/: neither its conftest nor the package reaches it.
+            "checks/test_unrelated.py": "def test_unrelated():\n    assert True\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    return root
+
+
+def run_all(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+@pytest.fixture
+def mapped(project: Path, pytester: pytest.Pytester) -> Select:
+    """The project mapped at its commit; returns a runner of selecting runs."""
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=17)
+
+    def select(*args: str) -> pytest.RunResult:
+        return run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v", *args)
+
+    return select
+
+
+def kept_and_failed(result: pytest.RunResult, *tests: str) -> None:
+    """Each of ``tests`` ran and failed (never deselected)."""
+    out = result.stdout.str()
+    for test in tests:
+        assert f"FAILED tests/test_core.py::{test}" in out, out
+
+
+CHANGES: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
+    # name: (file, old, new, the tests that fail)
+    "a constant in another module": (
+        "pkg/constants.py",
+        "LIMIT = 10",
+        "LIMIT = 11",
+        ("test_limit", "test_import_time_solver", "test_solver_one", "test_solver_two"),
+    ),
+    "a constant in a package __init__": (
+        "pkg/__init__.py",
+        'VERSION = "1"',
+        'VERSION = "2"',
+        ("test_version",),
+    ),
+    "a subclass's class attribute": (
+        "pkg/core.py",
+        "class Child(Base):\n    pass",
+        'class Child(Base):\n    unit = "cm"',
+        ("test_child_unit",),
+    ),
+    "an overriding method added to a subclass": (
+        "pkg/core.py",
+        "class Child(Base):\n    pass",
+        "class Child(Base):\n    def size(self):\n        return 2",
+        ("test_child_unit",),
+    ),
+    "a property's getter followed by its setter": (
+        "pkg/core.py",
+        "return self._v * 2",
+        "return self._v * 3",
+        ("test_getter",),
+    ),
+    "a dispatch registration that is not the last": (
+        "pkg/core.py",
+        'return "int"',
+        'return "integer"',
+        ("test_dispatch_int",),
+    ),
+    "a cached function the cache answered": (
+        "pkg/core.py",
+        "return n * 2",
+        "return n * 4",
+        ("test_cache_first", "test_cache_second"),
+    ),
+    "a default argument": (
+        "pkg/core.py",
+        "def scaled(n, factor=3):",
+        "def scaled(n, factor=4):",
+        ("test_default",),
+    ),
+    "code a module-scoped fixture ran for another test": (
+        "pkg/core.py",
+        'return {"steps": LIMIT}',
+        'return {"steps": LIMIT + 1}',
+        ("test_import_time_solver", "test_solver_one", "test_solver_two"),
+    ),
+    "package data in a subfolder": (
+        "pkg/data/table.json",
+        '{"a": 1}',
+        '{"a": 2}',
+        ("test_table",),
+    ),
+    "a file a test read": (
+        "tests/data/expected.json",
+        "1",
+        "2",
+        ("test_read_by_the_test",),
+    ),
+    "a file a parametrize read": (
+        "tests/data/cases.json",
+        "[1, 2, 3]",
+        "[1, 2, 5]",
+        ("test_cases[5]",),
+    ),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES), ids=list(CHANGES))
+def test_a_change_keeps_every_test_it_breaks(
+    project: Path, pytester: pytest.Pytester, mapped: Select, change: str
+) -> None:
+    name, old, new, failing = CHANGES[change]
+    edit(project / name, old, new)
+    truth = run_all(pytester)
+    kept_and_failed(truth, *failing)  # the ground truth: a full run
+    result = mapped()
+    kept_and_failed(result, *failing)
+    # The test that depends on nothing of it is still left out.
+    result.stdout.fnmatch_lines(["deselected checks/test_unrelated.py::test_unrelated: *"])
+
+
+def test_a_file_a_test_read_keeps_only_its_readers(project: Path, mapped: Select) -> None:
+    edit(project / "tests" / "data" / "expected.json", "1", "2")
+    result = mapped()
+    result.assert_outcomes(failed=1, deselected=16)
+    result.stdout.fnmatch_lines(
+        [
+            "kept tests/test_core.py::test_read_by_the_test: changed since the map of *:"
+            " file tests/data/expected.json it read"
+        ]
+    )
+
+
+def test_each_same_named_definition_is_its_own_block(project: Path, mapped: Select) -> None:
+    edit(project / "pkg" / "core.py", 'return "str"', 'return "string"')
+    result = mapped()
+    # Nothing calls kind("..."): the change to the second ``_`` keeps no test, and the
+    # first ``_`` (run by test_dispatch_int) is unchanged.
+    result.assert_outcomes(deselected=17)
+    with closing(sqlite3.connect(project / "map.db")) as connection:
+        names = {row[0] for row in connection.execute("SELECT name FROM blocks")}
+    assert {"Temp.value", "_"} <= names
+
+
+def test_an_unread_file_in_the_tree_fires_the_data_valve_and_docs_do_not(
+    project: Path, mapped: Select
+) -> None:
+    write(project, {"tests/data/unread.csv": "a,b\n", "pkg/README.md": "# docs\n"})
+    result = mapped()
+    result.assert_outcomes(passed=17)
+    result.stdout.fnmatch_lines(
+        [
+            "selection kept every test: data: a file that is not Python, which no mapped test"
+            " read, changed: tests/data/unread.csv"
+        ]
+    )
+    assert "README" not in result.stdout.str()
+    (project / "tests" / "data" / "unread.csv").unlink()
+    assert mapped().parseoutcomes().get("deselected") == 17  # a .md changes nothing
+
+
+def test_select_ignore_adds_to_what_is_no_change(project: Path, mapped: Select) -> None:
+    write(project, {"tests/data/notes.csv": "a,b\n"})
+    result = mapped("--accel-select-ignore", "*.csv")
+    result.assert_outcomes(deselected=17)
+
+
+def test_a_data_file_under_a_non_ascii_directory_is_named(project: Path, mapped: Select) -> None:
+    write(project, {"tests/données/table.csv": "a,b\n"})
+    result = mapped()
+    result.assert_outcomes(passed=17)
+    result.stdout.fnmatch_lines(["*data: *changed: tests/données/table.csv"])
+
+
+def test_a_new_module_found_by_discovery_keeps_the_tests_that_used_its_package(
+    pytester: pytest.Pytester,
+) -> None:
+    root = pytester.path
+    write(
+        root,
+        {
+            "plug/__init__.py": textwrap.dedent(
+                """\
+                import importlib
+                import pkgutil
+
+
+                def plugins():
+                    return sorted(
+                        importlib.import_module(f"plug.{m.name}").NAME
+                        for m in pkgutil.iter_modules(__path__)
+                    )
+                """
+            ),
+            "plug/alpha.py": 'NAME = "alpha"\n',
+            "tests/test_plug.py": (
+                "from plug import plugins\n\n\ndef test_plugins():\n"
+                '    assert plugins() == ["alpha"]\n\n\ndef test_other():\n    pass\n'
+            ),
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    write(root, {"plug/beta.py": 'NAME = "beta"\n'})
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    # test_other imports the package too: what its import runs may have changed
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(
+        ["kept tests/test_plug.py::test_plugins: *plug/beta.py (not in the map) beside code*"]
+    )
+
+
+def test_a_text_file_doctest_is_a_test_file(pytester: pytest.Pytester) -> None:
+    root = pytester.path
+    write(
+        root,
+        {
+            "docs/usage.rst": "Usage\n=====\n\n>>> 1 + 1\n2\n",
+            "tests/test_a.py": "def test_a():\n    pass\n",
+            "pyproject.toml": (
+                '[tool.pytest.ini_options]\naddopts = "--doctest-glob=*.rst"\n'
+                'testpaths = ["tests", "docs"]\n'
+            ),
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    edit(root / "docs" / "usage.rst", "2\n", "3\n")
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["kept docs/usage.rst::usage.rst: *file docs/usage.rst it read"])
+
+
+@pytest.mark.parametrize("name", ["pytest.toml", ".pytest.toml", ".pytest.ini", "pytest.ini"])
+def test_pytest_configuration_files_fire_the_packaging_valve(
+    project: Path, mapped: Select, name: str
+) -> None:
+    write(project, {f"src/{name}": "# a setting\n"})
+    result = mapped()
+    result.assert_outcomes(passed=17)
+    result.stdout.fnmatch_lines([f"selection kept every test: packaging: *src/{name}"])
+
+
+def test_a_test_that_starts_a_process_is_kept_when_python_changes(
+    pytester: pytest.Pytester,
+) -> None:
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": "",
+            "pkg/tool.py": "print(2)\n",
+            "pkg/other.py": "def other():\n    return 1\n",
+            "tests/test_proc.py": textwrap.dedent(
+                """\
+                import subprocess
+                import sys
+
+                from pkg.other import other
+
+
+                def test_tool():
+                    out = subprocess.run(
+                        [sys.executable, "-m", "pkg.tool"], capture_output=True, text=True
+                    ).stdout
+                    assert out.strip() == "2"
+
+
+                def test_other():
+                    assert other() == 1
+                """
+            ),
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    edit(root / "pkg" / "tool.py", "print(2)", "print(3)")
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    try:
+        result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    finally:
+        monkeypatch.undo()
+    result.assert_outcomes(failed=1, passed=1)  # pkg/tool.py, never imported, is beside both
+    result.stdout.fnmatch_lines(
+        ["kept tests/test_proc.py::test_tool: *it starts a process, whose code is not measured*"]
+    )
+    edit(root / "pkg" / "tool.py", "print(3)", "print(2)")
+    edit(root / "pkg" / "other.py", "return 1", "return 1  # a comment")
+    commit(root)
+    edit(root / "pkg" / "other.py", "return 1  # a comment", "return 2 - 1")
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["kept tests/test_proc.py::test_tool: *it starts a process*"])
+
+
+def test_a_variable_the_code_reads_keeps_its_tests_and_is_named_not_shown(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": "",
+            "pkg/mode.py": "import os\n\n\ndef mode():\n    return os.getenv('PKG_MODE', 'fast')\n",
+            "tests/test_mode.py": (
+                "from pkg.mode import mode\n\n\ndef test_mode():\n    assert mode() == 'fast'\n"
+                "\n\ndef test_other():\n    pass\n"
+            ),
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    monkeypatch.delenv("PKG_MODE", raising=False)
+    monkeypatch.setenv("GITHUB_RUN_ID", "1")
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    monkeypatch.setenv("GITHUB_RUN_ID", "2")  # CI's own run ids are no change
+    select = ("--accel-map", "map.db", "--accel-select=changed", "-v")
+    run_all(pytester, *select).assert_outcomes(deselected=2)
+    monkeypatch.setenv("PKG_MODE", "secret-value")
+    result = run_all(pytester, *select)
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["kept tests/test_mode.py::test_mode: *environment variable PKG_MODE differs*"]
+    )
+    assert "secret-value" not in result.stdout.str().split("= FAILURES =")[0]
+    with closing(sqlite3.connect(root / "map.db")) as connection:
+        stored = " ".join(str(row) for row in connection.execute("SELECT * FROM test_env"))
+    assert "PKG_MODE" in stored
+    assert "secret" not in stored
+
+
+def test_a_partial_mapping_run_keeps_the_other_tests_evidence(
+    project: Path, pytester: pytest.Pytester, mapped: Select
+) -> None:
+    """A dependency that moved since the whole map was made still fires for the tests
+    a later partial run (-k) did not map again."""
+    with closing(sqlite3.connect(project / "map.db")) as connection, connection:
+        connection.execute(
+            "UPDATE snapshots SET dependencies = json_set(dependencies, '$.jax', '0.0.1')"
+        )
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS, "-k", "test_limit").assert_outcomes(
+        passed=1, deselected=16
+    )
+    result = mapped()
+    result.assert_outcomes(passed=17)
+    result.stdout.fnmatch_lines(
+        ["selection kept every test: dependency: installed versions changed *jax 0.0.1 -> *"]
+    )
+    # Only the test mapped again relies on a snapshot of now.
+    only = mapped("-k", "test_limit")
+    only.assert_outcomes(deselected=17)
+
+
+def test_a_selecting_run_leaves_no_sqlite_companions(project: Path, mapped: Select) -> None:
+    mapped().assert_outcomes(deselected=17)
+    assert not list(project.glob("map.db-*"))
+
+
+def test_a_max_age_of_zero_keeps_every_test(mapped: Select) -> None:
+    result = mapped("--accel-map-max-age", "0")
+    result.assert_outcomes(passed=17)
+    result.stdout.fnmatch_lines(["selection kept every test: age: the map is * days old*"])
+
+
+def test_a_version_1_map_is_upgraded_and_its_entries_kept_until_mapped_again(
+    project: Path, pytester: pytest.Pytester, mapped: Select
+) -> None:
+    with closing(sqlite3.connect(project / "map.db")) as connection, connection:
+        connection.execute("UPDATE tests SET evidence = 1")
+    result = mapped()
+    result.assert_outcomes(passed=17)
+    result.stdout.fnmatch_lines(
+        ["kept tests/test_core.py::test_limit: mapped by an older pytest-accel (map version 1)*"]
+    )
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=17)
+    mapped().assert_outcomes(deselected=17)
+
+
+# -- small defects ----------------------------------------------------------------------
+
+
+def test_min_recall_100_fails_whenever_a_failing_test_is_missed(
+    project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One failing test kept, another (broken by a file outside the rootdir, which no
+    map sees) left out: the run is a miss, not a catch."""
+    from pytest_accel.cli import main
+
+    outside = project.parent / f"{project.name}.broken"
+    write(
+        project,
+        {
+            "checks/test_unrelated.py": "from pathlib import Path\n\n\ndef test_unrelated():\n"
+            f"    assert not Path({str(outside)!r}).exists()\n"
+        },
+    )
+    commit(project)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=17)
+    outside.write_text("")
+    edit(project / "pkg" / "core.py", "return n * 2", "return n * 4")
+    args = ("--accel-map", "map.db", "--accel-select=shadow", "--perf-record", "shadow.json")
+    run_all(pytester, *args).assert_outcomes(passed=14, failed=3)
+    capsys.readouterr()
+    assert main(["selection", "shadow.json", "--min-recall", "100"]) == 1
+    out = capsys.readouterr().out
+    assert "MISSED 1: checks/test_unrelated.py::test_unrelated" in out
+    assert "recall 0.0% (0 of 1 faulty shadow run(s))" in out
+
+
+def test_a_map_whose_metadata_is_not_utf8_stops_in_one_line(
+    project: Path, pytester: pytest.Pytester, mapped: Select
+) -> None:
+    with closing(sqlite3.connect(project / "map.db")) as connection, connection:
+        connection.execute("UPDATE meta SET value = CAST(x'fffe' AS TEXT) WHERE key = 'branch'")
+    result = mapped()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --accel-map: map.db: is a damaged map (SQLite says: *"])
+    assert "INTERNALERROR" not in result.stderr.str() + result.stdout.str()
+
+
+def test_merge_names_a_damaged_map_and_writes_nothing(
+    project: Path, mapped: Select, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_accel.cli import main
+
+    damaged = project / "damaged.db"
+    damaged.write_bytes((project / "map.db").read_bytes())
+    with closing(sqlite3.connect(damaged)) as connection, connection:
+        connection.execute("UPDATE snapshots SET dependencies = 'not json'")
+    code = main(["merge", str(project / "map.db"), str(damaged), "-o", str(project / "out.db")])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.count("\n") == 1, err
+    assert "damaged.db: is a damaged map" in err
+    assert not (project / "out.db").exists()
+
+
+def test_under_xdist_the_last_line_counts_what_selection_deselected(
+    project: Path, pytester: pytest.Pytester, mapped: Select
+) -> None:
+    edit(project / "pkg" / "core.py", "return n * 2", "return n * 4")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--accel-map", "map.db", "--accel-select=changed"
+    )
+    result.assert_outcomes(failed=2, deselected=15)
+
+
+def test_the_headline_counts_skipped_tests_apart_and_agrees_with_k(
+    project: Path, pytester: pytest.Pytester
+) -> None:
+    edit(
+        project / "tests" / "test_core.py",
+        "def test_cache_second():",
+        "@pytest.mark.skipif('config.getoption(\"-k\")', reason='not under -k')\n"
+        "def test_cache_second():",
+    )
+    commit(project)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=17)
+    edit(project / "pkg" / "core.py", "return n * 2", "return n * 4")
+    result = run_all(
+        pytester, "--accel-map", "map.db", "--accel-select=changed", "-k", "not test_limit"
+    )
+    # pytest's last line: 1 by -k and 14 by selection; the headline says both, and
+    # counts the kept test the marker skipped as skipped, not as run.
+    result.assert_outcomes(failed=1, skipped=1, deselected=15)
+    result.stdout.fnmatch_lines(
+        [
+            "selection (changed): 1 of 16 test(s) run; 1 skipped here; 14 deselected"
+            " (15 in all with -k, -m and other options); map of *"
+        ]
+    )
