@@ -6,11 +6,12 @@ its changed blocks found, every test's reason written).
     python bench/selection_scale.py --tests 10000 --files 200 --repeat 5
 
 A synthetic project in a temporary git repository: FILES modules of 50 functions each;
-each test ran 20 functions spread over 4 modules (the map is written by the plugin's
-own writer, ``mapfile.update_map``).  One function of one module is then changed in the
-work tree.  Each repetition runs in a fresh process, so its peak RSS is the decision's
-alone on top of the interpreter and the modules it imports (reported apart; Linux's
-``VmHWM``).
+each test ran 20 functions spread over 4 modules, and shares its test file's collection
+unit, which reaches the ``<import>`` block of 50 modules, and reads one data file of its
+test file (the map is written by the plugin's own writer, ``mapfile.update_map``).
+One function of one module is then changed in the work tree.  Each repetition runs in
+a fresh process, so its peak RSS is the decision's alone on top of the interpreter and
+the modules it imports (reported apart; Linux's ``VmHWM``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,19 @@ def make_project(root: Path, tests: int, files: int) -> None:
         parsed[i] = blocks
         run.files[f"pkg/m{i}.py"] = (_digest(source), {b.name: b.checksum for b in blocks.blocks})
     rng = random.Random(0)
+    data = root / "tests" / "data"
+    data.mkdir(parents=True)
+    for k in range(files):
+        run.units[f"collect:tests/test_m{k}.py"] = {
+            (f"pkg/m{i}.py", "<import>") for i in rng.sample(range(files), min(50, files))
+        }
+        (data / f"d{k}.json").write_text(f"[{k}]\n")
+    for t in range(tests):
+        k = t % files
+        run.test_units[f"tests/test_m{k}.py::test_{t}"] = {f"collect:tests/test_m{k}.py"}
+        run.reads[f"tests/test_m{k}.py::test_{t}"] = {
+            f"tests/data/d{k}.json": _digest(f"[{k}]\n".encode())
+        }
     for t in range(tests):
         chosen = rng.sample(range(files), FILES_PER_TEST)
         links = {(f"pkg/m{i}.py", "<module>") for i in chosen}

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import coverage  # noqa: F401  (imported once: in-process runs keep its C tracer)
 import pytest
@@ -116,6 +117,18 @@ def map_tests(path: Path) -> dict[str, list[tuple[str, str]]]:
     return {test: sorted(blocks) for test, blocks in run.tests.items()}
 
 
+def map_shared(path: Path) -> dict[str, Any]:
+    with closing(open_map(path)) as connection:
+        run = read_run(connection, str(path))
+    return {
+        "units": run.units,
+        "test_units": run.test_units,
+        "reads": run.reads,
+        "env": run.env,
+        "subprocess": run.subprocess,
+    }
+
+
 # -- the map --------------------------------------------------------------------------
 
 
@@ -166,6 +179,11 @@ def test_xdist_and_shard_maps_equal_the_serial_one(
     assert len(serial) == 4
     assert map_tests(project / "xdist.db") == serial
     assert map_tests(project / "merged.db") == serial
+    # What tests share (their file's collection and imports) and what they read, too.
+    shared = map_shared(project / "serial.db")
+    assert shared["units"]["collect:tests/test_ops.py"] >= {("pkg/ops.py", "<import>")}
+    assert map_shared(project / "xdist.db") == shared
+    assert map_shared(project / "merged.db") == shared
 
 
 def test_a_map_with_pytest_cov_active_maps_alike(project: Path, pytester: pytest.Pytester) -> None:
@@ -215,7 +233,7 @@ def test_changed_runs_the_tests_of_the_changed_code_and_deselects_the_rest(
         [
             "*selection (changed): 1 of 4 test(s) run; 3 deselected; map of *(main)*",
             "kept tests/test_ops.py::test_mul: changed since the map of *: pkg/ops.py::mul",
-            "deselected tests/test_ops.py::test_add: the code it ran is unchanged since*",
+            "deselected tests/test_ops.py::test_add: what it depends on is unchanged since*",
         ]
     )
     assert "skipped" not in result.stdout.str().splitlines()[-1]
@@ -322,7 +340,14 @@ def test_selection_composes_with_k_and_markers_and_never_runs_a_skipped_test(
     # -k leaves 4 of 5; selection keeps test_mul and test_on_tpu (mapped as never run:
     # kept), and the tpu marker skips it here
     result.assert_outcomes(passed=1, skipped=1, deselected=3)
-    result.stdout.fnmatch_lines(["*selection (changed): 2 of 4 test(s) run; 2 deselected*"])
+    # The headline counts the test the marker skipped as skipped, and says pytest's
+    # deselected count beside its own.
+    result.stdout.fnmatch_lines(
+        [
+            "*selection (changed): 1 of 4 test(s) run; 1 skipped here; 2 deselected"
+            " (3 in all with -k, -m and other options)*"
+        ]
+    )
 
 
 def test_shards_plan_over_the_selected_tests(project: Path, pytester: pytest.Pytester) -> None:

@@ -704,3 +704,109 @@ def test_the_headline_counts_skipped_tests_apart_and_agrees_with_k(
             " (15 in all with -k, -m and other options); map of *"
         ]
     )
+
+
+def test_a_change_that_breaks_collection_never_passes(project: Path, mapped: Select) -> None:
+    """The module the test files (and their conftest) import now fails at import: the
+    run fails, whatever selection would have left out."""
+    edit(project / "pkg" / "constants.py", "LIMIT = 10", "LIMIT = 10 // 0")
+    result = mapped()
+    assert result.ret not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+    assert "ZeroDivisionError" in result.stdout.str() + result.stderr.str()
+
+
+def test_a_docstring_example_is_a_dependency_of_its_doctest(pytester: pytest.Pytester) -> None:
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": "",
+            "pkg/text.py": 'def shout(s):\n    """\n    >>> shout("a")\n    \'A\'\n    """\n'
+            "    return s.upper()\n\n\ndef other():\n    return 1\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "--doctest-modules"\n'
+            'pythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "pkg", "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=1)
+    edit(root / "pkg" / "text.py", "'A'", "'B'")
+    result = run_all(pytester, "pkg", "--accel-map", "map.db", "--accel-select=changed")
+    result.assert_outcomes(failed=1)
+
+
+def test_threads_that_start_together_survive_a_mapping_run(pytester: pytest.Pytester) -> None:
+    """A mapping run adds no Python code to ``sys.settrace`` (an audit hook would):
+    threads started together under coverage.py's thread tracer all reach their target
+    (plum's own suite hung on this)."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "tests/test_threads.py": textwrap.dedent(
+                """\
+                import sys
+                import threading
+
+
+                def test_sixteen_threads_meet():
+                    old = sys.getswitchinterval()
+                    sys.setswitchinterval(1e-6)
+                    try:
+                        for _ in range(100):
+                            barrier = threading.Barrier(16, timeout=20)
+                            errors = []
+
+                            def worker():
+                                try:
+                                    barrier.wait()
+                                except BaseException as exc:
+                                    errors.append(exc)
+
+                            threads = [threading.Thread(target=worker) for _ in range(16)]
+                            for thread in threads:
+                                thread.start()
+                            for thread in threads:
+                                thread.join()
+                            assert not errors
+                    finally:
+                        sys.setswitchinterval(old)
+                """
+            ),
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS, timeout=300
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_a_map_outside_the_project_given_apart_is_named_as_moving_the_rootdir(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest finds its rootdir from a separate argument that names an existing path:
+    the map outside the project moves it, and the run says so rather than only that
+    git cannot list the changes."""
+    root = pytester.path
+    write(root, {"test_a.py": "def test_a():\n    pass\n", ".gitignore": "__pycache__/\n"})
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    outside = root.parent / f"{root.name}-map.db"
+    run_all(pytester, "--accel-map", str(outside), NO_PROGRAMS).assert_outcomes(passed=1)
+    result = run_all(pytester, "--accel-map", str(outside), "--accel-select=changed")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "selection kept every test: git: the changed files cannot be listed (*; the rootdir"
+            " is *: a path outside the project given as its own argument moves it (write"
+            " --accel-map=PATH, or --rootdir))"
+        ]
+    )
+    outside.unlink()
+    run_all(pytester, f"--accel-map={outside}", NO_PROGRAMS).assert_outcomes(passed=1)
+    chosen = run_all(pytester, f"--accel-map={outside}", "--accel-select=changed")
+    chosen.assert_outcomes(deselected=1)

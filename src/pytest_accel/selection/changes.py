@@ -129,6 +129,19 @@ DEFAULT_IGNORED = (
     "CHANGELOG*",
     "CHANGES*",
     "NEWS*",
+    "CONTRIBUTING*",
+    "CITATION*",
+    # What is installed, not read: the dependency valve compares the installed versions.
+    "requirements*.txt",
+    "*.lock",
+    # Tools that are not the tests: editors, linters, docs hosting, coverage services.
+    "Makefile",
+    ".editorconfig",
+    ".flake8",
+    "mypy.ini",
+    ".readthedocs.y*ml",
+    "codecov.y*ml",
+    ".codecov.y*ml",
 )
 
 

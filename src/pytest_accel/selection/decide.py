@@ -62,7 +62,7 @@ def decide(
     kept: dict[str, str] = {}
     deselected: dict[str, str] = {}
     since = f"the map of {map_commit[:12]}" if map_commit else "the map"
-    what = "its compiled programs are" if mode == "programs" else "the code it ran is"
+    what = "its compiled programs are" if mode == "programs" else "what it depends on is"
     for nodeid in collected:
         if valves:
             kept[nodeid] = "every test runs: " + "; ".join(v.name for v in valves)

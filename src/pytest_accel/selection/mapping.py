@@ -581,12 +581,14 @@ class MapWriter:
             run = self.written
             blocks = sum(len(b) for b in run.tests.values())
             programs = sum(len(p) for p in run.programs.values())
+            read = len({path for reads in run.reads.values() for path in reads})
             lines.append(
                 Line(
                     Tone.NOTE,
                     f"pytest-accel: dependency map of {len(run.tests)} test(s) written to"
                     f" {self.path} ({len(run.files)} file(s) of code, {blocks} test-block"
-                    f" link(s), {programs} compiled program(s))",
+                    f" link(s), {len(run.units)} shared unit(s), {read} file(s) read,"
+                    f" {programs} compiled program(s))",
                 )
             )
         problem = self.local.programs.problem if self.local else None

@@ -5,10 +5,14 @@ project module's import (``Units``).
 - **Imports**: a meta path finder in front of the others labels each project module's
   execution (``import:pkg/mod.py``) and notes which unit imported it first; the import
   statements of every project file (``static_imports``) give the rest of the graph.
-- **Files read** and **subprocesses started**, from the interpreter's audit events
-  (``sys.addaudithook``: ``open``, ``subprocess.Popen``, ``os.system``, ``os.exec``,
-  ``os.posix_spawn``, ``os.spawn``, ``os.fork``).  An audit hook cannot be removed, so
-  one is added per process and does nothing while no run observes.
+- **Files read** (``open``, ``io.open``, ``os.open``) and **processes started**
+  (``subprocess.Popen``, ``os.system``, ``os.posix_spawn``, a fork), by wrapping those
+  functions while a run observes (put back at its end; a fork handler, which cannot be
+  removed, is added once per process and does nothing while none observes).  Not an
+  audit hook: Python code run at every audit event (``sys.settrace`` among them) makes
+  threads that start together under coverage.py's thread tracer die in
+  ``Thread._bootstrap_inner`` ("Cannot install a trace function while another trace
+  function is being installed"), which hung a real library's threaded test.
 - **Environment variables read** by the project's own code (``os.environ[...]``,
   ``os.getenv``): names and a digest of the value, never the value.
 - **Cached functions** (``functools.lru_cache``, ``functools.cache``) of the project a
@@ -18,9 +22,12 @@ project module's import (``Units``).
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import importlib.abc
+import io
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -45,9 +52,6 @@ EPHEMERAL_ENV = (
     "OLDPWD",
     "PWD",
     "SHLVL",
-)
-SUBPROCESS_EVENTS = frozenset(
-    {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork"}
 )
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
@@ -148,18 +152,14 @@ class Units:
         finally:
             self.leave()
 
-    # -- audit events and environment reads ---------------------------------------
+    # -- files opened, processes started, variables read ----------------------------
 
-    def audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if event == "open":
-            self._opened(args)
-        elif event in SUBPROCESS_EVENTS:
-            unit = self.current
-            if unit is not None:
-                self.of(unit).subprocess = True
+    def started_process(self) -> None:
+        unit = self.current
+        if unit is not None:
+            self.of(unit).subprocess = True
 
-    def _opened(self, args: tuple[Any, ...]) -> None:
-        path, mode, flags = (*args, None, None, None)[:3]
+    def opened(self, path: Any, mode: Any, flags: Any) -> None:
         if isinstance(path, int) or path is None:
             return
         try:
@@ -189,10 +189,10 @@ class Units:
         self.of(unit).env.setdefault(name, value_digest(value))
 
 
-# -- the process-wide hooks: one audit hook, one environment patch -------------------
+# -- the process-wide wrappers -------------------------------------------------------
 
 _ACTIVE: Units | None = None
-_HOOKED = False
+_FORK_HANDLER = False
 # The frames between a read and its reader: ``os.getenv``, ``Mapping.get`` (frozen
 # modules in Python 3.11 and later).
 _ENV_FILES = (
@@ -201,15 +201,57 @@ _ENV_FILES = (
     "<frozen os>",
     "<frozen _collections_abc>",
 )
-
-
-def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
-    units = _ACTIVE
-    if units is not None and (event == "open" or event in SUBPROCESS_EVENTS):
-        units.audit(event, args)
-
-
+_original_open = builtins.open
+_original_os_open = os.open
+_original_system = os.system
+_original_posix_spawn = getattr(os, "posix_spawn", None)
+_original_posix_spawnp = getattr(os, "posix_spawnp", None)
+_original_popen_init = subprocess.Popen.__init__
 _original_getitem = os._Environ.__getitem__
+
+
+def _open(file: Any, *args: Any, **kwargs: Any) -> Any:
+    units = _ACTIVE
+    if units is not None:
+        units.opened(file, args[0] if args else kwargs.get("mode", "r"), None)
+    return _original_open(file, *args, **kwargs)
+
+
+def _os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+    units = _ACTIVE
+    if units is not None:
+        units.opened(path, None, flags)
+    return _original_os_open(path, flags, *args, **kwargs)
+
+
+def _popen_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    units = _ACTIVE
+    if units is not None:
+        units.started_process()
+    _original_popen_init(self, *args, **kwargs)
+
+
+def _system(command: Any) -> int:
+    units = _ACTIVE
+    if units is not None:
+        units.started_process()
+    return _original_system(command)
+
+
+def _spawning(original: Any) -> Any:
+    def spawn(*args: Any, **kwargs: Any) -> Any:
+        units = _ACTIVE
+        if units is not None:
+            units.started_process()
+        return original(*args, **kwargs)
+
+    return spawn
+
+
+def _forking() -> None:
+    units = _ACTIVE
+    if units is not None:
+        units.started_process()
 
 
 def _recording_getitem(self: Any, key: str) -> str:
@@ -231,14 +273,25 @@ def _recording_getitem(self: Any, key: str) -> str:
 
 
 def observe(units: Units | None) -> None:
-    """Make ``units`` the process's observer (None: stop observing)."""
-    global _ACTIVE, _HOOKED
-    if units is not None and not _HOOKED:
-        sys.addaudithook(_audit_hook)
-        _HOOKED = True
+    """Make ``units`` the process's observer (None: stop observing, and put every
+    wrapped function back)."""
+    global _ACTIVE, _FORK_HANDLER
+    if units is not None and not _FORK_HANDLER and hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=_forking)
+        _FORK_HANDLER = True
     _ACTIVE = units
+    on = units is not None
+    builtins.open = io.open = _open if on else _original_open
+    os.open = _os_open if on else _original_os_open
+    os.system = _system if on else _original_system
+    if _original_posix_spawn is not None:
+        os.posix_spawn = _spawning(_original_posix_spawn) if on else _original_posix_spawn
+    if _original_posix_spawnp is not None:
+        os.posix_spawnp = _spawning(_original_posix_spawnp) if on else _original_posix_spawnp
+    popen: Any = subprocess.Popen
+    popen.__init__ = _popen_init if on else _original_popen_init
     environ_class: Any = os._Environ
-    environ_class.__getitem__ = _recording_getitem if units is not None else _original_getitem
+    environ_class.__getitem__ = _recording_getitem if on else _original_getitem
 
 
 # -- imports ---------------------------------------------------------------------------

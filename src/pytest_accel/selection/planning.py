@@ -41,6 +41,7 @@ from pytest_accel.selection.mapfile import (
     mapped_files,
     mapped_tests,
     open_map,
+    paths_read,
     programs_of_tests,
     read_info,
     tests_of_files,
@@ -188,7 +189,15 @@ def _valves(
     changed = git_changed_files(root, refs)
     listed: list[str] | None = None
     if changed.files is None:
-        valves.append(Valve("git", f"the changed files cannot be listed ({changed.why})"))
+        why = changed.why
+        if _in_git(Path.cwd().resolve()) and not _in_git(root):
+            # pytest takes a separate argument naming an existing path (--accel-map
+            # /elsewhere/map.db) as one to find the rootdir from.
+            why = (
+                f"{why}; the rootdir is {root}: a path outside the project given as its"
+                " own argument moves it (write --accel-map=PATH, or --rootdir)"
+            )
+        valves.append(Valve("git", f"the changed files cannot be listed ({why})"))
     elif any(not s.commit for s in snapshots) or any(c in changed.unknown for c in commits):
         # The reference adds to the map's commits: alone it misses a configuration or
         # data file changed between the map and it.
@@ -202,7 +211,7 @@ def _valves(
         valves.append(Valve("git", f"the changed files cannot be listed ({why})"))
     else:
         listed = changed.files
-        read = set(data_of_tests(connection, entries))
+        read = paths_read(connection)
         valves += file_valves(
             changed.files,
             mapped_files(connection).files,
@@ -227,6 +236,10 @@ def _valves(
     if age is not None:
         valves.append(age)
     return valves, notes, listed
+
+
+def _in_git(path: Path) -> bool:
+    return any((folder / ".git").exists() for folder in (path, *path.parents))
 
 
 def _relative(root: Path, options: SelectionOptions) -> list[str]:
