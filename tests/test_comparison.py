@@ -824,15 +824,21 @@ def test_a_regression_row_is_red_and_minus_q_keeps_only_what_matters(
     calm = pytester.runpytest(*args).stdout.str()
     assert f"{green}perf: 0 regression(s), " in calm
     assert red not in calm
-    # -q: no section bars and no notes; the alarm and the verdict stay.
+    # -q: no section bars and no notes; the alarm, the verdict and the file written stay.
     monkeypatch.setenv("SLEEP_A", "0.45")
     quiet = pytester.runpytest(*args[:2], "-q")
     quiet.stdout.no_fnmatch_line("*- pytest-accel performance -*")
-    quiet.stdout.no_fnmatch_line("pytest-accel: timing record of *")
-    quiet.stdout.fnmatch_lines(["REGRESSION test test_mod.py::test_a: *", "perf: 1 regression(s)*"])
+    quiet.stdout.fnmatch_lines(
+        [
+            "REGRESSION test test_mod.py::test_a: *",
+            "perf: 1 regression(s)*",
+            "pytest-accel: timing record of 3 test(s) written to r.json",
+        ]
+    )
     # -qq: alarms only (the verdict is one when something regressed) ...
     quieter = pytester.runpytest(*args[:2], "-qq")
     quieter.stdout.fnmatch_lines(["REGRESSION test test_mod.py::test_a: *", "perf: 1 regr*"])
+    quieter.stdout.no_fnmatch_line("pytest-accel: timing record of *")
     # ... and nothing at all where nothing did.
     monkeypatch.setenv("SLEEP_A", "0.2")
     silent = pytester.runpytest(*args[:2], "-qq")

@@ -670,6 +670,7 @@ def test_merge_names_a_damaged_map_and_writes_nothing(
     assert not (project / "out.db").exists()
 
 
+@pytest.mark.requires("xdist")
 def test_under_xdist_the_last_line_counts_what_selection_deselected(
     project: Path, pytester: pytest.Pytester, mapped: Select
 ) -> None:

@@ -277,11 +277,19 @@ MARKUP: dict[Tone, dict[str, bool]] = {
     Tone.CHANGE: {"yellow": True},
     Tone.OK: {"green": True},
     Tone.NOTE: {},
+    Tone.FILE: {},
     Tone.DETAIL: {},
 }
 # The lowest verbosity (``-q`` is -1, ``-qq`` -2) at which a tone's lines are shown:
-# alarms always, verdicts from -q on, notes at the default, details from -v on.
-LEAST_VERBOSITY = {Tone.ALARM: -99, Tone.CHANGE: -1, Tone.OK: -1, Tone.NOTE: 0, Tone.DETAIL: 1}
+# alarms always, verdicts and files from -q on, notes at the default, details from -v on.
+LEAST_VERBOSITY = {
+    Tone.ALARM: -99,
+    Tone.CHANGE: -1,
+    Tone.OK: -1,
+    Tone.FILE: -1,
+    Tone.NOTE: 0,
+    Tone.DETAIL: 1,
+}
 
 
 def shown_at(lines: list[Line], verbosity: int) -> list[Line]:
@@ -297,6 +305,11 @@ def write_section(terminal: pytest.TerminalReporter, title: str, lines: list[Lin
     kept = shown_at(lines, verbosity)
     if not kept:
         return
+    # pytest ended the progress line before its summary but still counts it open
+    # (``currentfspath``): the first ``write_line`` would end it again, a blank line
+    # under the bar. It is closed here, as ``ensure_newline`` would, without the line.
+    if getattr(terminal, "currentfspath", None) is not None:
+        terminal.currentfspath = None
     if verbosity >= 0:
         terminal.section(title, sep="-")
     for line in kept:

@@ -80,7 +80,10 @@ class Tone(enum.Enum):
     ALARM = "alarm"  # what fails a gate, or would with its option: a regression, over a limit
     CHANGE = "change"  # worth a look, no alarm: a flaky test, a finding still learning
     OK = "ok"  # a verdict that holds: nothing regressed, within a limit, an improvement
-    NOTE = "note"  # how it was judged, what was written: shown at the default verbosity
+    NOTE = "note"  # how it was judged: shown at the default verbosity
+    # What became of a file the user named (a record or map written, a baseline or
+    # history not there yet): shown from -q on, as pytest keeps its warnings there.
+    FILE = "file"
     DETAIL = "detail"  # one item's why (a test's reason): shown from -v on
 
 

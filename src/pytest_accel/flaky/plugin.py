@@ -258,7 +258,7 @@ class FlakyPlugin:
         if self.history_written:
             lines.append(
                 Line(
-                    Tone.NOTE,
+                    Tone.FILE,
                     f"pytest-accel: flaky history for {self.key!r} updated in"
                     f" {self.options.history}",
                 )

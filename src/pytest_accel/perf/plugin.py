@@ -397,7 +397,7 @@ class PerfPlugin:
         if result.baseline_missing:
             starts = " (this run starts it)" if self.options.update_baseline else ""
             missing = f"perf: no baseline at {self.options.baseline} yet{starts}"
-            lines.append(Line(Tone.NOTE, missing))
+            lines.append(Line(Tone.FILE, missing))
         elif comparison is not None and not comparison.found:
             lines.append(
                 Line(Tone.CHANGE, output.missing_env_line(comparison, str(self.options.baseline)))
@@ -440,7 +440,7 @@ class PerfPlugin:
         if self.record_written:
             lines.append(
                 Line(
-                    Tone.NOTE,
+                    Tone.FILE,
                     f"pytest-accel: timing record of {len(result.table)} test(s) written to"
                     f" {self.options.record}",
                 )

@@ -584,7 +584,7 @@ class MapWriter:
             read = len({path for reads in run.reads.values() for path in reads})
             lines.append(
                 Line(
-                    Tone.NOTE,
+                    Tone.FILE,
                     f"pytest-accel: dependency map of {len(run.tests)} test(s) written to"
                     f" {self.path} ({len(run.files)} file(s) of code, {blocks} test-block"
                     f" link(s), {len(run.units)} shared unit(s), {read} file(s) read,"
