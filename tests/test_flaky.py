@@ -562,6 +562,23 @@ def test_write_quarantine_lists_the_flaky_test_and_never_the_broken_one(
     assert outcomes(result) == {"passed": 1, "failed": 1, "quarantined": 1}
 
 
+def test_write_quarantine_says_why_it_proposed_nothing(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three runs cannot make a test flaky: the line says what a proposal needs and
+    what the history held, rather than only "0 new"."""
+    run_history(pytester, 3)
+    capsys.readouterr()
+    code = cli.main(["flaky", str(pytester.path / "history.json"), "--write-quarantine=q.json"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "0 new flaky test(s)" in err
+    assert err.rstrip().endswith(
+        "; none proposed: a test is flaky after at least 10 runs of a key with 2 or more"
+        " failed first attempts (docs/flaky.md); the history held cpu/x1 3 run(s)"
+    )
+
+
 def test_write_quarantine_keeps_the_entries_of_the_lists_in_use(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

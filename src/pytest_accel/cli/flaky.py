@@ -138,6 +138,18 @@ def history_inputs(paths: Sequence[str], window: int | None) -> History:
     return combine(histories, runs, window)
 
 
+def why_none_proposed(report: dict[str, Any]) -> str:
+    """What a proposal needs, and what the history held: why it proposed nothing."""
+    from pytest_accel.flaky.classify import FLAKY_MIN_FAILURES, FLAKY_MIN_RUNS
+
+    seen = ", ".join(f"{key} {env['runs']} run(s)" for key, env in report["envs"].items())
+    return (
+        f"none proposed: a test is flaky after at least {FLAKY_MIN_RUNS} runs of a key with"
+        f" {FLAKY_MIN_FAILURES} or more failed first attempts (docs/flaky.md); the history"
+        f" held {seen or 'no run'}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     # The feature's modules load when this command runs, not for every command's parser.
     from pytest_accel.flaky.classify import analysis
@@ -172,13 +184,15 @@ def run(args: argparse.Namespace) -> int:
     report["over_limit"] = sorted(over)
     if args.write_quarantine:
         expires = utc_today() + timedelta(days=args.expires_in)
-        entries, added = merged_entries(kept, propose(report, expires))
+        proposed = propose(report, expires)
+        entries, added = merged_entries(kept, proposed)
         write_json_atomic(args.write_quarantine, quarantine_json(entries), indent=True)
         sys.stderr.write(
             line_start(
                 f"pytest-accel: wrote {len(entries)} entries to {args.write_quarantine}:"
                 f" {len(entries) - added} kept from the lists in use, {added} new flaky"
                 f" test(s) (expire {expires.isoformat()})"
+                + ("" if proposed else f"; {why_none_proposed(report)}")
             )
             + "\n"
         )
