@@ -153,7 +153,20 @@ def test_the_shard_command_prints_the_same_kind_of_plan(
     argv = ["shard", "--durations", str(durations), "--splits", "4", "--without-collecting"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert out.count("1 class unit(s)") == 4  # by class: each shard takes one class whole
+    assert out.count("1 class(es) whole,") == 4  # by class: each shard takes one class whole
+
+
+def test_the_shard_plan_speaks_of_classes_only_where_there_are_classes(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyfile(test_flat="".join(f"def test_{i}():\n    pass\n\n\n" for i in range(4)))
+    pytester.runpytest("-p", "no:cacheprovider", "--perf-record=r.json").assert_outcomes(passed=4)
+    argv = ["shard", "--durations", str(pytester.path / "r.json"), "--splits", "2"]
+    capsys.readouterr()
+    assert main([*argv, "--without-collecting"]) == 0
+    out = capsys.readouterr().out
+    assert "class" not in out, out
+    assert "shard 1/2: 2 test(s), estimated " in out
 
 
 def test_a_class_heavier_than_a_whole_shard_is_named_with_what_splits_it(

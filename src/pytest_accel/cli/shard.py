@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_accel.cli.common import EXIT_OK, add_command, positive_int
 from pytest_accel.scaleout.options import SHARD_BY
+
+if TYPE_CHECKING:
+    from pytest_accel.scaleout.sharding import Unit
 
 
 def add(commands: Any) -> None:
@@ -108,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     for i in range(args.splits):
         sys.stdout.write(
             f"shard {i + 1}/{args.splits}: {len(plan.tests(i))} test(s),"
-            f" {len(plan.shards[i])} {args.by} unit(s), estimated {loads[i]:.1f}s\n"
+            f"{_groups(plan.shards[i], args.by)} estimated {loads[i]:.1f}s\n"
         )
     sys.stdout.write(f"largest shard: {plan.imbalance():.3f}x the ideal ({plan.ideal():.1f}s)\n")
     note = oversized_note(plan, args.by, "--by")
@@ -116,6 +120,15 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(note + "\n")
     sys.stdout.write(BASIS_NOTES[durations.basis] + "\n")
     return EXIT_OK
+
+
+def _groups(units: Sequence[Unit], by: str) -> str:
+    """The classes or modules a shard takes whole, named only where there are some (a
+    test outside any class is a unit of its own under ``--by class``)."""
+    whole = sum(1 for unit in units if unit.id not in unit.tests)
+    if by == "test" or not whole:
+        return ""
+    return f" {whole} {'class(es)' if by == 'class' else 'module(s)'} whole,"
 
 
 # What the estimates are of: each shard's tests, never the start-up and collection
