@@ -274,6 +274,8 @@ def _check(path: str, connection: sqlite3.Connection) -> None:
         schema = connection.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"is not a pytest-accel map (SQLite says: {exc})") from None
+    except UnicodeDecodeError:  # a damaged page: a name that is not text
+        raise InputError(path, "is a damaged map (a name in it is not UTF-8 text)") from None
     if schema is None or schema[0] != MAP_SCHEMA:
         found = None if schema is None else schema[0]
         raise InputError(path, f"is not a pytest-accel map (schema {found!r})")
@@ -734,6 +736,10 @@ def merge_maps(inputs: Iterable[str | os.PathLike[str]], output: str | os.PathLi
         name = os.fspath(source)
         with closing(open_map(name)) as connection:
             try:
+                # Structure first: a damaged page can read as rows that are not there.
+                problems = [row[0] for row in connection.execute("PRAGMA quick_check")]
+                if problems != ["ok"]:
+                    raise InputError(name, f"is a damaged map (SQLite's check: {problems[0]})")
                 runs.append(read_run(connection, name))
             except sqlite3.DatabaseError as exc:
                 raise InputError(name, f"is a damaged map (SQLite says: {exc})") from None
