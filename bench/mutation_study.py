@@ -126,7 +126,7 @@ def setup(args: argparse.Namespace) -> int:
     run([args.python, "-m", "pip", "install", "-q", "--no-deps", "-e", str(root)], work)
     started = time.perf_counter()
     mapping = run(
-        pytest_command(config, "-n", "2", "--accel-map", str(work / "base.db"), args.tests),
+        pytest_command(config, "-n", "2", f"--accel-map={work / 'base.db'}", args.tests),
         root,
     )
     mapped = time.perf_counter() - started
@@ -390,7 +390,7 @@ def programs_for(
     head = work / f"head-{index}.db"
     head.unlink(missing_ok=True)
     listing = affected if len(affected) <= 400 else affected[:400]
-    run(pytest_command(config, "-n", "2", "--accel-map", str(head), *listing), root, timeout=3600)
+    run(pytest_command(config, "-n", "2", f"--accel-map={head}", *listing), root, timeout=3600)
     decision = decide(config, root, work / "base.db", "programs", head)
     changed = [t for t, why in decision.kept.items() if "program" in why]
     head.unlink(missing_ok=True)
@@ -421,7 +421,7 @@ def replay(args: argparse.Namespace) -> int:
     else:
         base_map.unlink(missing_ok=True)
         mapping = run(
-            pytest_command(config, "-n", "2", "--accel-map", str(base_map), config["tests"]), root
+            pytest_command(config, "-n", "2", f"--accel-map={base_map}", config["tests"]), root
         )
         failing_at_start = failing_tests(mapping.stdout)
         start_file.write_text(json.dumps({"commit": start, "failing": sorted(failing_at_start)}))

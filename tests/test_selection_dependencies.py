@@ -838,3 +838,25 @@ def test_merge_of_byte_damaged_maps_is_one_line_or_a_merge(
         assert err.count("\n") <= 1, err
         outcomes[code] += 1
     assert outcomes[2] > 0  # some damage is found, and named
+
+
+def test_the_projects_own_egg_info_is_its_code_not_a_dependency(
+    project: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """setuptools leaves ``pkg.egg-info`` in the project's tree; with the rootdir on
+    ``sys.path`` it reads as an installed distribution, whose version moves with every
+    commit under setuptools-scm: it is the project, never a dependency of the map."""
+    import json
+
+    from pytest_accel.selection.changes import installed_distributions
+
+    info = project / "pkg.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0.dev1\n")
+    monkeypatch.syspath_prepend(str(project))
+    assert "pkg" not in installed_distributions(project)
+    assert installed_distributions(project / "elsewhere").get("pkg") == "1.0.dev1"
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=17)
+    with closing(sqlite3.connect(project / "map.db")) as connection:
+        (recorded,) = connection.execute("SELECT dependencies FROM snapshots").fetchone()
+    assert "pkg" not in json.loads(recorded)

@@ -258,8 +258,21 @@ def installed_distributions(root: Path | None = None) -> dict[str, str]:
 
 
 def _installed_from(dist: Any, root: Path) -> bool:
-    """Whether ``dist`` was installed from a directory that holds ``root`` or is in it
-    (``pip install -e .``: PEP 610's ``direct_url.json``)."""
+    """Whether ``dist`` is the project at ``root``: installed from a directory that holds
+    ``root`` or is in it (``pip install -e .``: PEP 610's ``direct_url.json``), or its
+    metadata lies in the project's own tree (the ``pkg.egg-info`` setuptools leaves
+    there, found wherever the rootdir is on ``sys.path``), not in an environment's
+    ``site-packages`` under it."""
+    try:
+        located = Path(str(dist.locate_file(""))).resolve()
+    except (OSError, TypeError, ValueError, NotImplementedError):
+        located = None
+    if (
+        located is not None
+        and (located == root or root in located.parents)
+        and not {"site-packages", "dist-packages"} & set(located.parts)
+    ):
+        return True
     try:
         text = dist.read_text("direct_url.json")
         url = json.loads(text)["url"] if text else ""
