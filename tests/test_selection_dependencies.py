@@ -534,7 +534,9 @@ def test_a_variable_the_code_reads_keeps_its_tests_and_is_named_not_shown(
         root,
         {
             "pkg/__init__.py": "",
-            "pkg/mode.py": "import os\n\n\ndef mode():\n    return os.getenv('PKG_MODE', 'fast')\n",
+            # Its names listed first (a whole-environment iteration), then one read.
+            "pkg/mode.py": "import os\n\n\ndef mode():\n    names = list(os.environ)\n"
+            "    return os.getenv('PKG_MODE', 'fast') if names else 'none'\n",
             "tests/test_mode.py": (
                 "from pkg.mode import mode\n\n\ndef test_mode():\n    assert mode() == 'fast'\n"
                 "\n\ndef test_other():\n    pass\n"
@@ -860,3 +862,50 @@ def test_the_projects_own_egg_info_is_its_code_not_a_dependency(
     with closing(sqlite3.connect(project / "map.db")) as connection:
         (recorded,) = connection.execute("SELECT dependencies FROM snapshots").fetchone()
     assert "pkg" not in json.loads(recorded)
+
+
+def test_a_process_started_at_import_and_a_copied_environment_are_not_dependencies(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """versioneer's ``_version.py`` asks git for the version when the package is
+    imported, handing it ``os.environ.copy()``: that makes no test a process-starting
+    one, and reads no variable of any test (orthax's replay kept every test for it)."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": textwrap.dedent(
+                """\
+                import os
+                import subprocess
+                import sys
+
+                env = os.environ.copy()
+                VERSION = subprocess.run(
+                    [sys.executable, "-c", "print(1)"], env=env, capture_output=True, text=True
+                ).stdout.strip()
+
+
+                def twice(x):
+                    return 2 * x
+                """
+            ),
+            "pkg/other.py": "def one():\n    return 1\n",
+            "tests/test_a.py": (
+                "from pkg import twice\nfrom pkg.other import one\n\n\n"
+                "def test_twice():\n    assert twice(1) == 2\n\n\n"
+                "def test_one():\n    assert one() == 1\n"
+            ),
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    monkeypatch.setenv("SOME_TERMINAL_WIDTH", "80")
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    monkeypatch.setenv("SOME_TERMINAL_WIDTH", "120")  # the environment moved
+    edit(root / "pkg" / "other.py", "return 1", "return 2 - 1")
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines(["deselected tests/test_a.py::test_twice: *"])

@@ -480,7 +480,10 @@ class Dependencies:
             reads |= seen.read
             for name, value in seen.env.items():
                 env.setdefault(name, value)
-            if seen.subprocess:
+            # A process the test or a fixture started may run the project's code; one
+            # started while a module was imported (versioneer asking git for the
+            # version) is every importer's, and runs none of it.
+            if seen.subprocess and not unit.startswith((IMPORTING, COLLECT)):
                 self.run.subprocess.add(test)
         file = test.split("::", 1)[0]
         if not file.endswith(".py"):

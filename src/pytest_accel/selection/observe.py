@@ -208,6 +208,7 @@ _original_posix_spawn = getattr(os, "posix_spawn", None)
 _original_posix_spawnp = getattr(os, "posix_spawnp", None)
 _original_popen_init = subprocess.Popen.__init__
 _original_getitem = os._Environ.__getitem__
+_original_iter = os._Environ.__iter__
 
 
 def _open(file: Any, *args: Any, **kwargs: Any) -> Any:
@@ -254,10 +255,37 @@ def _forking() -> None:
         units.started_process()
 
 
+def _recording_iter(self: Any) -> Iterator[str]:
+    """Iterating the whole environment (``os.environ.copy()``, ``dict(os.environ)``,
+    ``.items()``: a process's environment handed on) reads no variable in particular:
+    the reads that follow it key by key, in its order, are not recorded."""
+    if _ACTIVE is None or self is not os.environ:
+        yield from _original_iter(self)
+        return
+    _BULK.keys, _BULK.next = [], 0
+    for key in _original_iter(self):
+        _BULK.keys.append(key)
+        yield key
+
+
+class _Bulk:
+    """The keys a whole-environment iteration gave, and how many of their reads came."""
+
+    keys: list[str] = []  # noqa: RUF012  (one process-wide instance)
+    next = 0
+
+
+_BULK = _Bulk()
+
+
 def _recording_getitem(self: Any, key: str) -> str:
     units = _ACTIVE
     if units is None or self is not os.environ:
         return _original_getitem(self, key)  # type: ignore[no-any-return]
+    if _BULK.next < len(_BULK.keys) and _BULK.keys[_BULK.next] == key:
+        _BULK.next += 1  # the next read of a whole-environment iteration
+        return _original_getitem(self, key)
+    _BULK.keys, _BULK.next = [], 0  # any other read ends it
     try:
         value: str | None = _original_getitem(self, key)
     except KeyError:
@@ -292,6 +320,7 @@ def observe(units: Units | None) -> None:
     popen.__init__ = _popen_init if on else _original_popen_init
     environ_class: Any = os._Environ
     environ_class.__getitem__ = _recording_getitem if on else _original_getitem
+    environ_class.__iter__ = _recording_iter if on else _original_iter
 
 
 # -- imports ---------------------------------------------------------------------------
