@@ -92,16 +92,8 @@ def run(
     )
 
 
-def git(root: Path, *args: str) -> str:
-    done = run(["git", *args], root)
-    if done.returncode:
-        raise RuntimeError(f"git {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
-def settings(work: Path) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads((work / "study.json").read_text())
-    return found
+git = mutation_study.git
+settings = mutation_study.settings
 
 
 def pytest(config: dict[str, Any], *args: str) -> list[str]:
