@@ -668,12 +668,6 @@ def _wanted(connection: sqlite3.Connection, table: str, values: Iterable[Any]) -
         connection.execute("COMMIT")
 
 
-def tests_using_blocks(connection: sqlite3.Connection, block_ids: Iterable[int]) -> set[str]:
-    """The tests that depend on any of ``block_ids``."""
-    ids = list(block_ids)
-    return set(blocks_of_tests(connection, mapped_tests(connection), ids))
-
-
 def blocks_of_tests(
     connection: sqlite3.Connection, nodeids: Iterable[str], block_ids: Iterable[int]
 ) -> dict[str, list[str]]:

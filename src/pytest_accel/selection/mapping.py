@@ -44,6 +44,7 @@ from pytest_accel.fields import utc_timestamp
 from pytest_accel.outcomes import test_id
 from pytest_accel.reports import isolated, reports_are_relayed, write_section
 from pytest_accel.selection.blocks import IMPORT, WHOLE_FILE, FileBlocks, parse_blocks
+from pytest_accel.selection.changes import file_hash, installed_distributions
 from pytest_accel.selection.mapfile import MapRun, Program, update_map
 from pytest_accel.selection.observe import (
     ImportLabeller,
@@ -313,6 +314,7 @@ class Dependencies:
         self.files = measurement.observer.files
         self.seen = measurement.units.seen
         self.parsed: dict[str, tuple[bytes, FileBlocks, ast.AST | None] | None] = {}
+        self.hashes: dict[str, str | None] = {}  # files read, by content
         self.run = MapRun(None, None, utc_timestamp(time.time()))
 
     def source(self, relative: str) -> tuple[bytes, FileBlocks, ast.AST | None] | None:
@@ -490,7 +492,9 @@ class Dependencies:
             reads.add(file)  # a text file's doctests: the file is the test
         hashes = {}
         for path in sorted(reads - self.m.units.written):
-            content = _file_digest(self.root / path)
+            if path not in self.hashes:  # a file every test of a module read: hashed once
+                self.hashes[path] = file_hash(self.root / path)
+            content = self.hashes[path]
             if content is not None:
                 hashes[path] = content
         if hashes:
@@ -533,11 +537,6 @@ def _digest(raw: bytes) -> str:
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
-def _file_digest(path: Path) -> str | None:
-    raw = _read(str(path))
-    return None if raw is None else _digest(raw)
-
-
 class MapWriter:
     """The process that owns the session: every process's measurement into the map."""
 
@@ -563,8 +562,6 @@ class MapWriter:
                 self.local.stop()
             return
         with isolated(session, f"write the dependency map {self.path}"):
-            from pytest_accel.selection.changes import installed_distributions
-
             run = self.local.finish() if self.local is not None else MapRun(None, None, "")
             for other in self.runs:
                 run.merge(other)

@@ -84,8 +84,9 @@ def select_tests(
         info = read_info(connection, path)
         entries = mapped_entries(connection, path)
         relied = [t for t in collected if t in entries]
+        files = mapped_files(connection).files  # read once: the valves' trees, the blocks
         valves, notes, changed_files = _valves(
-            root, options, connection, info, entries=entries, relied=relied
+            root, options, connection, info, entries=entries, relied=relied, files=files
         )
         if options.mode == "programs":
             mapped, affected = _programs(options, connection)
@@ -98,7 +99,9 @@ def select_tests(
                 if entries[t].evidence < EVIDENCE
             }
             complete = [t for t in relied if t not in stale]
-            affected = _affected(root, connection, entries, complete, changed_files)
+            affected = _affected(
+                root, connection, entries, complete, changed_files=changed_files, files=files
+            )
     decision = decide(
         "changed" if options.mode == "shadow" else options.mode,
         collected,
@@ -121,7 +124,9 @@ def _affected(
     connection: sqlite3.Connection,
     entries: Mapping[str, MappedTest],
     tests: list[str],
+    *,
     changed_files: list[str] | None,
+    files: Mapping[str, tuple[str, list[tuple[int, str, str]]]],
 ) -> dict[str, list[str]]:
     """Each of ``tests`` that depends on something that changed, with what: code it ran
     or shares (its collection, fixtures, imports), a file it read, a variable it read,
@@ -132,7 +137,6 @@ def _affected(
     def add(test: str, why: str) -> None:
         affected.setdefault(test, []).append(why)
 
-    files = mapped_files(connection).files
     changed, changed_paths = changed_blocks(root, files)
     if changed:
         for test, blocks in blocks_of_tests(connection, tests, changed).items():
@@ -173,6 +177,7 @@ def _valves(
     *,
     entries: Mapping[str, MappedTest],
     relied: list[str],
+    files: Mapping[str, tuple[str, list[tuple[int, str, str]]]],
 ) -> tuple[list[Valve], list[str], list[str] | None]:
     """The valves that fire, what selection could not use but did without (a
     ``--accel-changed-since`` reference git does not know here), and the changed files
@@ -214,7 +219,7 @@ def _valves(
         read = paths_read(connection)
         valves += file_valves(
             changed.files,
-            mapped_files(connection).files,
+            files,
             own_files(_relative(root, options)),
             read=read,
             ignore=(*DEFAULT_IGNORED, *options.ignore),
