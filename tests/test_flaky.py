@@ -310,6 +310,53 @@ def test_a_quarantined_failure_under_xdist_does_not_fail_the_session(
     result.stdout.fnmatch_lines(["QUARANTINED test_q.py::test_broken*boom*"])
 
 
+SETTLED = """
+def test_broken():
+    assert False, "boom"
+
+def test_fine():
+    pass
+
+def test_plain_failure():
+    assert False, "not quarantined"
+"""
+
+
+@pytest.mark.parametrize(
+    "layout", [[], pytest.param(["-n", "2"], marks=XDIST)], ids=["serial", "xdist"]
+)
+def test_a_quarantined_test_whose_history_shows_it_always_fails_is_not_rerun(
+    pytester: pytest.Pytester, layout: list[str]
+) -> None:
+    """Three runs in which the quarantined test failed every attempt: the fourth tries it
+    once and says why; a failure nothing quarantines is still rerun."""
+    pytester.makepyfile(test_q=SETTLED)
+    quarantine_file(pytester)
+    args = [
+        "--flaky-reruns=2",
+        "--flaky-quarantine=q.json",
+        "--flaky-history=h.json",
+        "-p",
+        "no:cacheprovider",
+    ]
+    for _ in range(3):
+        first = pytester.runpytest(*args)
+        assert outcomes(first) == {"failed": 1, "passed": 1, "quarantined": 1, "rerun": 4}
+    fourth = pytester.runpytest_subprocess(*args, *layout)
+    assert outcomes(fourth) == {"failed": 1, "passed": 1, "quarantined": 1, "rerun": 2}
+    fourth.stdout.fnmatch_lines(
+        [
+            literal(
+                "QUARANTINED test_q.py::test_broken (flaky on CI) [failed] - AssertionError: boom*"
+            )
+            + "not rerun: it failed in each of its last 3 runs*"
+        ]
+    )
+    history = load_history(pytester.path / "h.json")
+    (env,) = history.envs.values()
+    assert env.tests["test_q.py::test_broken"] == "FFFF"
+
+
 # How a quarantined failure is rewritten: as the test runs (nothing else runs the tests'
 # protocol: pytest-rerunfailures blocked, no reruns), or as each report is logged.
 QUARANTINE_MODES = [

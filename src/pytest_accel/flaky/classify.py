@@ -15,6 +15,9 @@ FLAKY_MIN_RATE = 0.05
 BROKEN_RATE = 0.95
 FLAKY_MIN_FAILURES = 2
 FLAKY_MIN_RUNS = 10
+# A quarantined test that failed in each of its last this many runs, reruns included,
+# is tried once: another attempt would fail too, and costs its whole time again.
+SETTLED_FAILURE_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,16 @@ def classify(test: str, letters: str) -> Classification:
     flips = statuses.count(PASSED + FAILED) + statuses.count(FAILED + PASSED) + flaky_runs
     flip_rate = min(1.0, flips / max(runs - 1, 1))
     return Classification(test, runs, failures, flaky_runs, status, flip_rate)
+
+
+def settled_failures(history: History | None, key: str) -> frozenset[str]:
+    """The tests that failed in each of their last ``SETTLED_FAILURE_RUNS`` runs under
+    ``key``, every rerun included (``F``; a pass after a rerun is ``K``)."""
+    env = history.envs.get(key) if history is not None else None
+    if env is None:
+        return frozenset()
+    settled = FAILED * SETTLED_FAILURE_RUNS
+    return frozenset(test for test, letters in env.tests.items() if letters.endswith(settled))
 
 
 def classify_all(tests: Mapping[str, str]) -> list[Classification]:

@@ -26,6 +26,8 @@ class Quarantined:
     entry: Entry
     outcome: str
     message: str | None = None
+    # Tried once: the history shows it failed every attempt of its last runs.
+    not_rerun: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,6 +35,7 @@ class Quarantined:
             "test": self.test,
             "outcome": self.outcome,
             "message": self.message,
+            **({"not_rerun": True} if self.not_rerun else {}),
         }
 
 
@@ -146,6 +149,7 @@ def build_findings(
     max_pct: float | None,
     mass_failure: tuple[int, int] | None = None,
     budget: tuple[int, int, int] | None = None,
+    not_rerun: frozenset[str] = frozenset(),
 ) -> Findings:
     letters = run.letters
     flaky: list[tuple[str, list[str]]] = []
@@ -157,7 +161,15 @@ def build_findings(
         if letter == FLAKY:
             flaky.append((test, attempts))
         elif letter == "F" and entry is not None:
-            quarantined_failures.append(Quarantined(test, entry, attempts[-1], messages.get(test)))
+            quarantined_failures.append(
+                Quarantined(
+                    test,
+                    entry,
+                    attempts[-1],
+                    messages.get(test),
+                    not_rerun=test in not_rerun and len(attempts) == 1,
+                )
+            )
         elif letter == "F":
             failed.append(test)
     across = _across_runs(history, key, letters)

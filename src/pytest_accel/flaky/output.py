@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pytest_accel.flaky.classify import SETTLED_FAILURE_RUNS
 from pytest_accel.flaky.findings import Findings
 from pytest_accel.github import MAX_SUMMARY_BYTES, Section, escape_cell, fit
 from pytest_accel.text import Line, Tone, line_start, one_line
@@ -60,6 +61,8 @@ def terminal_lines(findings: Findings, top: int = 20) -> list[Line]:
         lines.append(Line(Tone.CHANGE, text))
     for q in findings.quarantined:
         detail = f" - {q.message}" if q.message else ""
+        if q.not_rerun:
+            detail += f"; not rerun: it failed in each of its last {SETTLED_FAILURE_RUNS} runs"
         lines.append(
             Line(
                 Tone.CHANGE,

@@ -18,6 +18,7 @@ import pytest
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, check_writable, gc_paused, write_json_atomic
 from pytest_accel.flaky.budget import WORKERINPUT_BUDGET, Budget, is_mass_failure
+from pytest_accel.flaky.classify import settled_failures
 from pytest_accel.flaky.findings import Findings, build_findings, outcomes_from_stats
 from pytest_accel.flaky.history import (
     History,
@@ -87,6 +88,7 @@ class FlakyPlugin:
         self.history_written = False
         self.started = datetime.now(timezone.utc).timestamp()
         self.budget: Budget | None = None
+        self.settled_failures: frozenset[str] = frozenset()  # quarantined ones tried once
         # The history as read before the run: reused at the end if the file is unchanged.
         self.history_read = history_read
 
@@ -205,6 +207,7 @@ class FlakyPlugin:
             max_pct=self.options.max_pct,
             mass_failure=(len(letters), failed) if mass else None,
             budget=budget,
+            not_rerun=self.settled_failures,
         )
         self._warn(session, findings)
         if self.options.report:
@@ -285,8 +288,16 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
         except InputError as exc:
             raise pytest.UsageError(f"--flaky-quarantine: {exc}") from None
     worker = is_xdist_worker(config)
-    # A worker needs the history only to tell new tests; the controller validates it.
-    history_read = _read_history(options) if not worker or options.new_runs > 1 else None
+    # A worker needs the history only to tell new tests and settled quarantined
+    # failures; the controller validates it.
+    settles = bool(options.reruns) and quarantine is not None
+    needed = not worker or options.new_runs > 1 or settles
+    history_read = _read_history(options) if needed else None
+    settled = (
+        settled_failures(history_read[1], facts.key)
+        if settles and history_read is not None
+        else frozenset()
+    )
     runner = QuarantineRunner(config, quarantine, facts.detection.platform)
     if quarantine is not None:
         config.pluginmanager.register(runner, "pytest_accel:quarantine")
@@ -304,7 +315,13 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
 
         known = _known_tests(history_read, facts.key) if options.new_runs > 1 else None
         rerunner = Rerunner(
-            config, options.policy, budget, new_runs=options.new_runs, known_tests=known
+            config,
+            options.policy,
+            budget,
+            new_runs=options.new_runs,
+            known_tests=known,
+            quarantined=runner.quarantined,
+            settled_failures=settled,
         )
         config.pluginmanager.register(rerunner, "pytest_accel:reruns")
     if worker:
@@ -331,6 +348,7 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
         history_read=history_read,
     )
     plugin.budget = budget
+    plugin.settled_failures = settled
     config.pluginmanager.register(plugin, "pytest_accel:flaky")
 
 

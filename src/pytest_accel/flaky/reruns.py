@@ -14,7 +14,7 @@ A test whose call passed but a subtest of it failed (pytest 9's ``subtests`` fix
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -42,6 +42,8 @@ class Rerunner:
         *,
         new_runs: int = 1,
         known_tests: frozenset[str] | None = None,
+        quarantined: Mapping[str, object] | None = None,
+        settled_failures: frozenset[str] = frozenset(),
     ) -> None:
         self.policy = policy
         self.budget = budget
@@ -52,7 +54,10 @@ class Rerunner:
         # pytest-rerunfailures, when installed: it reruns what it is configured for.
         self.rerunfailures: Any = config.pluginmanager.get_plugin("rerunfailures")
         self.deferred = 0
-        self.refused = {"filter": 0, "mass failure": 0}
+        self.refused = {"filter": 0, "mass failure": 0, "settled": 0}
+        # Quarantined tests (filled in at collection) and those of them to try once.
+        self.quarantined: Mapping[str, object] = quarantined if quarantined is not None else {}
+        self.settled_failures = settled_failures
         # Interactive and setup-only modes keep pytest's own protocol.
         self.off = any(
             config.getoption(name, False) for name in ("usepdb", "setuponly", "setupshow")
@@ -118,6 +123,11 @@ class Rerunner:
             and not (item.session.shouldfail or item.session.shouldstop)
         ):
             return False
+        if self.settled_failures:
+            nodeid = test_id(report.nodeid)
+            if nodeid in self.settled_failures and nodeid in self.quarantined:
+                self.refused["settled"] += 1
+                return False
         if not self.policy.allows(failure_text(report)):
             self.refused["filter"] += 1
             return False
