@@ -58,7 +58,7 @@ def main() -> int:
             "--hide-scrollbars",
             f"--user-data-dir={build / 'chromium-profile'}",
             f"--screenshot={shot}",
-            "--window-size=1100,2050",
+            "--window-size=1400,2050",
             report.as_uri(),
         ],
         check=True,

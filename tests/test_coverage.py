@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from pytest_accel.cli import main
+from tests.browser import NEEDS_CHROMIUM, measure
 
 SCHEMA = "schemas/record.schema.json"
 
@@ -180,6 +181,26 @@ def test_the_report_draws_the_coverage_matrix_and_the_gaps(
     assert '<table id="coverage-matrix"' in page
     assert '<td class="n" data-v="14.2857">14.29%</td>' in page
     assert '2 test(s) pass on <span class="id">tpu/v5e/x4</span> but not on' in page
+
+
+@NEEDS_CHROMIUM
+def test_the_coverage_table_fits_its_section_in_a_real_browser(
+    pytester: pytest.Pytester, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At 1400 px the coverage table ends inside the page's column, as the other
+    tables do: nothing to scroll sideways, no cell under the page's edge."""
+    pytester.makepyfile(test_cover=SUITE)
+    records = [run_on(pytester, "cpu.json")]
+    for index, key in enumerate(("tpu/TPU v5 lite/x8", "cuda/NVIDIA H100 80GB HBM3/x8")):
+        emulate, key_option = f"--accel-emulate={key.split('/', 1)[0]}", f"--perf-env-key={key}"
+        records.append(run_on(pytester, f"r{index}.json", emulate, key_option))
+    out = pytester.path / "page.html"
+    assert main(["report", *map(str, records), "-o", str(out)]) == 0
+    found = measure(out, tmp_path)
+    body = found["body"]
+    assert "coverage-matrix" in found["tables"]
+    wider = {name: t for name, t in found["tables"].items() if t["right"] > body["right"] + 0.5}
+    assert wider == {}, body
 
 
 def test_merged_shards_cover_what_one_unsharded_run_covers(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import struct
 import subprocess
 import zlib
@@ -16,6 +15,9 @@ import pytest
 
 from bench import synthetic
 from pytest_accel.cli import main
+from pytest_accel.perf.formats.baseline import EnvHistory, add_run
+from pytest_accel.perf.formats.record import check_record, timings
+from tests.browser import NEEDS_CHROMIUM, chromium, measure
 from tests.test_comparison import history, write_baseline
 
 HOSTILE = ["<script>alert(1)</script>", 'q"uote', "</svg>&amp"]
@@ -240,11 +242,7 @@ def _png_pixels_differ(path: Path) -> bool:
     return len(set(pixels[: 1 << 20])) > 16
 
 
-def chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(chromium() is None, reason="needs Debian's chromium (apt-get install chromium)")
+@NEEDS_CHROMIUM
 def test_a_real_browser_renders_the_regression_its_trend_and_the_flaky_grid(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -279,6 +277,56 @@ def test_a_real_browser_renders_the_regression_its_trend_and_the_flaky_grid(
     )
     assert shot.stat().st_size > 10_000
     assert _png_pixels_differ(shot)
+
+
+@NEEDS_CHROMIUM
+def test_no_chart_label_is_clipped_in_a_real_browser(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every text of every chart (run labels slanted under the axis, the first one
+    included; the axis titles; the legend) lies inside its chart, at 1400 px."""
+    prepare(pytester)
+    # Runs of two commits over several days: each label is the commit and the start
+    # ("1f3a9c2 11-26 14:02"), the longest labels a chart shows.
+    env = EnvHistory()
+    calls = dict.fromkeys(IDS, 0.0005) | {IDS[1]: 0.1, IDS[2]: 0.1}
+    for index in range(10):
+        data = synthetic.record(calls, started=synthetic.STARTED + index * 86_000, warmup=True)
+        data["run"]["commit"] = ("1f3a9c2d" if index < 5 else "8be04d71") * 5
+        add_run(env, timings(check_record("r.json", data)), 50)
+    write_baseline(pytester.path / "b.json", env)
+    monkeypatch.setenv("SLEEP", "0.35")
+    pytester.runpytest("--perf-baseline=b.json", "--accel-report=report.html")
+    page = (pytester.path / "report.html").read_text(encoding="utf-8")
+    assert "<title>1f3a9c2 " in page  # a run label of commit and start
+    found = measure(pytester.path / "report.html", tmp_path)
+    assert found["texts"]["findings"] == "Regressions and changes"
+    assert found["clipped"] == []
+
+
+@NEEDS_CHROMIUM
+def test_how_long_ago_the_run_ended_is_told_when_the_page_is_opened(
+    pytester: pytest.Pytester, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page holds when its newest run ended (the same bytes whenever it is
+    written); "3 days ago" is worked out by the browser as the page is opened."""
+    from datetime import datetime, timedelta, timezone
+
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    pytester.runpytest("--perf-record=r.json").assert_outcomes(passed=1)
+    record = json.loads((pytester.path / "r.json").read_text())
+    started = datetime.now(timezone.utc) - timedelta(days=3, hours=2)
+    record["run"]["started"] = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    (pytester.path / "r.json").write_text(json.dumps(record))
+    pages = [pytester.path / "one.html", pytester.path / "two.html"]
+    for page in pages:
+        assert main(["report", str(pytester.path / "r.json"), "-o", str(page)]) == 0
+    html = pages[0].read_text(encoding="utf-8")
+    assert html == pages[1].read_text(encoding="utf-8")
+    assert f'<time datetime="{started.strftime("%Y-%m-%dT%H:%M")}' in html
+    assert '<span id="made-ago"></span></p>' in html  # empty until the page is opened
+    found = measure(pages[0], tmp_path)
+    assert found["texts"]["made"].endswith(" UTC (3 days ago)"), found["texts"]["made"]
 
 
 def test_the_same_tests_across_hardware_keys_side_by_side(

@@ -131,6 +131,9 @@ class ReportData:
     # record, what change-aware selection did in its run (the record's section)
     selections: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     baseline_only: bool = False  # no record: the baseline's newest run is the latest
+    # When the newest run shown ended (UTC, ISO 8601); the page says how long ago when
+    # it is opened, not when it was written.
+    newest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,14 @@ def build_views(
         if view.selection is not None:
             data.selections.append((view.path, dict(view.selection)))
     _add_coverage(data, [view.columns for view in views])
+    data.newest = _newest(
+        [(view.info.get("started"), view.info.get("duration")) for view in views]
+        or [
+            (r.identity.started, 0.0)
+            for env in (baseline.envs.values() if baseline else ())
+            for r in env.runs
+        ]
+    )
     if baseline is not None and not views:
         for key, env in sorted(baseline.envs.items()):
             _add_baseline_trends(data, key, env, rule)
@@ -273,6 +284,25 @@ def build_views(
     for rows in (data.tests, data.classes, data.modules):
         rows.sort(key=lambda r: -r.seconds)
     return data
+
+
+def _newest(runs: Sequence[tuple[object, object]]) -> str | None:
+    """The latest end among runs given as (start, seconds); None when no start reads."""
+    from datetime import datetime, timedelta, timezone
+
+    ends = []
+    for started, duration in runs:
+        if not isinstance(started, str):
+            continue
+        try:
+            start = datetime.fromisoformat(started)
+        except ValueError:
+            continue
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=timezone.utc)
+        seconds = float(duration) if isinstance(duration, (int, float)) else 0.0
+        ends.append(start.astimezone(timezone.utc) + timedelta(seconds=seconds))
+    return max(ends).strftime("%Y-%m-%dT%H:%M:%SZ") if ends else None
 
 
 def _add_coverage(data: ReportData, runs: Sequence[RunColumns]) -> None:

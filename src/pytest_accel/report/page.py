@@ -40,6 +40,13 @@ def _page(data: ReportData) -> Iterator[str]:
     yield f"<title>{escape(data.title)}</title><style>{_asset('report.css')}</style>"
     yield "</head><body>"
     yield f"<h1>{escape(data.title)}</h1>"
+    if data.newest is not None:
+        # The time is data; "N ago" is said by the script as the page is opened.
+        shown = data.newest.replace("T", " ")[:16] + " UTC"
+        yield (
+            f'<p class="muted" id="made">Newest run ended <time datetime="{escape(data.newest)}">'
+            f'{escape(shown)}</time><span id="made-ago"></span></p>'
+        )
     yield from _summary(data.runs)
     yield from _findings(data)
     yield from _slowest(data)

@@ -15,8 +15,9 @@ from pytest_accel.report.data import Shard, Trend
 
 WIDTH, HEIGHT = 720, 264
 # The title, then the legend, above the plot; below it, run labels slanted at 35
-# degrees (14 characters reach about 50 px down) and the axis title under them.
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 48, 86
+# degrees (14 characters reach about 50 px down and 80 px left: the first run's label
+# ends under the plot's left edge, so the margin holds it) and the axis title under them.
+LEFT, RIGHT, TOP, BOTTOM = 92, 16, 48, 86
 LABEL_CHARS = 14
 LABEL_GAP = 24  # px between neighbouring labels' baselines, at their slant: no overlap
 SLOWER, FASTER, LINE, CURRENT, GRID = "#c0392b", "#1e7b34", "#2c5d8f", "#e67e22", "#d8dde3"

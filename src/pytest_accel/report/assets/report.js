@@ -12,3 +12,16 @@ document.querySelectorAll('table.sortable').forEach(function(table){
     th.dataset.up=up?'1':'0';rows.forEach(function(r){body.appendChild(r);});
   });});
 });
+// How long ago the newest run ended, as of now: the page may be opened days later.
+(function(){
+  var time=document.querySelector('#made time'),out=document.getElementById('made-ago');
+  if(!time||!out){return;}
+  var s=(Date.now()-Date.parse(time.getAttribute('datetime')))/1000;
+  if(!(s>=0)){return;}
+  var units=[[86400,'day'],[3600,'hour'],[60,'minute']];
+  for(var i=0;i<units.length;i++){
+    var n=Math.floor(s/units[i][0]);
+    if(n>=1){out.textContent=' ('+n+' '+units[i][1]+(n>1?'s':'')+' ago)';return;}
+  }
+  out.textContent=' (just now)';
+})();
