@@ -9,6 +9,7 @@ import importlib.util
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from pytest_accel.perf.formats.record import check_record, timings
 from pytest_accel.perf.model.findings import Comparison
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.offline import baseline_json
-from pytest_accel.perf.output import summary_line, terminal_rows
+from pytest_accel.perf.output import scope_notes, summary_line, terminal_rows
 
 WOBBLE = (1.00, 1.03, 0.98, 1.01, 0.97, 1.02, 0.99, 1.03, 0.97, 1.00)
 HOUR = 3600.0
@@ -761,6 +762,127 @@ def test_a_test_that_changed_on_a_runner_that_also_changed_is_still_a_change() -
     result = compare(run_of(later, 99), history([then] * 12 + [later] * 3), Rule())
     kinds = sorted((c.kind, c.id, c.slower) for c in result.changes)
     assert kinds == [("session", "suite total", False), ("test", "t_005.py::test", True)]
+
+
+def of_commits(runs: Sequence[Mapping[str, float]], commits: Sequence[str]) -> EnvHistory:
+    """A baseline's runs (wobbling as ``history``'s), each at the commit given."""
+    env = EnvHistory()
+    for index, (calls, commit) in enumerate(zip(runs, commits, strict=True)):
+        wobble = WOBBLE[index % len(WOBBLE)]
+        run = run_of({t: s * wobble for t, s in calls.items()}, index)
+        add_run(env, replace(run, identity=replace(run.identity, commit=commit)), 50)
+    return env
+
+
+def now_at(calls: Mapping[str, float], commit: str) -> RunTimings:
+    run = run_of(calls, 99)
+    return replace(run, identity=replace(run.identity, commit=commit))
+
+
+def test_a_step_between_two_runs_of_one_commit_is_never_that_commits_change() -> None:
+    """Every run at one commit, a test 2.5x from the third-last run on: the code did not
+    change, so no CHANGED (nor a REGRESSION the same way); one note says what moved."""
+    then = many(12)
+    later = {**then, "t_005.py::test": then["t_005.py::test"] * 2.5}
+    env = of_commits([then] * 12 + [later] * 2, ["1bda877"] * 14)
+    result = compare(now_at(later, "1bda877"), env, Rule())
+    assert result.changes == []
+    assert result.regressions == []
+    stepped = [(c.kind, c.id, c.runs, c.slower) for c in result.unattributed]
+    assert stepped == [("test", "t_005.py::test", 3, True)]  # its module's step is its own
+    (note,) = [n for n in scope_notes(result) if n.startswith("environment:")]
+    assert "1 test(s), class(es) or module(s) stepped (1 slower, 0 faster: t_005.py::test)" in note
+    assert "between two runs of one commit (1bda877): the code did not change there" in note
+    # The same step where the commit changed with it is that commit's change.
+    env = of_commits([then] * 12 + [later] * 2, ["1bda877"] * 12 + ["9f0e2c4"] * 2)
+    result = compare(now_at(later, "9f0e2c4"), env, Rule())
+    assert [(c.id, c.since.commit) for c in result.changes] == [("t_005.py::test", "9f0e2c4")]
+    assert result.unattributed == []
+
+
+def test_a_run_at_the_commit_of_its_baseline_says_environment_never_changed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end, in a git checkout: every baseline run at this commit, test_a 2.5x
+    since the second-last; this run at that commit too. No CHANGED line, no failure with
+    --perf-fail; the environment note, and the record's ``unattributed``."""
+    import subprocess
+
+    pytester.makepyfile(test_mod=SUITE)
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"],
+    ):
+        subprocess.run(["git", *args], cwd=pytester.path, check=True, capture_output=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=pytester.path, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    before = dict(zip(IDS, (0.0002, 0.1, 0.15), strict=True))
+    after = {**before, IDS[1]: 0.25}
+    runs = [before] * 12 + [after] * 2
+    write_baseline(pytester.path / "baseline.json", of_commits(runs, [head] * 14))
+    monkeypatch.setenv("SLEEP_A", "0.25")
+    result = pytester.runpytest(
+        "--perf-baseline=baseline.json", "--perf-record=r.json", "--perf-fail"
+    )
+    assert result.ret == 0, result.stdout.str()
+    out = result.stdout.str()
+    assert "CHANGED" not in out
+    assert "REGRESSION" not in out
+    result.stdout.fnmatch_lines(
+        [f"environment: *test_mod.py::test_a*between two runs of one commit ({head[:12]})*"]
+    )
+    comparison = load(pytester.path / "r.json")["comparison"]
+    assert comparison["changes"] == []
+    assert [(c["id"], c["since"]["commit"]) for c in comparison["unattributed"]][:1] == [
+        (IDS[1], head)
+    ]
+
+
+def test_a_step_inside_a_later_commits_runs_is_not_that_commits_change() -> None:
+    """The commit changed two runs before the step: its first run held the old level, so
+    the step began between two of its runs, and it is not named as its change."""
+    then = many(12)
+    later = {**then, "t_005.py::test": then["t_005.py::test"] * 2.5}
+    runs = [then] * 12 + [then] + [later] * 2
+    env = of_commits(runs, ["aaaaaaa"] * 12 + ["bbbbbbb"] * 3)
+    result = compare(now_at(later, "bbbbbbb"), env, Rule())
+    assert result.changes == []
+    assert [(c.id, c.since.commit) for c in result.unattributed if c.kind == "test"] == [
+        ("t_005.py::test", "bbbbbbb")
+    ]
+
+
+def test_a_runner_that_slowed_at_one_commit_is_named_as_the_runner() -> None:
+    then = many(40)
+    slower = {t: s * 1.5 for t, s in then.items()}
+    env = of_commits([then] * 12 + [slower] * 3, ["c0ffee1"] * 15)
+    result = compare(now_at(slower, "c0ffee1"), env, Rule())
+    assert result.changes == []
+    assert [(c.kind, c.runs) for c in result.unattributed] == [("session", 4)]
+    (note,) = [n for n in scope_notes(result) if n.startswith("environment:")]
+    assert re.match(
+        r"environment: the runner's speed 1\.[45]\dx since c0ffee1, between two runs"
+        r" of one commit \(c0ffee1\)",
+        note,
+    ), note
+
+
+def test_a_baseline_alone_shows_no_change_between_runs_of_one_commit() -> None:
+    """``changes_in_runs`` (what ``baseline --accept`` accepts, what a report of a
+    baseline alone draws) applies the same rule."""
+    from pytest_accel.perf.analysis.comparison import changes_in_runs
+
+    then = many(12)
+    later = {**then, "t_005.py::test": then["t_005.py::test"] * 2.5}
+    runs = [then] * 12 + [later] * 3
+    assert changes_in_runs(of_commits(runs, ["1bda877"] * 15), Rule()) == []
+    found = changes_in_runs(of_commits(runs, ["1bda877"] * 12 + ["9f0e2c4"] * 3), Rule())
+    assert [(c.kind, c.id, c.since.commit) for _, _, c in found] == [
+        ("test", "t_005.py::test", "9f0e2c4"),
+        ("module", "t_005.py", "9f0e2c4"),
+    ]
 
 
 def test_a_warm_up_is_judged_against_warm_ups_and_only_a_large_change_is_a_finding() -> None:

@@ -389,7 +389,31 @@ def scope_notes(comparison: Comparison) -> list[str]:
     memory = memory_note(comparison)
     if memory is not None:
         notes.append(memory)
+    if comparison.unattributed:
+        notes.append(_unattributed_note(comparison.unattributed))
     return [one_line(note) for note in notes]
+
+
+def _unattributed_note(steps: list[Change]) -> str:
+    """The steps that began between two runs of one commit, in one line: the suite's
+    (the runner's speed) named with its size, the others counted and the first named."""
+    suite = [c for c in steps if c.kind == "session"]
+    others = [c for c in steps if c.kind != "session"]
+    commits = sorted({(c.since.commit or "")[:12] for c in steps})
+    said = []
+    if suite:
+        said.append(f"the runner's speed {suite[0].ratio:.2f}x since {suite[0].since.describe()}")
+    if others:
+        slower = sum(c.slower for c in others)
+        said.append(
+            f"{len(others)} test(s), class(es) or module(s) stepped ({slower} slower,"
+            f" {len(others) - slower} faster: {_first([c.id for c in others])})"
+        )
+    return (
+        f"environment: {'; '.join(said)}, between two runs of one commit"
+        f" ({', '.join(commits)}): the code did not change there, so these are not changes;"
+        " the runner or its environment moved"
+    )
 
 
 def _first(ids: list[str], count: int = 3) -> str:

@@ -44,6 +44,8 @@ class Judged:
     changes: list[Change]
     # Slower by every gate but the samples a verdict needs (``rule.Judgement.learning``).
     learning: list[Finding] = field(default_factory=list)
+    # Steps that began between two runs of one commit: the code did not change there.
+    unattributed: list[Change] = field(default_factory=list)
 
 
 def usual_layout(env: EnvHistory) -> str | None:
@@ -106,7 +108,7 @@ def shifts_of(sources: Sequence[tuple[Judged, Mapping[str, str | None]]]) -> dic
     shifts: dict[str, float] = {}
     for judged, group_of in sources:
         moved = [(f.id, f.current - f.baseline) for _, f in judged.findings]
-        moved += [(c.id, c.after - c.before) for c in judged.changes]
+        moved += [(c.id, c.after - c.before) for c in (*judged.changes, *judged.unattributed)]
         for ident, shift in moved:
             group = group_of.get(ident)
             if group is not None:
@@ -128,5 +130,10 @@ def unexplained(judged: Judged, shifts: Mapping[str, float]) -> Judged:
     ]
     judged.changes = [
         c for c in judged.changes if not is_explained(c.after - c.before, shifts.get(c.id, 0.0))
+    ]
+    judged.unattributed = [
+        c
+        for c in judged.unattributed
+        if not is_explained(c.after - c.before, shifts.get(c.id, 0.0))
     ]
     return judged

@@ -102,8 +102,11 @@ def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]
             continue
         steps = find_steps(matrix, change_rule(rule))
         for row in np.flatnonzero(steps.found):
-            start = kept[len(kept) - int(steps.runs[row])]
+            at = len(kept) - int(steps.runs[row])
+            start = kept[at]
             since, runs = env.runs[start].identity, len(env.runs) - start
+            if at > 0 and since.commit and env.runs[kept[at - 1]].identity.commit == since.commit:
+                continue  # between two runs of one commit: not a change of the code
             before, after = float(steps.before[row]), float(steps.after[row])
             change = Change(kind, ids[row], before, after, runs, since, tracing=name == "trace")
             found.append((name, int(row), change))
@@ -187,7 +190,7 @@ def compare(
         setting = replace(setting, speed=speed, run_speeds=speeds)
     tests = _judge(setting, "test", test_inputs, overrides)
     if speeds is not None:
-        result = replace(result, changes=[*result.changes, *_suite_change(setting, tests, speeds)])
+        result = _attributed(result, _suite_change(setting, tests, speeds), setting)
     # A warm-up is mostly the process's (imports, a backend starting, a cold disk cache):
     # only a large change of it, the rule's second tier, is a finding.
     warm_rule = replace(rule, threshold=max(rule.threshold, rule.large_ratio))
@@ -392,7 +395,9 @@ def _judge_groups(
     after a run ordered unlike the baseline's has had them confirmed by their groups."""
     run, env = setting.run, setting.env
     # The groups of the tests with a finding (a handful), not of every test run.
-    wanted = {f.id for _, f in tests.findings} | {c.id for c in tests.changes}
+    wanted = {f.id for _, f in tests.findings} | {
+        c.id for c in (*tests.changes, *tests.unattributed)
+    }
     class_of: dict[str, str | None] = {}
     module_of: dict[str, str | None] = {}
     if wanted:
@@ -649,8 +654,11 @@ def _judge(
         before, after = float(steps.before[row]), float(steps.after[row])
         if after < before and settled[row]:
             continue  # a speed-up reported when it was found: its level is the reference now
-        judged.changes.append(
-            Change(kind, present[row], before, after, runs, _since(setting, runs), tracing)
+        change = Change(kind, present[row], before, after, runs, _since(setting, runs), tracing)
+        # Between two runs of one commit the code did not change: the runner or its
+        # environment did. Never the commit's change, nor a finding the same way.
+        (judged.unattributed if _within_one_commit(setting, runs) else judged.changes).append(
+            change
         )
         reported[row] = True
     # A change says more (when it began, and that it held) than a finding the same way.
@@ -729,6 +737,18 @@ def _since(setting: _Setting, runs: int) -> RunIdentity:
     return env.runs[columns[cut]].identity if cut < len(columns) else setting.run.identity
 
 
+def _within_one_commit(setting: _Setting, runs: int) -> bool:
+    """Whether a change of ``runs`` runs began between two runs of one commit: the run
+    before its first, in the series searched, is of the same commit."""
+    env = setting.env
+    columns = range(len(env.runs)) if setting.change_runs is None else setting.change_runs
+    cut = len(columns) + 1 - runs
+    if not 0 < cut <= len(columns):
+        return False
+    since = _since(setting, runs).commit
+    return bool(since) and env.runs[columns[cut - 1]].identity.commit == since
+
+
 def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[Change]:
     """A step in the runner's speed over runs (a slower runner type under the same key,
     a framework upgrade that slows everything): one change of the suite total, where
@@ -740,6 +760,18 @@ def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[
     runs = int(steps.runs[0])
     before, after = float(steps.before[0]), float(steps.after[0])
     return [Change("session", "suite total", before, after, runs, _since(setting, runs))]
+
+
+def _attributed(result: Comparison, changes: list[Change], setting: _Setting) -> Comparison:
+    """``result`` with ``changes`` among its changes, or among the steps no commit made
+    (``_within_one_commit``)."""
+    mine = [c for c in changes if not _within_one_commit(setting, c.runs)]
+    theirs = [c for c in changes if _within_one_commit(setting, c.runs)]
+    return replace(
+        result,
+        changes=[*result.changes, *mine],
+        unattributed=[*result.unattributed, *theirs],
+    )
 
 
 def _overrides(
@@ -771,6 +803,7 @@ def _collect(result: Comparison, judged: Judged) -> Comparison:
         improvements=[*result.improvements, *(f for what, f in found if what != "regression")],
         changes=[*result.changes, *judged.changes],
         learning=[*result.learning, *judged.learning],
+        unattributed=[*result.unattributed, *judged.unattributed],
     )
 
 
@@ -813,9 +846,13 @@ def _judge_suite(
     # A group's finding stands only where its tests' do not explain it, so adding both
     # counts each cause about once.
     accounted = sum(f.current - f.baseline for k in (*kinds, *groups) for _, f in k.findings)
-    accounted += sum(c.after - c.before for k in (*kinds, *groups) for c in k.changes)
-    # ... and a change of the suite itself (the runner's speed over runs) says it already.
-    accounted += sum(c.after - c.before for c in result.changes if c.kind == "session")
+    steps = [c for k in (*kinds, *groups) for c in (*k.changes, *k.unattributed)]
+    accounted += sum(c.after - c.before for c in steps)
+    # ... and a change of the suite itself (the runner's speed over runs) says it already,
+    # as does a step of it between runs of one commit.
+    accounted += sum(
+        c.after - c.before for c in (*result.changes, *result.unattributed) if c.kind == "session"
+    )
     verdict = suite_finding(result, count, accounted, rule, _run_levels(kinds))
     if verdict is None:
         return result

@@ -283,6 +283,9 @@ class Comparison:
     memory_judged: bool = False
     memory_runs: int = 0
     memory_peak: tuple[str, int] | None = None
+    # Steps that began between two runs of one commit: the runner or its environment
+    # moved, not the code; never reported as changes (``analysis.comparison``).
+    unattributed: list[Change] = field(default_factory=list)
 
     @property
     def slowdowns(self) -> list[Change]:
@@ -350,6 +353,7 @@ class Comparison:
             else {"seconds": self.cpu_wait, "share": round(self.cpu_wait_share or 0.0, 4)},
             "tracing_judged": self.tracing_judged,
             "tracing_moved": self.tracing_moved,
+            "unattributed": [c.to_json() for c in self.unattributed],
             "memory": [m.to_json() for m in self.memory],
             "memory_judged": self.memory_judged,
             "memory_runs": self.memory_runs,
