@@ -1051,6 +1051,77 @@ def test_many_small_tests_each_slower_under_the_floor_are_found_at_their_module_
     assert "; moved most: m.py::test_07 (+3" in describe(module)
 
 
+def test_a_recompiling_function_is_one_alarm_with_its_symptoms_beneath_it() -> None:
+    """Two tests compile ``<lambda>`` anew on every call: their recompilations, their
+    tracing and execution regressions and the suite total they moved most are one alarm
+    naming the function; a regression of another test stays its own."""
+    from pytest_accel.perf.model.findings import Culprit, Finding, Recompiled
+    from pytest_accel.perf.output import alarm_count, terminal_rows
+
+    culprit = Culprit("<lambda>", "fit", "calc/train.py", 8)
+    a, b, other = "t.py::test_a", "t.py::test_b", "t.py::test_other"
+    comparison = Comparison(
+        "cpu/x1",
+        regressions=[
+            Finding("test", a, 0.1, 0.5, 5.0, 5),
+            Finding("test", a, 0.01, 0.2, 20.0, 5, tracing=True),
+            Finding("session", "suite total", 1.0, 1.9, 1.9, 3, movers=((b, 0.5), (a, 0.4))),
+            Finding("test", other, 0.2, 0.5, 2.5, 5),
+        ],
+        recompiled=[
+            Recompiled(a, 19, 0, 5, culprit=culprit, compilations=20, baseline_compilations=1),
+            Recompiled(b, 24, 0, 5, culprit=culprit, compilations=25, baseline_compilations=1),
+        ],
+    )
+    alarms = comparison.alarm_list
+    assert [(alarm.kind, alarm.id) for alarm in alarms] == [
+        ("recompiled", b),  # compiled it most: it leads
+        ("regression", other),
+    ]
+    lead = alarms[0]
+    assert lead.culprit == culprit
+    assert [(s.kind, s.id, getattr(s.finding, "tracing", False)) for s in lead.symptoms] == [
+        ("regression", a, True),  # the most severe first, as alarms are
+        ("recompiled", a, False),
+        ("regression", a, False),
+        ("regression", "suite total", False),
+    ]
+    assert alarm_count(comparison) == "1 regression(s) and 1 recompiling function(s)"
+    rows = [line.text for line in terminal_rows(comparison, 20)]
+    head = rows.index(
+        "RECOMPILED function <lambda> (called in fit, calc/train.py:8): compiled anew on"
+        " every call in 2 test(s) (a new function, shape or Python scalar each time?)"
+    )
+    assert rows[head + 1] == (
+        f"  test {b}: 25 compilations of <lambda>, at most 1 in 5 baseline run(s)"
+    )
+    assert rows[head + 2].startswith(f"  REGRESSION test {a} tracing: ")
+    assert (
+        rows[head + 3] == f"  test {a}: 20 compilations of <lambda>, at most 1 in 5 baseline run(s)"
+    )
+    assert sum(row.startswith(("REGRESSION", "RECOMPILED")) for row in rows) == 2
+
+
+def test_a_modules_change_names_the_tests_that_moved_most_as_its_regression_does() -> None:
+    """The same 20 ms in 30 tests, from three runs ago on (a new commit): the module's
+    step is a change, and it names its tests that moved most, in every output."""
+    ids = [f"m.py::test_{i:02d}" for i in range(30)] + [f"n.py::test_{i:02d}" for i in range(30)]
+    groups = {t: (None, t.split("::")[0]) for t in ids}
+    then = {t: 0.03 + (i % 5) * 0.001 for i, t in enumerate(ids)}
+    slower = {t: s + (0.02 if t.startswith("m.py") else 0.0) for t, s in then.items()}
+    slower["m.py::test_07"] += 0.01  # the one that moved most
+    env = history([then] * 12 + [slower] * 2, groups=groups)
+    result = compare(run_of(slower, 99, groups=groups), env, Rule())
+    [module] = [c for c in result.changes if c.kind == "module"]
+    assert (module.id, module.since.commit) == ("m.py", "c12")
+    assert module.movers[0][0] == "m.py::test_07"
+    assert all(ident.startswith("m.py::") for ident, _ in module.movers)
+    from pytest_accel.perf.output import describe_change
+
+    assert "since c12, 3 runs; moved most: m.py::test_07 (+3" in describe_change(module)
+    assert module.to_json()["moved_most"][0]["id"] == "m.py::test_07"
+
+
 def test_a_slowed_run_folded_into_a_3_run_baseline_does_not_hide_the_next_one() -> None:
     """docs/ci.md builds a baseline with 3 runs: a 2x slowdown is a regression on its
     first run, is folded in, and on its second run is named as a change since the run

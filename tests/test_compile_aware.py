@@ -204,23 +204,43 @@ def test_a_test_that_retraces_on_every_call_is_a_recompilation_regression_on_its
         "--accel-report=p.html",
     )
     assert result.ret == 1
+    # One alarm, naming the function jitted anew and the line that calls it; its tests
+    # (and any slower time of theirs) beneath it.
+    culprit = "<lambda> (called in test_steps, test_r.py:18)"
     result.stdout.fnmatch_lines(
         [
-            "*PerfRegressionWarning: test test_r.py::test_steps: * recompilation(s)*",
-            "RECOMPILED test test_r.py::test_steps: * recompilation(s) of functions it had"
-            " compiled already, at most 0 in 3 baseline run(s) *",
+            f"*test_r.py:18: PerfRegressionWarning: function {culprit}: compiled anew on every"
+            " call in 1 test(s) *: test test_r.py::test_steps: 8 compilations of <lambda>,"
+            " at most 1 in 3 baseline run(s)*",
+            f"RECOMPILED function {culprit}: compiled anew on every call in 1 test(s) (a new"
+            " function, shape or Python scalar each time?)",
+            "  test test_r.py::test_steps: 8 compilations of <lambda>, at most 1 in 3 baseline"
+            " run(s)",
             "perf: * regression(s), 0 change(s), 1 recompiling, *",  # its time may show too
-            "::warning file=test_r.py,*title=recompilation (test)::*",
+            "::warning file=test_r.py,line=18,title=recompilation (function)::function *",
         ]
     )
+    assert result.stdout.str().count("PerfRegressionWarning:") == 1
+    result.stdout.fnmatch_lines(["*exit status 1: 0 regression(s) and 1 recompiling function(s)*"])
     found = record(pytester.path / "r.json")["comparison"]["recompiled"]
     assert [(r["id"], r["baseline"], r["samples"]) for r in found] == [
         ("test_r.py::test_steps", 0, 3)
     ]
     assert found[0]["current"] >= 7
-    assert r"| recompiled | test | test\_r.py::test\_steps | 0 |" in summary.read_text()
+    assert found[0]["culprit"] == {
+        "function": "<lambda>",
+        "caller": "test_steps",
+        "path": "test_r.py",
+        "line": 18,
+    }
+    table = summary.read_text()
+    assert (
+        r"| recompiled | function | &lt;lambda&gt; (called in test\_steps, test\_r.py:18) |"
+        in table
+    )
+    assert r"| same cause: recompiled | test | test\_r.py::test\_steps | 1 | 8 |" in table
     page = (pytester.path / "p.html").read_text()
-    assert "RECOMPILED test test_r.py::test_steps: " in page
+    assert "RECOMPILED function &lt;lambda&gt; (called in test_steps, test_r.py:18)" in page
     assert "1 recompiling; judged on execution time" in page
 
 
@@ -241,11 +261,13 @@ def test_a_per_call_jit_is_found_on_the_first_xdist_run_against_serial_runs(
         "--perf-baseline=b.json", "--perf-fail", "-n", "2", "-p", "no:randomly"
     )
     assert result.ret == 1
+    # Word for word what a serial run says (test_a_test_that_retraces_on_every_call...).
     result.stdout.fnmatch_lines(
         [
-            "RECOMPILED test test_r.py::test_steps: 8 compilations of one function, at most"
-            " 1 in 3 baseline run(s) (compiled anew on every call: a new function, shape or"
-            " Python scalar each time?)",
+            "RECOMPILED function <lambda> (called in test_steps, test_r.py:18): compiled anew"
+            " on every call in 1 test(s) (a new function, shape or Python scalar each time?)",
+            "  test test_r.py::test_steps: 8 compilations of <lambda>, at most 1 in 3 baseline"
+            " run(s)",
             "recompilations: judged on each test's most compiled function against 3 baseline"
             " run(s) of other layouts (too few laid out as this one, xdist 2)",
         ]
@@ -423,7 +445,8 @@ def test_a_run_laid_out_unlike_its_baseline_is_judged_on_its_most_compiled_funct
     ) in scope_notes(result)
     if found:
         assert describe_recompiled(result.recompiled[0]).startswith(
-            f"test {SLOW}: 12 compilations of one function, at most 4 in 3 baseline run(s)"
+            f"test {SLOW}: 12 compilations of its most compiled function, at most 4 in 3"
+            " baseline run(s)"
         )
 
 

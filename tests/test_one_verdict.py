@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,9 @@ def test_quarantined():
     assert not JUDGED, "known bug"
 """
 
-ALARMS = {("test", "test_suite.py::test_slowed"), ("test", "test_suite.py::test_retraces")}
+# A recompiling test's alarm names the function it compiled anew, where it is called.
+RETRACED = "<lambda> (called in test_retraces, test_suite.py:42)"
+ALARMS = {("test", "test_suite.py::test_slowed"), ("function", RETRACED)}
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -86,7 +89,17 @@ def load(path: Path) -> dict[str, Any]:
 def alarms_of(comparison: dict[str, Any]) -> set[tuple[str, str]]:
     found = {(f["kind"], f["id"]) for f in comparison["regressions"]}
     found |= {(c["kind"], c["id"]) for c in comparison["changes"] if c["after"] > c["before"]}
-    found |= {("test", r["id"]) for r in comparison["recompiled"]}
+    for recompiled in comparison["recompiled"]:
+        culprit = recompiled.get("culprit")
+        found.add(
+            ("test", recompiled["id"])
+            if culprit is None
+            else (
+                "function",
+                f"{culprit['function']} (called in {culprit['caller']},"
+                f" {culprit['path']}:{culprit['line']})",
+            )
+        )
     return found
 
 
@@ -136,15 +149,17 @@ def test_every_output_names_the_same_alarms_and_counts_the_run_alike(
     assert out.count("PerfRegressionWarning: ") == len(ALARMS)
     annotations = [line for line in result.stdout.lines if line.startswith("::warning ")]
     assert len(annotations) == len(ALARMS)
-    named = {re.search(r"::test (.+?): ", a) for a in annotations}
+    named = {re.search(r"::(?:test|function) (.+?): ", a) for a in annotations}
     assert {found.group(1) for found in named if found} == {ident for _, ident in ALARMS}
 
     # The job summary's table.
     table = [r for r in summary.read_text().splitlines() if r.startswith("| ")]
     alarm_rows = [r for r in table if r.split("|")[1].strip() in ("regression", "recompiled")]
-    assert {r.split("|")[3].strip().replace("\\_", "_") for r in alarm_rows} == {
-        ident for _, ident in ALARMS
+    unescaped = {
+        r.split("|")[3].strip().replace("\\_", "_").replace("&lt;", "<").replace("&gt;", ">")
+        for r in alarm_rows
     }
+    assert unescaped == {ident for _, ident in ALARMS}
 
     # The tally: the terminal's last line, the page's summary and JUnit agree.
     last = result.stdout.lines[-1]
@@ -171,7 +186,7 @@ def test_every_output_names_the_same_alarms_and_counts_the_run_alike(
     offline_page = (pytester.path / "p.html").read_text()
     for html in (page, offline_page):
         for _, ident in ALARMS:
-            assert ident in html
+            assert escape(ident, quote=False) in html
         assert "REGRESSION test test_suite.py::test_slowed" in html
         assert "test_suite.py::test_ignored:" not in html
         assert tally in html
@@ -181,7 +196,10 @@ def test_every_output_names_the_same_alarms_and_counts_the_run_alike(
     failing = run_jax_suite(pytester, *common, "--perf-fail", "-p", "no:randomly")
     assert failing.ret == pytest.ExitCode.TESTS_FAILED
     failing.stdout.fnmatch_lines(
-        ["pytest-accel: exit status 1: 1 regression(s) and 1 recompiling test(s) with --perf-fail"]
+        [
+            "pytest-accel: exit status 1: 1 regression(s) and 1 recompiling function(s) with"
+            " --perf-fail"
+        ]
     )
     (pytester.path / "flaky-ran").unlink()
     escalated = run_jax_suite(

@@ -72,15 +72,21 @@ def test_a_test_that_recompiles_far_more_than_its_baseline_is_recompiled(
         ).assert_outcomes(passed=3)
     monkeypatch.setenv("CALLS", "12")
     result = torch_suite.runpytest_subprocess(
-        "--perf-baseline=b.json", "--perf-fail", "-p", "no:cacheprovider"
+        "--perf-baseline=b.json", "--perf-fail", "--perf-record=now.json", "-p", "no:cacheprovider"
     )
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
-            "RECOMPILED test test_compiled.py::test_retraces: 11 recompilation(s) of functions"
-            " it had compiled already, at most 1 in 3 baseline run(s)*"
+            # Said as every layout says it: its most compiled frame's compilations (12;
+            # judged here on its 11 recompilations against at most 1).
+            "RECOMPILED test test_compiled.py::test_retraces: 12 compilations of its most"
+            " compiled function, at most 2 in 3 baseline run(s)*"
         ]
     )
+    (recompiled,) = json.loads((torch_suite.path / "now.json").read_text())["comparison"][
+        "recompiled"
+    ]
+    assert (recompiled["current"], recompiled["baseline"]) == (11, 1)
 
 
 SLOW_IMPORTS = """

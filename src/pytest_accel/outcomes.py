@@ -29,6 +29,9 @@ NEW_RUNS_ATTR = "pytest_accel_new_runs"
 COMPILES_ATTR = "pytest_accel_compiles"
 # on its call report: the seconds of the call that were compiling.
 CALL_COMPILE_ATTR = "pytest_accel_call_compile"
+# on its teardown report, where it compiled a function more than once: that function and
+# where it was called from, ``[function, caller, path, line]`` (``Culprit``).
+RECOMPILING_ATTR = "pytest_accel_recompiling"
 # On a test's teardown report where its process has a GPU or TPU in use (perf.memory):
 # each device's peak memory during the test, ``[[device, bytes, exact], ...]``; exact is
 # 0 where the figure is a lower bound (``DeviceMemory``).

@@ -24,6 +24,7 @@ from pytest_accel.outcomes import (
     OUTCOME_RANK,
     PLATFORM_SKIP_PROPERTY,
     QUARANTINED_ATTR,
+    RECOMPILING_ATTR,
     RERUN_TEARDOWN_ATTR,
     Parents,
     is_subtest,
@@ -250,6 +251,9 @@ class ResultsCollector:
         compiles = getattr(report, COMPILES_ATTR, None)
         if compiles is not None:
             table.add_compilation(row, compiles)
+        recompiling = getattr(report, RECOMPILING_ATTR, None)
+        if recompiling is not None and len(recompiling) == 4:
+            table.recompiling[row] = recompiling
         peaks = getattr(report, DEVICE_MEMORY_ATTR, None)
         if peaks:
             table.add_device_memory(row, peaks)

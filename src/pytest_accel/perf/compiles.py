@@ -49,7 +49,13 @@ from typing import Any
 import pytest
 
 from pytest_accel.imports import AfterImport, ImportsTimed, after_import, imports_timed
-from pytest_accel.outcomes import CALL_COMPILE_ATTR, COMPILES_ATTR, CompileFigures, is_subtest
+from pytest_accel.outcomes import (
+    CALL_COMPILE_ATTR,
+    COMPILES_ATTR,
+    RECOMPILING_ATTR,
+    CompileFigures,
+    is_subtest,
+)
 from pytest_accel.perf.pauses import FullCollections, Pause
 from pytest_accel.perf.waits import Reading, ThreadClock, waited_between
 
@@ -106,6 +112,8 @@ class CompileTally:
         self.trace_spans: list[tuple[float, float]] = []
         self.backend_spans: list[tuple[float, float]] = []
         self.functions: Counter[str] = Counter()  # backend compilations per function name
+        # Per function name as JAX's trace names it: the caller its last trace came from.
+        self.callers: dict[str, tuple[str, str, int]] = {}
         self.hits = 0
         self.misses = 0
         self.call_from = 0  # the first span of the call phase
@@ -130,6 +138,19 @@ class CompileTally:
             max(self.functions.values(), default=0),
             -1.0 if self.trace_wait is None else round(min(self.trace_wait, tracing), 6),
         )
+
+    def most_compiled(self) -> list[str | int] | None:
+        """``[function, caller, path, line]`` of the function compiled most, where that
+        is more than once and its trace's caller was seen (``RECOMPILING_ATTR``)."""
+        if not self.functions:
+            return None
+        name, count = self.functions.most_common(1)[0]
+        if count < 2:
+            return None
+        # The backend names it ``jit(<lambda>)``; the trace, ``<lambda>``.
+        traced = name[4:-1] if name.startswith("jit(") and name.endswith(")") else name
+        caller = self.callers.get(traced)
+        return None if caller is None else [traced, *caller]
 
 
 WORKEROUTPUT_PROBLEM = "pytest_accel_compile_problem"
@@ -168,6 +189,10 @@ class CompileCounter:
         self.clocks = ThreadClock()
         self.last_wait: Reading | None = None
         self.last_read = 0.0  # when, by JAX's clock (time.time)
+        # Where the frames a trace's caller is not in live (JAX's, jaxlib's, ours), and the
+        # rootdir a caller's path is given relative to (set as listening starts).
+        self.library_dirs: tuple[str, ...] = (os.path.dirname(__file__),)
+        self.root = ""
 
     @property
     def pauses(self) -> Sequence[Pause]:
@@ -187,10 +212,28 @@ class CompileCounter:
             tally.backend_spans.append(span)
         elif event == TRACE:
             tally.trace_spans.append(span)
+            caller = self._caller()
+            if caller is not None:
+                tally.callers[str(facts.get("fun_name", "?"))] = caller
             if waited is None or tally.trace_wait is None:
                 tally.trace_wait = None
             else:  # what was waited since lies partly in the trace: at most all of it
                 tally.trace_wait += min(waited, max(end - max(span[0], since), 0.0))
+
+    def _caller(self) -> tuple[str, str, int] | None:
+        """The first frame outside JAX, jaxlib and this plugin as a trace ends: the code
+        that called the traced function, ``(qualified name, path, line)``; the path is
+        relative to the rootdir where it is under it."""
+        skipped, root = self.library_dirs, self.root
+        frame = sys._getframe(2)
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if not path.startswith(skipped):
+                shown = path[len(root) :] if root and path.startswith(root) else path
+                name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # 3.11+
+                return str(name), shown, frame.f_lineno
+            frame = frame.f_back  # type: ignore[assignment]
+        return None
 
     def mark_wait(self) -> None:
         """Read the thread's CPU wait as a test starts: the first trace's span lies after."""
@@ -316,6 +359,8 @@ class CompileCounter:
             self._unregister(monitoring if "monitoring" in locals() else None)
             return
         self.monitoring = monitoring
+        self.library_dirs = _library_dirs()
+        self.root = os.path.join(str(self.config.rootpath), "")
         self._count_per_test()
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -355,6 +400,17 @@ class CompileCounter:
                 getattr(monitoring, name)(listener)
 
 
+def _library_dirs() -> tuple[str, ...]:
+    """The directories of JAX, jaxlib and this plugin (each ending in a separator)."""
+    found = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    for name in ("jax", "jaxlib"):
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None)
+        if where:
+            found.append(os.path.dirname(where))
+    return tuple(os.path.join(d, "") for d in found)
+
+
 class _PerTest:
     def __init__(self, counter: CompileCounter) -> None:
         self.counter = counter
@@ -375,3 +431,6 @@ class _PerTest:
             setattr(report, CALL_COMPILE_ATTR, round(seconds, 6))
         elif report.when == "teardown":
             setattr(report, COMPILES_ATTR, list(tally.summary(self.counter.pauses)))
+            culprit = tally.most_compiled()
+            if culprit is not None:
+                setattr(report, RECOMPILING_ATTR, culprit)

@@ -3,6 +3,7 @@ annotations and the job-summary section (escaping is ``pytest_accel.github``'s).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from pytest_accel.github import (
@@ -54,16 +55,18 @@ def describe(finding: Finding) -> str:
         basis += ", first in its process, as in them"
     if finding.compiling is not None:
         basis += f"; execution time, {finding.compiling:.3f}s compiling beside it"
-    movers = ""
-    if finding.movers:
-        named = ", ".join(
-            f"{ident} (+{seconds * 1000:.0f} ms)" for ident, seconds in finding.movers
-        )
-        movers = f"; moved most: {named}"
     return one_line(
         f"{subject(finding.kind, finding.id, tracing=finding.tracing)}: {finding.current:.3f}s"
-        f" vs baseline {finding.baseline:.3f}s ({ratio}, {basis}){movers}"
+        f" vs baseline {finding.baseline:.3f}s ({ratio}, {basis}){_movers(finding)}"
     )
+
+
+def _movers(found: Finding | Change) -> str:
+    """``; moved most: t.py::a (+30 ms), ...`` for a group's finding or change."""
+    if not found.movers:
+        return ""
+    named = ", ".join(f"{ident} (+{seconds * 1000:.0f} ms)" for ident, seconds in found.movers)
+    return f"; moved most: {named}"
 
 
 def describe_learning(finding: Finding, comparison: Comparison) -> str:
@@ -88,6 +91,7 @@ def describe_change(change: Change) -> str:
         f"{subject(change.kind, change.id, tracing=change.tracing)}:"
         f" {seconds(change.before)} -> {seconds(change.after)}"
         f" ({change.ratio:.2f}x) since {change.since.describe()}, {change.runs} runs"
+        f"{_movers(change)}"
     )
 
 
@@ -96,8 +100,17 @@ def describe_change(change: Change) -> str:
 RECOMPILE_HINT = "(compiled anew on every call: a new function, shape or Python scalar each time?)"
 
 
-def describe_recompiled(found: Recompiled) -> str:
-    """``test t.py::a: 9 recompilation(s), at most 0 in 5 baseline run(s) ...``."""
+def describe_recompiled(found: Recompiled, hint: bool = True) -> str:
+    """``test t.py::a: 20 compilations of <lambda>, at most 1 in 5 baseline run(s) ...``:
+    the compilations of its most compiled function, whichever count was judged, so every
+    layout says it alike; a record from before 0.5 has only the count judged."""
+    tail = f" {RECOMPILE_HINT}" if hint else ""
+    if found.compilations is not None and found.baseline_compilations is not None:
+        what = found.culprit.function if found.culprit else "its most compiled function"
+        return one_line(
+            f"test {found.id}: {found.compilations} compilations of {what}, at most"
+            f" {found.baseline_compilations} in {found.samples} baseline run(s){tail}"
+        )
     if found.of_one_function:
         return one_line(
             f"test {found.id}: {found.current} compilations of one function, at most"
@@ -176,11 +189,43 @@ _ALARM_COUNTS = {
     "slowdown": "slowdown change(s)",
     "recompiled": "recompiling test(s)",
     "memory": "device memory growth(s)",
+    "function": "recompiling function(s)",  # a recompiling function's alarm (``FUNCTION``)
 }
+FUNCTION = "function"
 
 
 def describe_alarm(alarm: Alarm) -> str:
-    """An alarm in one line, as every output words it."""
+    """An alarm in one line, as every output words it; an alarm of a recompiling
+    function names it, then its symptoms."""
+    head, *symptoms = cause_lines(alarm)
+    return one_line(head + (": " + "; ".join(symptoms) if symptoms else ""))
+
+
+def cause_lines(alarm: Alarm, compile_time: str | None = None) -> list[str]:
+    """An alarm as its terminal rows say it: one line, or, for a recompiling function
+    (``Alarm.culprit``), the function, then each symptom (its tests' recompilations,
+    their slower tracing and execution, the suite total they moved, ``compile_time``)."""
+    culprit = alarm.culprit
+    if culprit is None:
+        return [_describe_finding(alarm)]
+    tests = 1 + sum(symptom.kind == "recompiled" for symptom in alarm.symptoms)
+    head = (
+        f"function {culprit.describe()}: compiled anew on every call in {tests} test(s)"
+        " (a new function, shape or Python scalar each time?)"
+    )
+    lines = [head]
+    for part in (alarm, *alarm.symptoms):
+        found = part.finding
+        if isinstance(found, Recompiled):
+            lines.append(describe_recompiled(found, hint=False))
+        else:
+            lines.append(f"{ALARM_LABELS[part.kind]} {_describe_finding(part)}")
+    if compile_time is not None:
+        lines.append(f"COMPILE TIME {compile_time}")
+    return lines
+
+
+def _describe_finding(alarm: Alarm) -> str:
     found = alarm.finding
     if isinstance(found, Finding):
         return describe(found)
@@ -193,9 +238,11 @@ def describe_alarm(alarm: Alarm) -> str:
 
 def alarm_count(comparison: Comparison) -> str:
     """``2 regression(s) and 1 slowdown change(s)``: what ``--perf-fail`` fails on."""
-    kinds = [alarm.kind for alarm in comparison.alarm_list]
-    parts = [f"{len(comparison.regressions)} regression(s)"]
-    parts += [f"{kinds.count(k)} {_ALARM_COUNTS[k]}" for k in ALARM_KINDS[1:] if k in kinds]
+    kinds = [FUNCTION if alarm.culprit else alarm.kind for alarm in comparison.alarm_list]
+    parts = [f"{kinds.count('regression')} regression(s)"]
+    parts += [
+        f"{kinds.count(k)} {_ALARM_COUNTS[k]}" for k in (*ALARM_KINDS[1:], FUNCTION) if k in kinds
+    ]
     return " and ".join(parts)
 
 
@@ -244,10 +291,15 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
     """Every alarm, the most severe first (never cut: an alarm a reader cannot see is
     one too many); then changes to faster, improvements, findings still learning, new
     slow tests, ``top`` rows of each and a line for what is left out; then the notes."""
-    rows = [
-        Line(Tone.ALARM, f"{ALARM_LABELS[alarm.kind]} {describe_alarm(alarm)}")
-        for alarm in comparison.alarm_list
-    ]
+    grew = None if comparison.compilation is None else describe_compilation(comparison.compilation)
+    rows = []
+    for alarm in comparison.alarm_list:
+        # Compile time that grew is a symptom of the first recompiling function, if any.
+        folded = grew if alarm.culprit is not None else None
+        head, *symptoms = cause_lines(alarm, folded)
+        grew = None if folded is not None else grew
+        rows.append(Line(Tone.ALARM, f"{ALARM_LABELS[alarm.kind]} {head}"))
+        rows += [Line(Tone.ALARM, f"  {symptom}") for symptom in symptoms]
     sections: list[tuple[str, Tone, list[str]]] = [
         ("CHANGED", Tone.OK, [describe_change(c) for c in comparison.changes if not c.slower]),
         ("improved  ", Tone.OK, [describe(f) for f in comparison.improvements]),
@@ -262,7 +314,6 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
             [f"test {t}: {seconds(s)} (no baseline yet)" for t, s in comparison.new_slow],
         ),
     ]
-    grew = None if comparison.compilation is None else describe_compilation(comparison.compilation)
     if grew is not None:
         sections.append(("COMPILE TIME", Tone.CHANGE, [grew]))
     for label, tone, lines in sections:
@@ -431,11 +482,20 @@ def workflow_commands(
         annotation(
             "warning",
             describe_alarm(alarm),
-            locate(alarm.scope, alarm.id),
-            f"{ALARM_TITLES[alarm.kind]} ({alarm.scope})",
+            culprit_location(alarm) or locate(alarm.scope, alarm.id),
+            f"{ALARM_TITLES[alarm.kind]} ({'function' if alarm.culprit else alarm.scope})",
         )
         for alarm in comparison.alarm_list[:limit]
     ]
+
+
+def culprit_location(alarm: Alarm) -> Location | None:
+    """Where a recompiling function was called, where that is in the project (a path
+    relative to the rootdir); None otherwise."""
+    culprit = alarm.culprit
+    if culprit is None or os.path.isabs(culprit.path):
+        return None
+    return Location(culprit.path, culprit.line)
 
 
 def summary_section(
@@ -451,7 +511,12 @@ def summary_section(
         title = f"Suite total per run, {comparison.key}"
         head += [*mermaid_line_chart(title, labels, totals, "seconds"), ""]
     head += [escape_cell(note) + "  " for note in scope_notes(comparison)]
-    rows = [_alarm_row(alarm) for alarm in comparison.alarm_list]  # the most severe first
+    # The most severe first; a recompiling function's symptoms beneath it.
+    rows = [
+        row
+        for alarm in comparison.alarm_list
+        for row in [_alarm_row(alarm), *(_alarm_row(s, "same cause: ") for s in alarm.symptoms)]
+    ]
     rows += [_change_row(c) for c in comparison.changes if not c.slower]
     c = comparison.compilation
     if c is not None and c.grew:
@@ -478,27 +543,43 @@ def summary_section(
     return Section(head, rows)
 
 
-def _alarm_row(alarm: Alarm) -> str:
+def _alarm_row(alarm: Alarm, prefix: str = "") -> str:
     found = alarm.finding
+    culprit = alarm.culprit
+    if culprit is not None and not prefix:
+        tests = 1 + sum(symptom.kind == "recompiled" for symptom in alarm.symptoms)
+        return (
+            f"| recompiled | function | {escape_cell(culprit.describe())} | | | |"
+            f" compiled anew on every call in {tests} test(s) |\n"
+            + _alarm_row(alarm, "same cause: ")
+        )
     if isinstance(found, Finding):
-        return _row("regression", found, _evidence(found))
+        return _row(f"{prefix}regression", found, _evidence(found))
     if isinstance(found, Change):
-        return _change_row(found)
+        return _change_row(found, prefix)
     if isinstance(found, MemoryGrowth):
         return (
-            f"| memory | test | {escape_cell(found.id)} | {size(found.baseline)} |"
+            f"| {prefix}memory | test | {escape_cell(found.id)} | {size(found.baseline)} |"
             f" {size(found.current)} | {found.ratio:.2f}x | peak device memory, most of"
             f" {found.samples} baseline runs |"
         )
+    if found.compilations is not None and found.baseline_compilations is not None:
+        return (
+            f"| {prefix}recompiled | test | {escape_cell(found.id)} | {found.baseline_compilations}"
+            f" | {found.compilations} | | compilations of its most compiled function, most of"
+            f" {found.samples} baseline runs |"
+        )
     return (
-        f"| recompiled | test | {escape_cell(found.id)} | {found.baseline} | {found.current} | |"
-        f" recompilations, most of {found.samples} baseline runs |"
+        f"| {prefix}recompiled | test | {escape_cell(found.id)} | {found.baseline} |"
+        f" {found.current} | | recompilations, most of {found.samples} baseline runs |"
     )
 
 
-def _change_row(change: Change) -> str:
+def _change_row(change: Change, prefix: str = "") -> str:
     return _row(
-        "change", change, f"since {escape_cell(change.since.describe())}, {change.runs} runs"
+        f"{prefix}change",
+        change,
+        f"since {escape_cell(change.since.describe())}, {change.runs} runs",
     )
 
 

@@ -23,7 +23,7 @@ from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
-from pytest_accel.perf.formats.record import TIMING_SECTIONS, RunInfo
+from pytest_accel.perf.formats.record import TIMING_SECTIONS, RunInfo, culprits
 from pytest_accel.perf.model.findings import Override
 from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable
 from pytest_accel.perf.model.timings import (
@@ -231,6 +231,7 @@ class PerfPlugin:
                 # As the record gives them offline (``timings``): one verdict either way.
                 tracing_waits=table.trace_waits() or None,
                 repeats=table.repeats(),
+                recompiling=culprits(table.recompiling_json()),
             )
         if table.device_memory:
             measured = replace(
@@ -351,8 +352,8 @@ class PerfPlugin:
             summary.add(output.compilation_section(compilation))
 
     def _warn(self, session: pytest.Session, result: TimingResult) -> None:
-        """One PerfRegressionWarning per regression, slowdown change and recompiling
-        test, at the test file; then --perf-fail."""
+        """One PerfRegressionWarning per alarm, at the test's file (a recompiling
+        function's, where it was called); then --perf-fail."""
         from pytest_accel.perf import output
         from pytest_accel.perf.model.findings import PerfRegressionWarning
 
@@ -360,7 +361,7 @@ class PerfPlugin:
         assert comparison is not None
         escalated: list[str] = []
         for alarm in comparison.alarm_list:
-            where = self.location(alarm.scope, alarm.id)
+            where = output.culprit_location(alarm) or self.location(alarm.scope, alarm.id)
             path = where.path if where else str(self.options.baseline)
             warning = PerfRegressionWarning(output.describe_alarm(alarm))
             warned = warn(self.config, warning, path, where.line if where else None)

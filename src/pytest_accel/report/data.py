@@ -381,7 +381,12 @@ def _add_trends(
     # The runs and timings the comparison judged: execution time, this run's layout.
     scope = scope_of(run, env, rule.time, rule.min_samples)
     run, env = scope.run, scope.env
-    data.notes += ["RECOMPILED " + output.describe_recompiled(r) for r in comparison.recompiled]
+    # One note per alarm: a recompiling function's names its tests beneath it.
+    data.notes += [
+        "RECOMPILED " + output.describe_alarm(alarm)
+        for alarm in comparison.alarm_list
+        if alarm.kind == "recompiled"
+    ]
     data.notes += ["MEMORY " + output.describe_memory(m) for m in comparison.memory]
     data.notes += output.scope_notes(comparison)
 

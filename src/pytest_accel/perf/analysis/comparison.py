@@ -27,7 +27,7 @@ from functools import partial
 from itertools import compress, repeat
 from math import fsum, isnan, log
 from operator import is_not
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pytest_accel.perf.analysis.causes import (
     Judged,
@@ -222,16 +222,18 @@ MOVERS = 3  # tests named per group finding
 def _name_movers(
     result: Comparison, tests: Judged, run: RunTimings, *, tracing: bool = False
 ) -> Comparison:
-    """Each class, module and suite finding with the tests in it that moved most: a
-    slowdown of a few milliseconds a call, spread over tests each under the floor, is
-    found at the group and named by its tests.  ``tracing``: the findings of the tests'
-    tracing, with ``tests`` judged on it (its groups are modules and the suite)."""
+    """Each class, module and suite finding and change with the tests in it that moved
+    most: a slowdown of a few milliseconds a call, spread over tests each under the
+    floor, is found at the group and named by its tests.  ``tracing``: the findings of
+    the tests' tracing, with ``tests`` judged on it (its groups are modules and the
+    suite)."""
     kinds = ("module", "session") if tracing else ("class", "module", "session")
 
-    def grouped(finding: Finding) -> bool:
+    def grouped(finding: Finding | Change) -> bool:
         return finding.kind in kinds and finding.tracing == tracing
 
-    if not any(map(grouped, (*result.regressions, *result.learning))):
+    found: list[Finding | Change] = [*result.regressions, *result.learning, *result.changes]
+    if not any(map(grouped, found)):
         return result
     moved = {
         ident: float(now - then)
@@ -245,7 +247,7 @@ def _name_movers(
                 if group:
                     members.setdefault(group, []).append(ident)
 
-    def named(finding: Finding) -> Finding:
+    def named(finding: FoundT) -> FoundT:
         if not grouped(finding):
             return finding
         ids = list(moved) if finding.kind == "session" else members.get(finding.id, [])
@@ -256,7 +258,12 @@ def _name_movers(
         result,
         regressions=[named(f) for f in result.regressions],
         learning=[named(f) for f in result.learning],
+        # A slower group's change names its tests that moved most, as its regression would.
+        changes=[named(c) if c.slower else c for c in result.changes],
     )
+
+
+FoundT = TypeVar("FoundT", Finding, Change)
 
 
 def _judge_tracing(

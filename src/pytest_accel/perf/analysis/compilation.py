@@ -33,7 +33,13 @@ from dataclasses import replace
 
 from pytest_accel.perf.analysis.layouts import Scope, handed_out_anew, same_layout
 from pytest_accel.perf.analysis.speed import median  # statistics': 3 ms of imports
-from pytest_accel.perf.model.findings import Comparison, Compilation, Finding, Recompiled
+from pytest_accel.perf.model.findings import (
+    Comparison,
+    Compilation,
+    Culprit,
+    Finding,
+    Recompiled,
+)
 from pytest_accel.perf.model.samples import Run
 
 RECOMPILE_RATIO = 1.5
@@ -93,8 +99,37 @@ def recompiled(
             continue  # a new test, or too few runs to know its usual count
         most = max(seen)
         if count >= most * ratio and count - most >= margin:
-            found.append(Recompiled(ident, count, most, len(seen), of_one_function=repeats))
+            found.append(
+                Recompiled(
+                    ident,
+                    count,
+                    most,
+                    len(seen),
+                    of_one_function=repeats,
+                    culprit=_culprit(scope, ident),
+                    **_compilations(scope, runs, ident),
+                )
+            )
     return sorted(found, key=lambda r: (-(r.current - r.baseline), r.id))
+
+
+def _culprit(scope: Scope, ident: str) -> Culprit | None:
+    found = (scope.run.recompiling or {}).get(ident)
+    return None if found is None else Culprit(*found)
+
+
+def _compilations(scope: Scope, runs: list[Run], ident: str) -> dict[str, int | None]:
+    """A test's compilations of its most compiled function, now and at most in ``runs``
+    that counted them: what a recompilation is said in, in every layout, whichever count
+    was judged (a run that ran the test with no entry compiled nothing twice: 1)."""
+    now = scope.run.repeats
+    counted = [other.repeats for other in runs if other.repeats is not None]
+    if now is None or not counted:
+        return {"compilations": None, "baseline_compilations": None}
+    return {
+        "compilations": now.get(ident, 1),
+        "baseline_compilations": max(found.get(ident, 1) for found in counted),
+    }
 
 
 def compilation(scope: Scope) -> Compilation | None:

@@ -67,6 +67,8 @@ TRACE_SECONDS = "trace_seconds"  # optional (0.4): {test: seconds JAX spent trac
 # optional (after 0.4.0): {test: seconds, at most, its thread waited for a CPU while JAX traced}
 TRACE_WAIT = "trace_cpu_wait"
 REPEATS = "repeats"  # optional (0.4): {test: compilations of its most compiled function}
+# optional (0.5): {test: {function, caller, path, line}} of that function, where known
+RECOMPILING = "recompiling"
 # optional (0.4), where a GPU or TPU reported memory: {test: {device: peak bytes}}, and
 # the tests whose figures are lower bounds (perf.device_memory).
 DEVICE_MEMORY = "device_memory"
@@ -81,6 +83,7 @@ COMPILE_MAPS = (
     TRACE_SECONDS,
     REPEATS,
     TRACE_WAIT,
+    RECOMPILING,
 )
 
 if TYPE_CHECKING:  # the plugin passes one; `compare` never imports detection
@@ -224,6 +227,7 @@ def encode_record(
                 RECOMPILES: table.recompiles(),
                 TRACE_SECONDS: table.trace_seconds(),
                 REPEATS: table.repeats(),
+                **({RECOMPILING: found} if (found := table.recompiling_json()) else {}),
                 **({TRACE_WAIT: waited} if (waited := table.trace_waits()) else {}),
             }
             if (counts := table.compile_counts()) is not None
@@ -284,6 +288,7 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
         TRACE_SECONDS: expect_seconds,
         REPEATS: partial(expect_int, minimum=0),
         TRACE_WAIT: expect_seconds,
+        RECOMPILING: _expect_culprit,
     }
     for name, check in maps.items():
         found = maps[name] = expect_object(path, f"tests.{name}", tests.get(name, {}))
@@ -320,6 +325,22 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
     for section in GROUP_SECTIONS:
         _check_columns(path, section, record.get(section, {"id": []}), ("total", "span"), ())
     return record
+
+
+def _expect_culprit(path: str, where: str, value: Any) -> None:
+    """``{"function": ..., "caller": ..., "path": ..., "line": N}``."""
+    found = expect_object(path, where, value)
+    for name in ("function", "caller", "path"):
+        expect_text(path, f"{where}.{name}", found.get(name))
+    expect_int(path, f"{where}.line", found.get("line"), minimum=0)
+
+
+def culprits(found: Mapping[str, Any] | None) -> dict[str, tuple[str, str, str, int]]:
+    """A checked record's ``tests.recompiling``, as ``RunTimings.recompiling`` holds it."""
+    return {
+        test: (c["function"], c["caller"], c["path"], int(c["line"]))
+        for test, c in (found or {}).items()
+    }
 
 
 def _check_run(path: str, run: Mapping[str, Any]) -> None:
@@ -528,6 +549,7 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         tracing=tests.get(TRACE_SECONDS) if COMPILES in tests else None,
         tracing_waits=tests.get(TRACE_WAIT) if COMPILES in tests else None,
         repeats=tests.get(REPEATS) if REPEATS in tests else None,
+        recompiling=culprits(tests.get(RECOMPILING)) if COMPILES in tests else None,
         device_memory=None if DEVICE_MEMORY not in tests else busiest(tests[DEVICE_MEMORY]),
         memory_bounded=frozenset(tests.get(DEVICE_MEMORY_BOUNDED, ())),
     )

@@ -69,6 +69,30 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Culprit:
+    """The function a test compiled most, and where it was called from: the first frame
+    outside JAX as it was traced (``perf.compiles``).  For a function jitted anew on
+    every call (``jax.jit(lambda ...)(x)`` in a loop) that line is the bug."""
+
+    function: str  # as JAX names it: ``<lambda>``, ``step``
+    caller: str  # the qualified name of the function that called it: ``fit``
+    path: str  # the caller's file, relative to the rootdir where it is under it
+    line: int
+
+    def describe(self) -> str:
+        """``<lambda> (called in fit, calc/train.py:8)``."""
+        return f"{self.function} (called in {self.caller}, {self.path}:{self.line})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "caller": self.caller,
+            "path": self.path,
+            "line": self.line,
+        }
+
+
+@dataclass(frozen=True)
 class Recompiled:
     """A test that compiles a function it had compiled already more often than in any
     baseline run: a jitted function retraced on every call (a new closure, a static
@@ -81,6 +105,12 @@ class Recompiled:
     # Counted as the compilations of its most compiled function (``repeats``): under
     # xdist, or against baseline runs of other layouts (``analysis.compilation``).
     of_one_function: bool = False
+    # The function it compiled most (None: not known, a record before 0.5).
+    culprit: Culprit | None = None
+    # Its compilations of that function, and the most of any baseline run that counted
+    # them: what every layout says, whichever count was judged (None: not counted).
+    compilations: int | None = None
+    baseline_compilations: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,6 +120,7 @@ class Recompiled:
             "baseline": self.baseline,
             "samples": self.samples,
             "counted": "repeats" if self.of_one_function else "recompiles",
+            **({"culprit": self.culprit.to_json()} if self.culprit else {}),
         }
 
 
@@ -157,6 +188,8 @@ class Change:
     runs: int  # consecutive runs at the new level, this one included
     since: RunIdentity  # the first of them
     tracing: bool = False  # of the seconds JAX spent tracing (``Finding.tracing``)
+    # A class, module or the suite: its tests that moved most, as ``Finding.movers``.
+    movers: tuple[tuple[str, float], ...] = ()
 
     @property
     def ratio(self) -> float:
@@ -176,6 +209,11 @@ class Change:
             "runs": self.runs,
             "since": self.since.to_json(),
             **({"tracing": True} if self.tracing else {}),
+            **(
+                {"moved_most": [{"id": i, "seconds": round(s, 6)} for i, s in self.movers]}
+                if self.movers
+                else {}
+            ),
         }
 
 
@@ -187,10 +225,19 @@ ALARM_KINDS = ("regression", "slowdown", "recompiled", "memory")
 
 @dataclass(frozen=True)
 class Alarm:
-    """One finding that fails a run under --perf-fail, and its kind (``ALARM_KINDS``)."""
+    """One finding that fails a run under --perf-fail, and its kind (``ALARM_KINDS``);
+    with the findings that share its cause beneath it (``symptoms``: a recompiling
+    function's other tests, their slower tracing and execution, a suite total they
+    moved most), said once."""
 
     kind: str
     finding: Finding | Change | Recompiled | MemoryGrowth
+    symptoms: tuple[Alarm, ...] = ()
+
+    @property
+    def culprit(self) -> Culprit | None:
+        found = self.finding
+        return found.culprit if isinstance(found, Recompiled) else None
 
     @property
     def scope(self) -> str:
@@ -308,7 +355,7 @@ class Comparison:
             "memory": self.memory,
         }
         found = [Alarm(kind, finding) for kind in ALARM_KINDS for finding in of_kind[kind]]
-        return sorted(found, key=lambda alarm: -alarm.severity)
+        return by_cause(sorted(found, key=lambda alarm: -alarm.severity))
 
     @property
     def alarms(self) -> int:
@@ -361,3 +408,54 @@ class Comparison:
             if self.memory_peak is None
             else {"id": self.memory_peak[0], "bytes": self.memory_peak[1]},
         }
+
+
+def by_cause(alarms: list[Alarm]) -> list[Alarm]:
+    """``alarms`` (the most severe first) with those of one cause made one: per
+    recompiling function (``Culprit``), the test that compiled it most leads; its other
+    tests, any test-level regression or change of those tests (tracing or execution)
+    and any class, module or suite finding whose most moved test is one of them follow
+    it as symptoms.  The rest stay as they are, in their order."""
+    leads: dict[Culprit, Alarm] = {}
+    tests_of: dict[Culprit, set[str]] = {}
+    for alarm in alarms:
+        culprit = alarm.culprit
+        if culprit is None:
+            continue
+        tests_of.setdefault(culprit, set()).add(alarm.id)
+        lead = leads.get(culprit)
+        if lead is None or _compiled(alarm) > _compiled(lead):
+            leads[culprit] = alarm
+    if not leads:
+        return alarms
+    culprit_of = {test: culprit for culprit, tests in tests_of.items() for test in tests}
+    symptoms: dict[Culprit, list[Alarm]] = {culprit: [] for culprit in leads}
+    kept: list[Alarm] = []
+    for alarm in alarms:
+        culprit = alarm.culprit or _moved_by(alarm, culprit_of)
+        if culprit is None or alarm is leads[culprit]:
+            kept.append(alarm)
+        else:
+            symptoms[culprit].append(alarm)
+    return [
+        Alarm(a.kind, a.finding, tuple(symptoms[c])) if (c := a.culprit) in leads else a
+        for a in kept
+    ]
+
+
+def _compiled(alarm: Alarm) -> int:
+    found = alarm.finding
+    assert isinstance(found, Recompiled)
+    return found.compilations if found.compilations is not None else found.current
+
+
+def _moved_by(alarm: Alarm, culprit_of: dict[str, Culprit]) -> Culprit | None:
+    """The recompiling function behind a regression or change: its test's, or, for a
+    class, module or the suite, that of the test that moved it most."""
+    found = alarm.finding
+    if isinstance(found, (Recompiled, MemoryGrowth)):
+        return None
+    if found.kind == "test":
+        return culprit_of.get(found.id)
+    movers = found.movers if isinstance(found, Finding) else ()
+    return culprit_of.get(movers[0][0]) if movers else None

@@ -81,6 +81,9 @@ class TimingTable:
         # were compiling.
         self.compiles: dict[int, CompileFigures] = {}
         self.call_compiles: dict[int, float] = {}
+        # Where a row compiled a function more than once: [function, caller, path, line]
+        # of the one it compiled most (``RECOMPILING_ATTR``).
+        self.recompiling: dict[int, Sequence[Any]] = {}
         # Where a GPU or TPU is in use, each row's peak device memory per device (bytes;
         # the highest of its attempts), and the rows whose figure is a lower bound.
         self.device_memory: dict[int, dict[str, int]] = {}
@@ -164,6 +167,13 @@ class TimingTable:
             self.nodeids[row]: int(tally.repeats)
             for row, tally in self.compiles.items()
             if tally.repeats > 1
+        }
+
+    def recompiling_json(self) -> dict[str, dict[str, Any]]:
+        """Each test's most compiled function and its caller, where known."""
+        return {
+            self.nodeids[row]: dict(zip(("function", "caller", "path", "line"), found, strict=True))
+            for row, found in sorted(self.recompiling.items())
         }
 
     def compilation(self) -> RunCompilation | None:

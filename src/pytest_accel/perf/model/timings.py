@@ -165,6 +165,9 @@ class RunTimings:
     # not counted, a record from before 0.4): judged where the runs of the baseline are
     # laid out unlike this one (``analysis.compilation``).
     repeats: Mapping[str, int] | None = None
+    # Per test that compiled a function more than once: that function and where it was
+    # called from, ``(function, caller, path, line)`` (None: a record from before 0.5).
+    recompiling: Mapping[str, tuple[str, str, str, int]] | None = None
     # Seconds the tests' calls waited for a CPU, left out of the timings (``perf.waits``);
     # None where the run did not measure it.
     cpu_wait: float | None = None
