@@ -544,6 +544,46 @@ def test_a_report_of_several_records_says_which_record_each_row_is_of(
     assert {len(row) for row in single if row} == {4}
 
 
+def test_a_report_of_many_records_judges_each_against_the_runs_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """13 runs, t.py::a 2.5x slower from the seventh on, all folded into the baseline
+    given: the fourth run (before the slowdown) is judged against the three before it,
+    never "improved" against a baseline mostly of later runs; the eleventh's change is
+    found against the ten before it. Each finding names its record; its chart ends at
+    its record, named."""
+    paths = []
+    for index in range(13):
+        wobble = (1.00, 1.03, 0.98, 1.01, 0.97, 1.02, 0.99, 1.03, 0.97, 1.00)[index % 10]
+        calls = {"t.py::a": (0.1 if index < 6 else 0.25) * wobble, "t.py::b": 0.3 * wobble}
+        data = synthetic.record(calls, started=synthetic.STARTED + index * 3600.0)
+        data["run"]["commit"] = f"{index:02d}" + "c" * 38
+        path = tmp_path / f"r{index:02d}.json"
+        path.write_text(json.dumps(data))
+        paths.append(str(path))
+    baseline = tmp_path / "b.json"
+    assert main(["baseline", *paths, "--into", str(baseline)]) == 0
+    out = tmp_path / "page.html"
+    assert main(["report", paths[3], paths[10], "--baseline", str(baseline), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "improved test t.py::a" not in page
+    assert "r10.json: CHANGED test t.py::a: 0.1s -&gt; 0.2" in page
+    assert "since 06cccccccccc, 5 runs" in page
+    assert "r03.json:" not in page.partition('id="findings"')[2].partition('id="slowest')[0]
+    chart = page[page.index("r10.json: CHANGED") :]
+    chart = chart[: chart.index("</svg>")]
+    assert ">r10.json<" in chart  # the last run on its axis: the record
+    assert "record r10.json" in chart  # the legend names it
+    assert "this run" not in chart
+    # One record: as before, "this run".
+    one = tmp_path / "one.html"
+    assert main(["report", paths[10], "--baseline", str(baseline), "-o", str(one)]) == 0
+    single = one.read_text(encoding="utf-8")
+    assert "CHANGED test t.py::a" in single
+    assert "r10.json: CHANGED" not in single
+    capsys.readouterr()
+
+
 def test_runs_are_told_apart_on_a_charts_axis() -> None:
     from pytest_accel.perf.model.timings import RunIdentity, run_labels
 

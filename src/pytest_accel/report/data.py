@@ -9,7 +9,7 @@ flaky findings with the history as updated, ``build_views``), so both pages are 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pytest_accel.perf.result import TimingResult
 
 TRENDS = 30  # findings drawn with their trend; the rest are listed
+THIS_RUN = "this run"  # a chart's last run, where the report is of one record
 FLAKY_ROWS = 200  # tests in the flaky grid: the ones that flip most
 ACROSS_ROWS = 500  # tests compared across hardware keys: the slowest
 
@@ -114,7 +115,9 @@ class ReportData:
     runs: list[RunSummary] = field(default_factory=list)
     trends: list[Trend] = field(default_factory=list)
     more_findings: list[str] = field(default_factory=list)  # beyond TRENDS, one line each
-    # Recompiling tests, and which baseline runs the comparisons left out and why.
+    # Alarms drawn without a chart (recompiling functions, memory growth), and which
+    # baseline runs the comparisons left out and why.
+    alarm_notes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     tests: list[Row] = field(default_factory=list)
     classes: list[Row] = field(default_factory=list)
@@ -238,25 +241,33 @@ def build_views(
     rule: Rule | None = None,
 ) -> ReportData:
     """The report of runs, a baseline and a flaky history.  A run that carries its
-    comparison (the session's) is shown as judged; the others are compared here."""
+    comparison (the session's) is shown as judged; the others are compared here, each
+    against the baseline's runs that started before it (as its own run was judged, never
+    against runs made after it).  With several records every finding names its record,
+    and its chart ends at that record."""
     rule = rule or Rule()
     data = ReportData()
     labels = record_labels([view.path for view in views])
     for view, label in zip(views, labels, strict=True):
         run = view.run
-        env = baseline.for_key(run.key) if baseline is not None else None
+        judging = baseline
+        if view.comparison is None and baseline is not None:
+            judging = as_it_stood(baseline, run.identity.started)
+        env = judging.for_key(run.key) if judging is not None else None
         comparison = view.comparison
         judged_by = view.judged[0] if view.judged else rule
-        if comparison is None and baseline is not None:
+        if comparison is None and judging is not None:
             overrides, new_slow = (view.judged[1], view.judged[2]) if view.judged else ({}, 1.0)
             comparison = compare_with_baseline(
-                run, baseline, judged_by, overrides, new_slow=new_slow
+                run, judging, judged_by, overrides, new_slow=new_slow
             )
         if comparison is not None and not comparison.found:
             comparison = None  # as a key the baseline lacks reads: no comparison
         data.runs.append(_summary(view, comparison, label))
         if env is not None and comparison is not None:
-            _add_trends(data, run, env, comparison, judged_by)
+            _add_trends(
+                data, run, env, comparison, judged_by, record=label if len(views) > 1 else ""
+            )
             data.suite_trend = data.suite_trend or _suite_trend(comparison)
         _add_slowest(data, view, label if len(views) > 1 else "")
         data.shards += _shards(view)
@@ -303,6 +314,18 @@ def _newest(runs: Sequence[tuple[object, object]]) -> str | None:
         seconds = float(duration) if isinstance(duration, (int, float)) else 0.0
         ends.append(start.astimezone(timezone.utc) + timedelta(seconds=seconds))
     return max(ends).strftime("%Y-%m-%dT%H:%M:%SZ") if ends else None
+
+
+def as_it_stood(baseline: Baseline, started: str | None) -> Baseline:
+    """``baseline`` as it stood when a run that ``started`` then began: each key's runs
+    that started before it (all of them where a start is not known)."""
+    if not started:
+        return baseline
+    envs = {}
+    for key, env in baseline.envs.items():
+        before = [i for i, r in enumerate(env.runs) if (r.identity.started or "") < started]
+        envs[key] = env if len(before) == len(env.runs) else env.with_runs(before)
+    return replace(baseline, envs=envs)
 
 
 def _add_coverage(data: ReportData, runs: Sequence[RunColumns]) -> None:
@@ -373,24 +396,34 @@ def _series(env: EnvHistory, kind: str, ident: str, now: float | None) -> list[f
 
 
 def _add_trends(
-    data: ReportData, run: RunTimings, env: EnvHistory, comparison: Comparison, rule: Rule
+    data: ReportData,
+    run: RunTimings,
+    env: EnvHistory,
+    comparison: Comparison,
+    rule: Rule,
+    *,
+    record: str = "",
 ) -> None:
+    """The charts of a run's findings; ``record``: the record's name, said in each
+    headline and note and on its chart's last run, where the report has several."""
     from pytest_accel.perf import output
     from pytest_accel.perf.analysis.layouts import scope_of
 
     # The runs and timings the comparison judged: execution time, this run's layout.
     scope = scope_of(run, env, rule.time, rule.min_samples)
     run, env = scope.run, scope.env
-    # One note per alarm: a recompiling function's names its tests beneath it.
-    data.notes += [
+    named = f"{record}: " if record else ""
+    # One line per alarm without a chart: a recompiling function's names its tests.
+    alarms = [
         "RECOMPILED " + output.describe_alarm(alarm)
         for alarm in comparison.alarm_list
         if alarm.kind == "recompiled"
     ]
-    data.notes += ["MEMORY " + output.describe_memory(m) for m in comparison.memory]
-    data.notes += output.scope_notes(comparison)
+    alarms += ["MEMORY " + output.describe_memory(m) for m in comparison.memory]
+    data.alarm_notes += [named + note for note in alarms]
+    data.notes += [named + note for note in output.scope_notes(comparison)]
 
-    labels = [*run_labels([r.identity for r in env.runs]), "this run"]
+    labels = [*run_labels([r.identity for r in env.runs]), record or THIS_RUN]
     now = {
         "test": dict(zip(run.ids, run.call, strict=True)),
         "class": dict(zip(run.classes.ids, run.classes.total, strict=True)),
@@ -403,7 +436,7 @@ def _add_trends(
         series = _series(
             env, KIND_OF_FINDING[change.kind], change.id, now[change.kind].get(change.id)
         )
-        headline = "CHANGED " + output.describe_change(change)
+        headline = named + "CHANGED " + output.describe_change(change)
         change_at = len(series) - change.runs
         items.append(
             Trend(
@@ -431,7 +464,7 @@ def _add_trends(
                 labels,
                 _series(env, kind, finding.id, finding.current),
                 None,
-                f"{word} {output.describe(finding)}",
+                f"{named}{word} {output.describe(finding)}",
                 word == "REGRESSION",
                 unit=comparison.time,
                 severity=finding.ratio if word == "REGRESSION" else 0.0,
@@ -492,7 +525,7 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
     among whole runs: ``Comparison.totals_comparable``)."""
     if not comparison.totals_comparable:
         return None
-    labels = [label for label, _ in comparison.suite_history] + ["this run"]
+    labels = [label for label, _ in comparison.suite_history] + [THIS_RUN]
     totals: list[float | None] = [total for _, total in comparison.suite_history]
     reference = median([total for _, total in comparison.suite_history])
     totals.append(comparison.run_total)

@@ -112,9 +112,8 @@ def _findings(data: ReportData) -> Iterator[str]:
             '<p class="muted">No record given: the changes the baseline\'s own runs show,'
             " its newest run taken as the latest.</p>"
         )
-    for note in dict.fromkeys(data.notes):
-        cls = "slower" if note.startswith("RECOMPILED") else "muted"
-        yield f'<p class="{cls} id">{escape(note)}</p>'
+    for cls, notes in (("slower", data.alarm_notes), ("muted", data.notes)):
+        yield from (f'<p class="{cls} id">{escape(note)}</p>' for note in dict.fromkeys(notes))
     if not data.trends:
         compared = data.baseline_only or any(run.comparison is not None for run in data.runs)
         yield (

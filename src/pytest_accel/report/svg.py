@@ -125,7 +125,12 @@ def trend_chart(trend: Trend) -> str:
             f' fill="{CURRENT if last else LINE}"><title>{escape(trend.labels[index])}:'
             f" {_fmt(sample)} s</title></circle>"
         )
-    entries = [(LINE, "duration (s)"), (CURRENT, "this run")]
+    # The last run: this run, or the record it is of where a report has several.
+    current = trend.labels[-1] if trend.labels else "this run"
+    entries = [
+        (LINE, "duration (s)"),
+        (CURRENT, current if current == "this run" else f"record {current}"),
+    ]
     if trend.reference is not None:
         entries.append((GRID_DARK, "baseline median"))
     parts.append(_legend(entries, trend))
