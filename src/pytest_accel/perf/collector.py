@@ -36,11 +36,13 @@ from pytest_accel.perf.compiles import WORKEROUTPUT_PROBLEM
 from pytest_accel.perf.device_memory import WORKEROUTPUT_MEMORY_PROBLEM
 from pytest_accel.perf.model.table import TimingTable
 from pytest_accel.perf.pauses import WORKEROUTPUT_PAUSES, Pause, attribute, pauses_key
+from pytest_accel.perf.waits import WORKEROUTPUT_THREADS
 from pytest_accel.reports import node_parents, report_stats, reports_are_relayed, xdist_worker_id
 
 if TYPE_CHECKING:
     from pytest_accel.perf.compiles import CompileCounter
     from pytest_accel.perf.device_memory import DeviceMemoryMeter
+    from pytest_accel.perf.waits import ThreadsWait
 
 # The report attribute that carries collection-tree facts from a worker to the controller.
 NODE_INFO_ATTR = "pytest_accel_node"
@@ -162,8 +164,11 @@ class ResultsCollector:
         config: pytest.Config,
         counter: CompileCounter | None = None,
         meter: DeviceMemoryMeter | None = None,
+        threads: ThreadsWait | None = None,
     ) -> None:
         self.config = config
+        self.threads = threads  # this process's threads' waits, where tests run here
+        self.workers_threads: list[tuple[float, float]] = []  # ... each xdist worker's
         self.counter = counter  # this process's compile listener, where tests run here
         self.meter = meter  # ... and its device memory meter
         self.compile_problems: set[str] = set()  # an xdist worker's, from its output
@@ -182,6 +187,16 @@ class ResultsCollector:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.stats = report_stats(self.config)
+
+    def threads_wait(self) -> tuple[float, float] | None:
+        """Seconds the threads of the processes that ran the tests ran and waited for a
+        CPU: this process's, or every worker's summed; None where not measured."""
+        if self.workers_threads:
+            return (
+                sum(ran for ran, _ in self.workers_threads),
+                sum(waited for _, waited in self.workers_threads),
+            )
+        return None if self.threads is None else self.threads.measured
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -204,6 +219,9 @@ class ResultsCollector:
             self.compile_problems.add(str(output[WORKEROUTPUT_PROBLEM]))
         if output.get(WORKEROUTPUT_MEMORY_PROBLEM):
             self.memory_problems.add(str(output[WORKEROUTPUT_MEMORY_PROBLEM]))
+        threads = output.get(WORKEROUTPUT_THREADS)
+        if threads:
+            self.workers_threads.append((float(threads[0]), float(threads[1])))
         pauses = output.get(WORKEROUTPUT_PAUSES)
         if pauses:
             self.pauses[str(node.gateway.id)] = [(float(t), float(s)) for t, s in pauses]

@@ -18,6 +18,9 @@ from pytest_accel.github import (
 )
 from pytest_accel.perf.model.findings import (
     ALARM_KINDS,
+    BUSY_SHARE,
+    MAX_WAIT_SHARE,
+    THREADS_BUSY_SHARE,
     Alarm,
     Change,
     Comparison,
@@ -363,9 +366,6 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
     return rows + [Line(Tone.NOTE, note) for note in scope_notes(comparison)]
 
 
-BUSY_SHARE = 0.05  # calls waiting this share of their time for a CPU: say so
-
-
 def scope_notes(comparison: Comparison) -> list[str]:
     """What the timings were judged on, and which baseline runs were left out, where
     that is not simply all of them."""
@@ -382,12 +382,9 @@ def scope_notes(comparison: Comparison) -> list[str]:
             f" needs {comparison.min_samples} (--perf-min-samples); nothing is a regression"
             " until then"
         )
-    if comparison.cpu_wait_share is not None and comparison.cpu_wait_share >= BUSY_SHARE:
-        notes.append(
-            f"busy runner: the tests' calls waited {comparison.cpu_wait:.1f} s for a CPU"
-            f" ({100 * comparison.cpu_wait_share:.0f}% of their time), left out of the"
-            " timings judged"
-        )
+    busy = busy_note(comparison)
+    if busy is not None:
+        notes.append(busy)
     if comparison.left_out_time:
         other = "wall" if comparison.time == "execution" else "execution"
         notes.append(
@@ -464,6 +461,33 @@ def _unattributed_note(steps: list[Change]) -> str:
         f"environment: {'; '.join(said)}, between two runs of one commit"
         f" ({', '.join(commits)}): the code did not change there, so these are not changes;"
         " the runner or its environment moved"
+    )
+
+
+def busy_note(comparison: Comparison) -> str | None:
+    """``busy runner: ...``: what the tests' calls waited for a CPU (left out), what all
+    the processes' threads waited (which no call's clock sees), and how the threshold
+    was widened for it; None on a runner that was not busy."""
+    calls = comparison.cpu_wait_share
+    threads = comparison.threads_wait_share
+    said = []
+    share = 0.0
+    if calls is not None and calls >= BUSY_SHARE:
+        said.append(
+            f"the tests' calls waited {comparison.cpu_wait or 0.0:.1f} s for a CPU"
+            f" ({100 * calls:.0f}% of their time), left out of the timings judged"
+        )
+        share = calls
+    if threads is not None and threads >= THREADS_BUSY_SHARE:
+        said.append(f"all their processes' threads waited {100 * threads:.0f}% of theirs")
+        share = max(share, threads)
+    if not said:
+        return None
+    widened = 1 / (1 - min(share, MAX_WAIT_SHARE))
+    return (
+        f"busy runner: {'; '.join(said)}; the waits of the threads a test starts are not"
+        f" seen, so the threshold is widened by 1/(1 - the share waited): {widened:.2f}x"
+        f" at {100 * share:.0f}%"
     )
 
 

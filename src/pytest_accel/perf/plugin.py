@@ -239,6 +239,11 @@ class PerfPlugin:
                 device_memory=busiest(table.device_memory_json() or {}),
                 memory_bounded=frozenset(table.memory_bounds()),
             )
+        threads = self.results.threads_wait()
+        if threads is not None and sum(threads) > 0:
+            # As the record gives it offline (``record.threads_share``): one verdict.
+            ran, waited = round(threads[0], 6), round(threads[1], 6)
+            measured = replace(measured, threads_wait_share=waited / (ran + waited))
         waits = table.waits if table.waits_measured else None
         return without_waits(without_pauses(measured, table.pauses), waits)
 
@@ -268,6 +273,7 @@ class PerfPlugin:
             workers=len(self.results.workers),
             exitstatus=int(exitstatus),
             run_id=identity.run_id,
+            threads_wait=self.results.threads_wait(),
         )
 
     def _run_columns(
@@ -483,14 +489,14 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
     if config.option.collectonly:
         return  # nothing runs: no timings to show, compare or write (shards still plan)
     register_pauses(config)  # by module path: pytester reruns import it afresh
-    counter = meter = None
+    counter = meter = threads = None
     if runs_tests_here(config):  # not xdist's controller
         from pytest_accel.perf.compiles import CompileCounter
 
         counter = CompileCounter(config.stash.get(pauses_key, None))
         config.pluginmanager.register(counter, "pytest_accel:compiles")
         counter.start(config)
-        register_waits(config)
+        threads = register_waits(config)
         meter = register_meter(config, options)
     if is_xdist_worker(config):
         # Workers only annotate reports; the controller compares and writes.
@@ -508,7 +514,7 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
     job_summary(config)  # checked before any test runs
     interrupt_on_sigterm(config)
     baseline = config.stash[baseline_key] = load_for_session(options)
-    results = ResultsCollector(config, counter, meter)
+    results = ResultsCollector(config, counter, meter, threads)
     config.pluginmanager.register(results, "pytest_accel:results")
     plugin = PerfPlugin(
         config, options, facts.detection, baseline, key=facts.key, results=results, wanted=wanted

@@ -160,8 +160,64 @@ class CallWaits:
         self.clocks.close()
 
 
-def register(config: pytest.Config) -> None:
-    """Measure waits in this process, where its kernel keeps the figure."""
+# xdist ``workeroutput``: a worker's threads' seconds on a CPU and waiting for one.
+WORKEROUTPUT_THREADS = "pytest_accel_threads_wait"
+
+
+def threads_clock() -> tuple[int, int] | None:
+    """Nanoseconds this process's threads have run and waited for a CPU so far, summed
+    over ``/proc/self/task/*/schedstat`` (under ``PYTEST_ACCEL_SYSROOT``, that tree's);
+    None where the kernel keeps no such figure.  A scan of every thread: read at a
+    session's start and end, never around each test."""
+    root = os.environ.get("PYTEST_ACCEL_SYSROOT") or "/"
+    tasks = os.path.join(root, "proc", "self", "task")
+    try:
+        names = os.listdir(tasks)
+    except OSError:
+        return None
+    ran = waited = 0
+    found = False
+    for name in names:
+        try:
+            with open(os.path.join(tasks, name, "schedstat"), "rb") as handle:
+                fields = handle.read().split()
+            ran, waited = ran + int(fields[0]), waited + int(fields[1])
+            found = True
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended as it was read
+    return (ran, waited) if found else None
+
+
+class ThreadsWait:
+    """In the process that runs the tests: what all its threads (XLA's CPU pool, a data
+    loader: those a test's own clock does not see) ran and waited for a CPU over the
+    session, in seconds; a worker hands it to the controller (``WORKEROUTPUT_THREADS``)."""
+
+    def __init__(self, config: pytest.Config, start: tuple[int, int]) -> None:
+        self.config = config
+        self.start = start
+        self.measured: tuple[float, float] | None = None  # (ran, waited) seconds
+
+    @pytest.hookimpl(tryfirst=True)  # before the timing feature's end reads it
+    def pytest_sessionfinish(self) -> None:
+        end = threads_clock()
+        if end is None:
+            return
+        self.measured = ((end[0] - self.start[0]) / 1e9, (end[1] - self.start[1]) / 1e9)
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[WORKEROUTPUT_THREADS] = list(self.measured)
+
+
+def register(config: pytest.Config) -> ThreadsWait | None:
+    """Measure waits in this process, where its kernel keeps the figure: each call's,
+    and all its threads' over the session (returned)."""
     clock = RunQueueClock.open()
     if clock is not None:
         config.pluginmanager.register(CallWaits(clock), "pytest_accel:cpu_waits")
+    start = threads_clock()
+    if start is None:
+        return None
+    threads = ThreadsWait(config, start)
+    config.pluginmanager.register(threads, "pytest_accel:threads_wait")
+    return threads

@@ -318,13 +318,16 @@ def _newest(runs: Sequence[tuple[object, object]]) -> str | None:
 
 def as_it_stood(baseline: Baseline, started: str | None) -> Baseline:
     """``baseline`` as it stood when a run that ``started`` then began: each key's runs
-    that started before it (all of them where a start is not known)."""
+    that started before it, or in the same second (starts are kept to the second; the
+    run itself, if folded in, is left out by ``compare``); all of them where a start is
+    not known.  A key with none is not in it yet."""
     if not started:
         return baseline
     envs = {}
     for key, env in baseline.envs.items():
-        before = [i for i, r in enumerate(env.runs) if (r.identity.started or "") < started]
-        envs[key] = env if len(before) == len(env.runs) else env.with_runs(before)
+        before = [i for i, r in enumerate(env.runs) if (r.identity.started or "") <= started]
+        if before:
+            envs[key] = env if len(before) == len(env.runs) else env.with_runs(before)
     return replace(baseline, envs=envs)
 
 

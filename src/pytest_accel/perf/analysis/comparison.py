@@ -64,7 +64,16 @@ from pytest_accel.perf.analysis.speed import (
 )
 from pytest_accel.perf.analysis.summary import SUMMARY_CHANGE_RULE, summary_of
 from pytest_accel.perf.model.columns import Values
-from pytest_accel.perf.model.findings import KIND_OF_FINDING, Change, Comparison, Finding, Override
+from pytest_accel.perf.model.findings import (
+    BUSY_SHARE,
+    KIND_OF_FINDING,
+    MAX_WAIT_SHARE,
+    THREADS_BUSY_SHARE,
+    Change,
+    Comparison,
+    Finding,
+    Override,
+)
 from pytest_accel.perf.model.samples import Baseline, EnvHistory, Summary
 from pytest_accel.perf.model.timings import RunIdentity, RunTimings
 
@@ -201,7 +210,9 @@ def compare(
     warm.learning = [replace(f, warmup=True) for f in warm.learning]
     result = _collect(result, warm)
     result, groups = _judge_groups(result, setting, tests)
-    result = _judge_suite(result, [tests, warm], groups, rule)
+    # The suite total, as a group: the run's busy share widens its threshold too.
+    busy_rule = replace(rule, threshold=rule.threshold * busy_slack(run))
+    result = _judge_suite(result, [tests, warm], groups, busy_rule)
     result = _name_movers(result, tests, run)
     result = _judge_tracing(result, setting, overrides)
     result = replace(
@@ -627,6 +638,8 @@ def _judge(
     rule, speed = setting.rule, setting.speed
     present, current, samples, medians = inputs.ids, inputs.current, inputs.samples, inputs.medians
     thresholds, deltas = _overrides(present, overrides, rule)
+    if not tracing:  # a trace's own waits are measured within it
+        thresholds = _busy_slack(setting.run, kind, present, rule, thresholds)
     known = inputs.steps if change_rule(rule) == SUMMARY_CHANGE_RULE else None
     count, medians, spread, settled = current_level(samples, medians, inputs.spread, rule, known)
     verdict = partial(
@@ -779,6 +792,51 @@ def _attributed(result: Comparison, changes: list[Change], setting: _Setting) ->
         changes=[*result.changes, *mine],
         unattributed=[*result.unattributed, *theirs],
     )
+
+
+def busy_share(run: RunTimings) -> float:
+    """How busy the runner was, as the share of their time the tests' calls waited for a
+    CPU (from ``BUSY_SHARE``) or all the processes' threads did (from
+    ``THREADS_BUSY_SHARE``), the larger; 0 on a runner that was not busy."""
+    calls = run.cpu_wait_share or 0.0
+    threads = run.threads_wait_share or 0.0
+    return max(
+        calls if calls >= BUSY_SHARE else 0.0,
+        threads if threads >= THREADS_BUSY_SHARE else 0.0,
+    )
+
+
+def busy_slack(run: RunTimings) -> float:
+    """The factor a busy run's threshold is widened by: ``1 / (1 - busy_share)``."""
+    return 1.0 / (1.0 - min(busy_share(run), MAX_WAIT_SHARE))
+
+
+def _busy_slack(
+    run: RunTimings, kind: str, ids: list[str], rule: Rule, thresholds: FloatArray | None
+) -> FloatArray | None:
+    """``thresholds`` (None: the rule's) widened where the runner was busy: a call that
+    waited a share ``s`` of its time for a CPU had that wait taken out, but the threads it
+    handed work to (XLA's CPU pool, op-by-op dispatch's) waited too, unseen by its clock,
+    and slowed what is left by up to ``1 / (1 - s)``.  A finding needs its ratio beyond
+    that.  ``s``: per test, its own call's share; per class, module and the suite, the
+    run's; and at least what all the processes' threads waited, where that was busy."""
+    import numpy as np
+
+    run_share = busy_share(run)
+    if not run_share:
+        return thresholds
+    threads = run.threads_wait_share or 0.0
+    threads = threads if threads >= THREADS_BUSY_SHARE else 0.0
+    shares = run.wait_shares or {}
+    if kind == "test":
+        share = np.array([shares.get(ident, 0.0) for ident in ids], dtype=np.float64)
+        share = np.maximum(share, threads)
+    else:
+        share = np.full(len(ids), run_share)
+    slack = 1.0 / (1.0 - np.minimum(share, MAX_WAIT_SHARE))
+    base = np.full(len(ids), rule.threshold) if thresholds is None else thresholds
+    widened: FloatArray = base * slack
+    return widened
 
 
 def _overrides(

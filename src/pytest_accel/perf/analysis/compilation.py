@@ -169,6 +169,7 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
         run_layout=run.layout,
         cpu_wait=run.cpu_wait,
         cpu_wait_share=run.cpu_wait_share,
+        threads_wait_share=run.threads_wait_share,
         left_out_time=scope.left_out_time,
         left_out_layout=scope.left_out_layout,
         change_runs=None if scope.change_runs is None else len(scope.change_runs),

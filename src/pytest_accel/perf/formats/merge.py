@@ -8,7 +8,7 @@ whole across them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from pytest_accel.perf.formats.record import (
     RECORD_VERSION,
     SECONDS,
     TEXTS,
+    THREADS_WAIT,
     WAITS,
     started,
 )
@@ -132,6 +133,7 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
             "shard": None,
             "workers": sum(int(d["run"].get("workers", 0)) for _, d in inputs),
             "exitstatus": _exit_status(inputs),
+            **_merged_threads(inputs),
             "merged_from": [
                 {
                     "path": path,
@@ -257,4 +259,16 @@ def _merged_groups(
         "span": [spans.get(g, t) for g, t in zip(merged.ids, merged.total, strict=True)],
         "deselected": [deselected[g] for g in merged.ids],
         "whole": merged.whole,
+    }
+
+
+def _merged_threads(inputs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The shards' threads' CPU time and waits, summed, where every shard measured them."""
+    found = [d["run"].get(THREADS_WAIT) for _, d in inputs]
+    if not found or any(part is None for part in found):
+        return {}
+    return {
+        THREADS_WAIT: {
+            name: round(sum(float(part[name]) for part in found), 6) for name in ("ran", "waited")
+        }
     }

@@ -67,6 +67,9 @@ TRACE_SECONDS = "trace_seconds"  # optional (0.4): {test: seconds JAX spent trac
 # optional (after 0.4.0): {test: seconds, at most, its thread waited for a CPU while JAX traced}
 TRACE_WAIT = "trace_cpu_wait"
 REPEATS = "repeats"  # optional (0.4): {test: compilations of its most compiled function}
+# optional (0.5), in ``run``: {"ran": s, "waited": s} of every thread of the processes
+# that ran the tests (perf.waits): the waits a test's own clock does not see
+THREADS_WAIT = "threads_cpu_wait"
 # optional (0.5): {test: {function, caller, path, line}} of that function, where known
 RECOMPILING = "recompiling"
 # optional (0.4), where a GPU or TPU reported memory: {test: {device: peak bytes}}, and
@@ -100,6 +103,8 @@ class RunInfo:
     workers: int
     exitstatus: int
     run_id: str | None = None
+    # Seconds the processes' threads ran and waited for a CPU (``perf.waits``).
+    threads_wait: tuple[float, float] | None = None
 
 
 def compilation_json(compilation: RunCompilation) -> dict[str, float | int]:
@@ -156,7 +161,14 @@ def run_json(run: RunInfo) -> dict[str, Any]:
         "shard": run.shard,
         "workers": run.workers,
         "exitstatus": run.exitstatus,
+        **_threads_json(run.threads_wait),
     }
+
+
+def _threads_json(found: tuple[float, float] | None) -> dict[str, Any]:
+    if found is None:
+        return {}
+    return {THREADS_WAIT: {"ran": round(found[0], 6), "waited": round(found[1], 6)}}
 
 
 def record_head(
@@ -350,6 +362,10 @@ def _check_run(path: str, run: Mapping[str, Any]) -> None:
         expect_text(path, f"run.{name}", run.get(name), optional=True)
     expect_int(path, "run.workers", run.get("workers", 0), minimum=0)
     expect_int(path, "run.exitstatus", run.get("exitstatus", 0))
+    if run.get(THREADS_WAIT) is not None:
+        threads = expect_object(path, f"run.{THREADS_WAIT}", run[THREADS_WAIT])
+        for name in ("ran", "waited"):
+            expect_seconds(path, f"run.{THREADS_WAIT}.{name}", threads.get(name))
     merged = run.get("merged_from", [])
     if not isinstance(merged, list):
         raise InputError(path, f"run.merged_from: expected a list, got {kind_of(merged)}")
@@ -552,9 +568,18 @@ def timings(data: Mapping[str, Any]) -> RunTimings:
         recompiling=culprits(tests.get(RECOMPILING)) if COMPILES in tests else None,
         device_memory=None if DEVICE_MEMORY not in tests else busiest(tests[DEVICE_MEMORY]),
         memory_bounded=frozenset(tests.get(DEVICE_MEMORY_BOUNDED, ())),
+        threads_wait_share=threads_share(run.get(THREADS_WAIT)),
     )
     paused = without_pauses(measured, tests.get(PAUSES) or [0.0] * len(tests["id"]))
     return without_waits(paused, tests.get(WAITS))
+
+
+def threads_share(found: Any) -> float | None:
+    """A checked ``run.threads_cpu_wait``'s share of waiting (None: none, or no time)."""
+    if not isinstance(found, Mapping):
+        return None
+    ran, waited = float(found["ran"]), float(found["waited"])
+    return waited / (ran + waited) if ran + waited > 0 else None
 
 
 def run_columns(data: Mapping[str, Any]) -> RunColumns:

@@ -8,6 +8,16 @@ from typing import Any
 
 from pytest_accel.perf.model.timings import RunIdentity
 
+# Calls that waited this share of their time for a CPU: a busy runner, said so, and
+# judged with slack for the waits of the threads they started (``analysis.comparison``).
+BUSY_SHARE = 0.05
+# Of a call's time, the most that slack counts as waiting: it stops at 10x.
+MAX_WAIT_SHARE = 0.9
+# All the process's threads waited this share of their time: busy, whatever the tests'
+# own threads waited (XLA's CPU pool contends with itself on two cores: 12% quiet, 83%
+# at a load of 10 on this project's machine).
+THREADS_BUSY_SHARE = 0.5
+
 # A finding's kind -> the baseline's ids it is among (a warm-up test's are ``warmup``).
 KIND_OF_FINDING = {"test": "tests", "class": "classes", "module": "modules"}
 
@@ -317,6 +327,8 @@ class Comparison:
     # and their share of the calls' time (None: not measured).
     cpu_wait: float | None = None
     cpu_wait_share: float | None = None
+    # The share of their time all the processes' threads waited (None: not measured).
+    threads_wait_share: float | None = None
     # Whether the tests' tracing was judged (JAX in use, runs of this layout to judge it
     # with): a run laid out unlike its baseline's moves tracing between tests.
     tracing_judged: bool = False
@@ -398,6 +410,9 @@ class Comparison:
             "cpu_wait": None
             if self.cpu_wait is None
             else {"seconds": self.cpu_wait, "share": round(self.cpu_wait_share or 0.0, 4)},
+            "threads_cpu_wait_share": None
+            if self.threads_wait_share is None
+            else round(self.threads_wait_share, 4),
             "tracing_judged": self.tracing_judged,
             "tracing_moved": self.tracing_moved,
             "unattributed": [c.to_json() for c in self.unattributed],

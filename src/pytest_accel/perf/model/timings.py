@@ -165,6 +165,14 @@ class RunTimings:
     # not counted, a record from before 0.4): judged where the runs of the baseline are
     # laid out unlike this one (``analysis.compilation``).
     repeats: Mapping[str, int] | None = None
+    # Per test whose call waited for a CPU: the share of its call it waited (taken out
+    # by ``without_waits``): how starved the runner was around it, for the threads it
+    # started too, whose waits are not counted (``analysis.comparison``).
+    wait_shares: Mapping[str, float] | None = None
+    # The share of their time all the process's threads waited for a CPU over the run
+    # (every worker's, under xdist): the waits a test's own clock does not see (None: not
+    # measured, a record from before 0.5).
+    threads_wait_share: float | None = None
     # Per test that compiled a function more than once: that function and where it was
     # called from, ``(function, caller, path, line)`` (None: a record from before 0.5).
     recompiling: Mapping[str, tuple[str, str, str, int]] | None = None
@@ -335,6 +343,9 @@ def without_waits(run: RunTimings, waits: Sequence[float] | None) -> RunTimings:
         compiling=compiling,
         tracing=tracing,
         cpu_wait=round(sum(taken.values()), 6),
+        wait_shares={
+            run.ids[row]: seconds / (call[row] + seconds) for row, seconds in taken.items()
+        },
     )
 
 
