@@ -188,13 +188,14 @@ def sleep_run(
     return result
 
 
-@pytest.mark.parametrize(
-    "runner",
-    [
-        pytest.param([], id="serial"),
-        pytest.param(["-n", "1"], id="xdist", marks=pytest.mark.requires("xdist")),
-    ],
-)
+# Serial, and through one xdist worker (its waits cross to the controller).
+RUNNERS = [
+    pytest.param([], id="serial"),
+    pytest.param(["-n", "1"], id="xdist", marks=pytest.mark.requires("xdist")),
+]
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
 def test_a_call_slowed_by_waiting_for_a_cpu_is_not_a_regression(
     pytester: pytest.Pytester, sleeper: Path, runner: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -261,13 +262,7 @@ def test_a_busy_runners_unseen_waits_are_no_regression_and_a_real_one_still_is(
     assert ("REGRESSION test test_sleep.py::test_work" in offline) is regressed, offline
 
 
-@pytest.mark.parametrize(
-    "runner",
-    [
-        pytest.param([], id="serial"),
-        pytest.param(["-n", "1"], id="xdist", marks=pytest.mark.requires("xdist")),
-    ],
-)
+@pytest.mark.parametrize("runner", RUNNERS)
 def test_a_runner_whose_threads_waited_is_busy_though_the_calls_did_not(
     pytester: pytest.Pytester, sleeper: Path, runner: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
