@@ -25,8 +25,10 @@ SUITE = "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n"
             ("--flaky-history=h.json",),
             "pytest-accel: flaky history for 'cpu/x1' updated in h.json",
         ),
+        (("--flaky-report=f.json",), "pytest-accel: flaky report written to f.json"),
+        (("--accel-report=p.html",), "pytest-accel: HTML report written to p.html"),
     ],
-    ids=["cold baseline", "record", "map", "flaky history"],
+    ids=["cold baseline", "record", "map", "flaky history", "flaky report", "page"],
 )
 def test_a_file_the_user_named_is_said_under_q_not_qq(
     pytester: pytest.Pytester, args: tuple[str, ...], said: str
@@ -36,7 +38,7 @@ def test_a_file_the_user_named_is_said_under_q_not_qq(
     quiet.assert_outcomes(passed=2)
     quiet.stdout.fnmatch_lines([said])
     quiet.stdout.no_fnmatch_line("*- pytest-accel * -*")  # no section bar under -q
-    for made in ("r.json", "map.db", "h.json", "ci/baseline.json"):
+    for made in ("r.json", "map.db", "h.json", "ci/baseline.json", "f.json", "p.html"):
         (pytester.path / made).unlink(missing_ok=True)
     quieter = pytester.runpytest("-p", "no:cacheprovider", "-qq", *args)
     assert quieter.ret == pytest.ExitCode.OK

@@ -86,6 +86,7 @@ class FlakyPlugin:
         self.stats: dict[str, list[Any]] = {}
         self.findings: Findings | None = None
         self.history_written = False
+        self.report_written = False
         self.started = datetime.now(timezone.utc).timestamp()
         self.budget: Budget | None = None
         self.settled_failures: frozenset[str] = frozenset()  # quarantined ones tried once
@@ -215,6 +216,7 @@ class FlakyPlugin:
 
             with isolated(session, f"write the flaky report {self.options.report}"):
                 write_json_atomic(self.options.report, report_json(findings))
+                self.report_written = True
         summary = job_summary(self.config)
         if summary is not None:
             summary.add(summary_section(findings))
@@ -265,6 +267,10 @@ class FlakyPlugin:
                     f"pytest-accel: flaky history for {self.key!r} updated in"
                     f" {self.options.history}",
                 )
+            )
+        if self.report_written:
+            lines.append(
+                Line(Tone.FILE, f"pytest-accel: flaky report written to {self.options.report}")
             )
         rerunner = self.rerunner
         if rerunner is not None and rerunner.deferred:

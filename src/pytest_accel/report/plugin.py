@@ -16,8 +16,8 @@ from collections.abc import Generator
 import pytest
 
 from pytest_accel.files import InputError, check_writable, write_atomic
-from pytest_accel.reports import is_xdist_worker, isolated
-from pytest_accel.text import one_line
+from pytest_accel.reports import is_xdist_worker, isolated, shown_at
+from pytest_accel.text import Line, Tone, one_line
 
 THIS_RUN = "this run"  # the session's record, as the page names it
 
@@ -51,10 +51,11 @@ class ReportWriter:
         self.written = True
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if self.written:
-            terminalreporter.write_line(
-                one_line(f"pytest-accel: HTML report written to {self.path}")
-            )
+        if not self.written:
+            return
+        line = Line(Tone.FILE, one_line(f"pytest-accel: HTML report written to {self.path}"))
+        for kept in shown_at([line], terminalreporter.config.get_verbosity()):  # not at -qq
+            terminalreporter.write_line(kept.text)
 
 
 def register_feature(config: pytest.Config, path: str) -> None:
