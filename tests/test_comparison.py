@@ -1069,8 +1069,8 @@ def test_a_recompiling_function_is_one_alarm_with_its_symptoms_beneath_it() -> N
             Finding("test", other, 0.2, 0.5, 2.5, 5),
         ],
         recompiled=[
-            Recompiled(a, 19, 0, 5, culprit=culprit, compilations=20, baseline_compilations=1),
-            Recompiled(b, 24, 0, 5, culprit=culprit, compilations=25, baseline_compilations=1),
+            Recompiled(a, 19, 0, 5, culprit=culprit, compilations=20),
+            Recompiled(b, 24, 0, 5, culprit=culprit, compilations=25),
         ],
     )
     alarms = comparison.alarm_list
@@ -1093,11 +1093,14 @@ def test_a_recompiling_function_is_one_alarm_with_its_symptoms_beneath_it() -> N
         " every call in 2 test(s) (a new function, shape or Python scalar each time?)"
     )
     assert rows[head + 1] == (
-        f"  test {b}: 25 compilations of <lambda>, at most 1 in 5 baseline run(s)"
+        f"  test {b}: 25 compilations of <lambda> (judged: 24 recompilation(s), at most 0 in 5"
+        " baseline run(s))"
     )
     assert rows[head + 2].startswith(f"  REGRESSION test {a} tracing: ")
     assert (
-        rows[head + 3] == f"  test {a}: 20 compilations of <lambda>, at most 1 in 5 baseline run(s)"
+        rows[head + 3]
+        == f"  test {a}: 20 compilations of <lambda> (judged: 19 recompilation(s), at most 0 in 5"
+        " baseline run(s))"
     )
     assert sum(row.startswith(("REGRESSION", "RECOMPILED")) for row in rows) == 2
 

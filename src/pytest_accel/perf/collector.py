@@ -270,7 +270,7 @@ class ResultsCollector:
         if compiles is not None:
             table.add_compilation(row, compiles)
         recompiling = getattr(report, RECOMPILING_ATTR, None)
-        if recompiling is not None and len(recompiling) == 4:
+        if recompiling is not None and len(recompiling) in (4, 5):
             table.recompiling[row] = recompiling
         peaks = getattr(report, DEVICE_MEMORY_ATTR, None)
         if peaks:

@@ -112,8 +112,9 @@ class CompileTally:
         self.trace_spans: list[tuple[float, float]] = []
         self.backend_spans: list[tuple[float, float]] = []
         self.functions: Counter[str] = Counter()  # backend compilations per function name
-        # Per function name as JAX's trace names it: the caller its last trace came from.
-        self.callers: dict[str, tuple[str, str, int]] = {}
+        # Traces of a jitted function (not an eager operation's) per (name, caller's
+        # qualified name, path, line): two lambdas called from two places are two.
+        self.traces: Counter[tuple[str, str, str, int]] = Counter()
         self.hits = 0
         self.misses = 0
         self.call_from = 0  # the first span of the call phase
@@ -140,17 +141,17 @@ class CompileTally:
         )
 
     def most_compiled(self) -> list[str | int] | None:
-        """``[function, caller, path, line]`` of the function compiled most, where that
-        is more than once and its trace's caller was seen (``RECOMPILING_ATTR``)."""
-        if not self.functions:
+        """``[function, caller, path, line, traces]`` of the jitted function traced most
+        from one place, where that is more than once (``RECOMPILING_ATTR``): each trace
+        of a jitted function at the top level is a compilation of it.  Eager operations
+        (``jnp.add`` on new shapes, JAX's own ``convert_element_type``) are not
+        candidates: compiled once per shape and dtype, they are the process's warm-up,
+        never a function jitted anew.  (JAX reports no trace of a function jitted inside
+        another's trace: then the outer one is what is compiled anew.)"""
+        if not self.traces:
             return None
-        name, count = self.functions.most_common(1)[0]
-        if count < 2:
-            return None
-        # The backend names it ``jit(<lambda>)``; the trace, ``<lambda>``.
-        traced = name[4:-1] if name.startswith("jit(") and name.endswith(")") else name
-        caller = self.callers.get(traced)
-        return None if caller is None else [traced, *caller]
+        (name, caller, path, line), count = self.traces.most_common(1)[0]
+        return [name, caller, path, line, count] if count >= 2 else None
 
 
 WORKEROUTPUT_PROBLEM = "pytest_accel_compile_problem"
@@ -214,7 +215,8 @@ class CompileCounter:
             tally.trace_spans.append(span)
             caller = self._caller()
             if caller is not None:
-                tally.callers[str(facts.get("fun_name", "?"))] = caller
+                qualname, path, line = caller
+                tally.traces[(str(facts.get("fun_name", "?")), qualname, path, line)] += 1
             if waited is None or tally.trace_wait is None:
                 tally.trace_wait = None
             else:  # what was waited since lies partly in the trace: at most all of it
@@ -223,11 +225,14 @@ class CompileCounter:
     def _caller(self) -> tuple[str, str, int] | None:
         """The first frame outside JAX, jaxlib and this plugin as a trace ends: the code
         that called the traced function, ``(qualified name, path, line)``; the path is
-        relative to the rootdir where it is under it."""
+        relative to the rootdir where it is under it.  None for an eager operation's
+        trace (JAX's ``apply_primitive`` below it): no function of the project's."""
         skipped, root = self.library_dirs, self.root
         frame = sys._getframe(2)
         while frame is not None:
             path = frame.f_code.co_filename
+            if frame.f_code.co_name == "apply_primitive" and path.endswith("dispatch.py"):
+                return None
             if not path.startswith(skipped):
                 shown = path[len(root) :] if root and path.startswith(root) else path
                 name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # 3.11+

@@ -104,15 +104,20 @@ RECOMPILE_HINT = "(compiled anew on every call: a new function, shape or Python 
 
 
 def describe_recompiled(found: Recompiled, hint: bool = True) -> str:
-    """``test t.py::a: 20 compilations of <lambda>, at most 1 in 5 baseline run(s) ...``:
-    the compilations of its most compiled function, whichever count was judged, so every
-    layout says it alike; a record from before 0.5 has only the count judged."""
+    """``test t.py::a: 20 compilations of <lambda> (judged on ...)``: the function it
+    compiled anew, where known, then what was judged (its recompilations, or under xdist
+    its most compiled function's compilations) against the baseline's runs."""
     tail = f" {RECOMPILE_HINT}" if hint else ""
-    if found.compilations is not None and found.baseline_compilations is not None:
-        what = found.culprit.function if found.culprit else "its most compiled function"
+    if found.culprit is not None and found.compilations is not None:
+        judged = (
+            f"its most compiled function {found.current} times"
+            if found.of_one_function
+            else f"{found.current} recompilation(s)"
+        )
         return one_line(
-            f"test {found.id}: {found.compilations} compilations of {what}, at most"
-            f" {found.baseline_compilations} in {found.samples} baseline run(s){tail}"
+            f"test {found.id}: {found.compilations} compilations of {found.culprit.function}"
+            f" (judged: {judged}, at most {found.baseline} in {found.samples} baseline"
+            f" run(s)){tail}"
         )
     if found.of_one_function:
         return one_line(
@@ -587,10 +592,10 @@ def _alarm_row(alarm: Alarm, prefix: str = "") -> str:
             f" {size(found.current)} | {found.ratio:.2f}x | peak device memory, most of"
             f" {found.samples} baseline runs |"
         )
-    if found.compilations is not None and found.baseline_compilations is not None:
+    if found.of_one_function:
         return (
-            f"| {prefix}recompiled | test | {escape_cell(found.id)} | {found.baseline_compilations}"
-            f" | {found.compilations} | | compilations of its most compiled function, most of"
+            f"| {prefix}recompiled | test | {escape_cell(found.id)} | {found.baseline} |"
+            f" {found.current} | | compilations of its most compiled function, most of"
             f" {found.samples} baseline runs |"
         )
     return (

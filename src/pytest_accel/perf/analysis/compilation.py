@@ -30,6 +30,7 @@ judged here, on what does not move with the order of the tests:
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from pytest_accel.perf.analysis.layouts import Scope, handed_out_anew, same_layout
 from pytest_accel.perf.analysis.speed import median  # statistics': 3 ms of imports
@@ -106,30 +107,19 @@ def recompiled(
                     most,
                     len(seen),
                     of_one_function=repeats,
-                    culprit=_culprit(scope, ident),
-                    **_compilations(scope, runs, ident),
+                    **_culprit(scope, ident),
                 )
             )
     return sorted(found, key=lambda r: (-(r.current - r.baseline), r.id))
 
 
-def _culprit(scope: Scope, ident: str) -> Culprit | None:
+def _culprit(scope: Scope, ident: str) -> dict[str, Any]:
+    """The jitted function a test compiled most, and how often (``perf.compiles``)."""
     found = (scope.run.recompiling or {}).get(ident)
-    return None if found is None else Culprit(*found)
-
-
-def _compilations(scope: Scope, runs: list[Run], ident: str) -> dict[str, int | None]:
-    """A test's compilations of its most compiled function, now and at most in ``runs``
-    that counted them: what a recompilation is said in, in every layout, whichever count
-    was judged (a run that ran the test with no entry compiled nothing twice: 1)."""
-    now = scope.run.repeats
-    counted = [other.repeats for other in runs if other.repeats is not None]
-    if now is None or not counted:
-        return {"compilations": None, "baseline_compilations": None}
-    return {
-        "compilations": now.get(ident, 1),
-        "baseline_compilations": max(found.get(ident, 1) for found in counted),
-    }
+    if found is None:
+        return {}
+    function, caller, path, line, count = found
+    return {"culprit": Culprit(function, caller, path, line), "compilations": count}
 
 
 def compilation(scope: Scope) -> Compilation | None:

@@ -340,17 +340,21 @@ def check_record(path: str, data: Any) -> dict[str, Any]:
 
 
 def _expect_culprit(path: str, where: str, value: Any) -> None:
-    """``{"function": ..., "caller": ..., "path": ..., "line": N}``."""
+    """``{"function": ..., "caller": ..., "path": ..., "line": N, "count": N}``."""
     found = expect_object(path, where, value)
     for name in ("function", "caller", "path"):
         expect_text(path, f"{where}.{name}", found.get(name))
     expect_int(path, f"{where}.line", found.get("line"), minimum=0)
+    if "count" in found:
+        expect_int(path, f"{where}.count", found["count"], minimum=0)
 
 
-def culprits(found: Mapping[str, Any] | None) -> dict[str, tuple[str, str, str, int]]:
+def culprits(
+    found: Mapping[str, Any] | None,
+) -> dict[str, tuple[str, str, str, int, int | None]]:
     """A checked record's ``tests.recompiling``, as ``RunTimings.recompiling`` holds it."""
     return {
-        test: (c["function"], c["caller"], c["path"], int(c["line"]))
+        test: (c["function"], c["caller"], c["path"], int(c["line"]), c.get("count"))
         for test, c in (found or {}).items()
     }
 

@@ -115,12 +115,10 @@ class Recompiled:
     # Counted as the compilations of its most compiled function (``repeats``): under
     # xdist, or against baseline runs of other layouts (``analysis.compilation``).
     of_one_function: bool = False
-    # The function it compiled most (None: not known, a record before 0.5).
+    # The jitted function it compiled most, and how often (None: not known, a record
+    # from before 0.5, or only eager operations recompiled).
     culprit: Culprit | None = None
-    # Its compilations of that function, and the most of any baseline run that counted
-    # them: what every layout says, whichever count was judged (None: not counted).
     compilations: int | None = None
-    baseline_compilations: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -461,7 +459,7 @@ def by_cause(alarms: list[Alarm]) -> list[Alarm]:
 def _compiled(alarm: Alarm) -> int:
     found = alarm.finding
     assert isinstance(found, Recompiled)
-    return found.compilations if found.compilations is not None else found.current
+    return found.compilations or found.current
 
 
 def _moved_by(alarm: Alarm, culprit_of: dict[str, Culprit]) -> Culprit | None:

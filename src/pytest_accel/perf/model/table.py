@@ -171,8 +171,9 @@ class TimingTable:
 
     def recompiling_json(self) -> dict[str, dict[str, Any]]:
         """Each test's most compiled function and its caller, where known."""
+        fields = ("function", "caller", "path", "line", "count")
         return {
-            self.nodeids[row]: dict(zip(("function", "caller", "path", "line"), found, strict=True))
+            self.nodeids[row]: dict(zip(fields, found, strict=False))
             for row, found in sorted(self.recompiling.items())
         }
 

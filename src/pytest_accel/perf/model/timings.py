@@ -173,9 +173,10 @@ class RunTimings:
     # (every worker's, under xdist): the waits a test's own clock does not see (None: not
     # measured, a record from before 0.5).
     threads_wait_share: float | None = None
-    # Per test that compiled a function more than once: that function and where it was
-    # called from, ``(function, caller, path, line)`` (None: a record from before 0.5).
-    recompiling: Mapping[str, tuple[str, str, str, int]] | None = None
+    # Per test that compiled a jitted function more than once: the one it compiled most,
+    # where it was called from and how often it was compiled, ``(function, caller, path,
+    # line, compilations)`` (None: a record from before 0.5).
+    recompiling: Mapping[str, tuple[str, str, str, int, int | None]] | None = None
     # Seconds the tests' calls waited for a CPU, left out of the timings (``perf.waits``);
     # None where the run did not measure it.
     cpu_wait: float | None = None
