@@ -541,11 +541,7 @@ def summary_section(
         head += [*mermaid_line_chart(title, labels, totals, "seconds"), ""]
     head += [escape_cell(note) + "  " for note in scope_notes(comparison)]
     # The most severe first; a recompiling function's symptoms beneath it.
-    rows = [
-        row
-        for alarm in comparison.alarm_list
-        for row in [_alarm_row(alarm), *(_alarm_row(s, "same cause: ") for s in alarm.symptoms)]
-    ]
+    rows = [row for alarm in comparison.alarm_list for row in _alarm_rows(alarm)]
     rows += [_change_row(c) for c in comparison.changes if not c.slower]
     c = comparison.compilation
     if c is not None and c.grew:
@@ -572,16 +568,22 @@ def summary_section(
     return Section(head, rows)
 
 
+def _alarm_rows(alarm: Alarm) -> list[str]:
+    """An alarm's rows: its own; a recompiling function's, the function, then its
+    tests' and their symptoms' rows, each ``same cause: ...``."""
+    culprit = alarm.culprit
+    if culprit is None:
+        return [_alarm_row(alarm)]
+    tests = 1 + sum(symptom.kind == "recompiled" for symptom in alarm.symptoms)
+    head = (
+        f"| recompiled | function | {escape_cell(culprit.describe())} | | | |"
+        f" compiled anew on every call in {tests} test(s) |"
+    )
+    return [head, *(_alarm_row(part, "same cause: ") for part in (alarm, *alarm.symptoms))]
+
+
 def _alarm_row(alarm: Alarm, prefix: str = "") -> str:
     found = alarm.finding
-    culprit = alarm.culprit
-    if culprit is not None and not prefix:
-        tests = 1 + sum(symptom.kind == "recompiled" for symptom in alarm.symptoms)
-        return (
-            f"| recompiled | function | {escape_cell(culprit.describe())} | | | |"
-            f" compiled anew on every call in {tests} test(s) |\n"
-            + _alarm_row(alarm, "same cause: ")
-        )
     if isinstance(found, Finding):
         return _row(f"{prefix}regression", found, _evidence(found))
     if isinstance(found, Change):
