@@ -92,7 +92,7 @@ class FakeSys:
         (link_dir / address).symlink_to(self.root / "sys/bus/pci/devices" / address)
 
 
-def _quiet_machine(factory: pytest.TempPathFactory) -> Path:
+def quiet_machine(factory: pytest.TempPathFactory) -> Path:
     """A tree with no accelerator and clocks that say nothing was ever waited: made once
     per session (the tests only read it)."""
     root = factory.getbasetemp() / "quiet-machine"
@@ -121,7 +121,7 @@ def _hermetic_accel_env(
     # test by sleeping judges it as on a quiet runner, whatever load this suite runs
     # under (a busy runner widens the threshold: docs/regressions.md). The tests of
     # detection and of the clocks build their own trees (``fakesys``, ``sleeper``).
-    monkeypatch.setenv("PYTEST_ACCEL_SYSROOT", str(_quiet_machine(tmp_path_factory)))
+    monkeypatch.setenv("PYTEST_ACCEL_SYSROOT", str(quiet_machine(tmp_path_factory)))
     with warnings.catch_warnings():
         for category in (pytest_accel.PerfRegressionWarning, pytest_accel.FlakyQuarantineWarning):
             warnings.filterwarnings("default", category=category)

@@ -11,7 +11,7 @@ import json
 import os
 import pickle
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -570,3 +570,25 @@ def test_where_the_kernel_keeps_no_clock_no_trace_wait_is_claimed(
     counter.tally = CompileTally()
     counter.mark_wait()
     assert counter.tally.summary().trace_wait == -1.0
+
+
+def test_a_huge_threshold_widened_on_a_busy_run_is_no_overflow() -> None:
+    """A record's rule may say 1e308 (a damaged or a deliberate one): widened for a busy
+    run it is infinite, judged without a warning (``-W error`` makes one a traceback)."""
+    import warnings
+
+    from pytest_accel.perf.analysis.comparison import compare
+    from pytest_accel.perf.analysis.rule import Rule
+    from tests.test_comparison import history
+
+    then = {"t.py::test_0": 0.5, "t.py::test_1": 0.5}
+    env = history([then] * 5)
+    busy = replace(
+        without_waits(run_of([1.5, 1.0]), [1.0, 0.5]),
+        ids=list(then),
+        threads_wait_share=0.8,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = compare(busy, env, Rule(threshold=1e308))
+    assert result.regressions == []

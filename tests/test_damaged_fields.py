@@ -12,6 +12,7 @@ import contextlib
 import copy
 import io
 import json
+import os
 import pickle
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from pytest_accel.cli import main
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.plugin import load_for_session
+from tests.fakesys import quiet_machine
 
 SUITE = """
 import pytest
@@ -53,9 +55,11 @@ def real_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
 
     where = tmp_path_factory.mktemp("real")
     (where / "test_suite.py").write_text(SUITE)
+    # As every other test here: judged on clocks that never move, whatever the load.
+    environ = {**os.environ, "PYTEST_ACCEL_SYSROOT": str(quiet_machine(tmp_path_factory))}
     pytest_run = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_suite.py"]
     mapping = [*pytest_run, "--accel-map=map.db", "--accel-map-programs=off"]
-    subprocess.run(mapping, cwd=where, check=False, capture_output=True)
+    subprocess.run(mapping, cwd=where, check=False, capture_output=True, env=environ)
     for index in range(3):
         subprocess.run(
             [
@@ -72,6 +76,7 @@ def real_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
             cwd=where,
             check=False,
             capture_output=True,
+            env=environ,
         )
     docs = {
         name: json.loads((where / f"{name}.json").read_text())

@@ -835,7 +835,8 @@ def _busy_slack(
         share = np.full(len(ids), run_share)
     slack = 1.0 / (1.0 - np.minimum(share, MAX_WAIT_SHARE))
     base = np.full(len(ids), rule.threshold) if thresholds is None else thresholds
-    widened: FloatArray = base * slack
+    with np.errstate(over="ignore"):  # a threshold of 1e308 widened is inf: still no finding
+        widened: FloatArray = base * slack
     return widened
 
 
