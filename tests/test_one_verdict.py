@@ -48,9 +48,12 @@ def test_ignored():
     time.sleep(0.4 if JUDGED else 0.05)  # 8x, but its mark says not to judge it
 
 
+# 3x, under its own threshold. Its 0.1 s more counts in the suite total, which the
+# slowed test's finding must explain (half of the shift at least), whatever a loaded
+# runner adds to the JAX tests' execution beside it.
 @pytest.mark.perf(threshold=50)
 def test_lenient():
-    time.sleep(0.3 if JUDGED else 0.05)  # 6x, under its own threshold
+    time.sleep(0.15 if JUDGED else 0.05)
 
 
 # Re-jitting costs execution time too (jit's own work past what JAX times as compiling:
@@ -77,7 +80,7 @@ def test_quarantined():
 """
 
 # A recompiling test's alarm names the function it compiled anew, where it is called.
-RETRACED = "<lambda> (called in test_retraces, test_suite.py:42)"
+RETRACED = "<lambda> (called in test_retraces, test_suite.py:45)"
 ALARMS = {("test", "test_suite.py::test_slowed"), ("function", RETRACED)}
 
 
