@@ -216,9 +216,9 @@ def cause_lines(alarm: Alarm, compile_time: str | None = None) -> list[str]:
     culprit = alarm.culprit
     if culprit is None:
         return [_describe_finding(alarm)]
-    tests = 1 + sum(symptom.kind == "recompiled" for symptom in alarm.symptoms)
     head = (
-        f"function {culprit.describe()}: compiled anew on every call in {tests} test(s)"
+        f"function {culprit.describe()}: compiled anew on every call in"
+        f" {alarm.recompiling_tests} test(s)"
         " (a new function, shape or Python scalar each time?)"
     )
     lines = [head]
@@ -574,10 +574,9 @@ def _alarm_rows(alarm: Alarm) -> list[str]:
     culprit = alarm.culprit
     if culprit is None:
         return [_alarm_row(alarm)]
-    tests = 1 + sum(symptom.kind == "recompiled" for symptom in alarm.symptoms)
     head = (
         f"| recompiled | function | {escape_cell(culprit.describe())} | | | |"
-        f" compiled anew on every call in {tests} test(s) |"
+        f" compiled anew on every call in {alarm.recompiling_tests} test(s) |"
     )
     return [head, *(_alarm_row(part, "same cause: ") for part in (alarm, *alarm.symptoms))]
 

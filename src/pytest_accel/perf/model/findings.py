@@ -248,6 +248,11 @@ class Alarm:
         return found.culprit if isinstance(found, Recompiled) else None
 
     @property
+    def recompiling_tests(self) -> int:
+        """The tests that recompiled: this alarm's and its symptoms'."""
+        return sum(part.kind == "recompiled" for part in (self, *self.symptoms))
+
+    @property
     def scope(self) -> str:
         """``test``, ``class``, ``module`` or ``session``."""
         found = self.finding
