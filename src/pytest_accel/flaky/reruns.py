@@ -54,7 +54,7 @@ class Rerunner:
         # pytest-rerunfailures, when installed: it reruns what it is configured for.
         self.rerunfailures: Any = config.pluginmanager.get_plugin("rerunfailures")
         self.deferred = 0
-        self.refused = {"filter": 0, "mass failure": 0, "settled": 0}
+        self.refused = {"filter": 0, "mass failure": 0}
         # Quarantined tests (filled in at collection) and those of them to try once.
         self.quarantined: Mapping[str, object] = quarantined if quarantined is not None else {}
         self.settled_failures = settled_failures
@@ -126,8 +126,7 @@ class Rerunner:
         if self.settled_failures:
             nodeid = test_id(report.nodeid)
             if nodeid in self.settled_failures and nodeid in self.quarantined:
-                self.refused["settled"] += 1
-                return False
+                return False  # the controller's findings say so (``Quarantined.not_rerun``)
         if not self.policy.allows(failure_text(report)):
             self.refused["filter"] += 1
             return False

@@ -18,9 +18,6 @@ from pytest_accel.github import (
 )
 from pytest_accel.perf.model.findings import (
     ALARM_KINDS,
-    BUSY_SHARE,
-    MAX_WAIT_SHARE,
-    THREADS_BUSY_SHARE,
     Alarm,
     Change,
     Comparison,
@@ -28,6 +25,8 @@ from pytest_accel.perf.model.findings import (
     Finding,
     MemoryGrowth,
     Recompiled,
+    busy_share,
+    busy_slack,
 )
 from pytest_accel.perf.model.table import RunCompilation, TimingTable
 from pytest_accel.text import Line, Tone, one_line, size
@@ -473,22 +472,19 @@ def busy_note(comparison: Comparison) -> str | None:
     """``busy runner: ...``: what the tests' calls waited for a CPU (left out), what all
     the processes' threads waited (which no call's clock sees), and how the threshold
     was widened for it; None on a runner that was not busy."""
-    calls = comparison.cpu_wait_share
-    threads = comparison.threads_wait_share
+    calls, threads = comparison.cpu_wait_share, comparison.threads_wait_share
     said = []
-    share = 0.0
-    if calls is not None and calls >= BUSY_SHARE:
+    if busy_share(calls, None):
         said.append(
             f"the tests' calls waited {comparison.cpu_wait or 0.0:.1f} s for a CPU"
-            f" ({100 * calls:.0f}% of their time), left out of the timings judged"
+            f" ({100 * (calls or 0.0):.0f}% of their time), left out of the timings judged"
         )
-        share = calls
-    if threads is not None and threads >= THREADS_BUSY_SHARE:
-        said.append(f"all their processes' threads waited {100 * threads:.0f}% of theirs")
-        share = max(share, threads)
-    if not said:
+    if busy_share(None, threads):
+        said.append(f"all their processes' threads waited {100 * (threads or 0.0):.0f}% of theirs")
+    share = busy_share(calls, threads)
+    if not share:
         return None
-    widened = 1 / (1 - min(share, MAX_WAIT_SHARE))
+    widened = busy_slack(share)
     return (
         f"busy runner: {'; '.join(said)}; the waits of the threads a test starts are not"
         f" seen, so the threshold is widened by 1/(1 - the share waited): {widened:.2f}x"

@@ -21,7 +21,7 @@ most tests at once is one finding about the suite.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import compress, repeat
@@ -65,14 +65,14 @@ from pytest_accel.perf.analysis.speed import (
 from pytest_accel.perf.analysis.summary import SUMMARY_CHANGE_RULE, summary_of
 from pytest_accel.perf.model.columns import Values
 from pytest_accel.perf.model.findings import (
-    BUSY_SHARE,
     KIND_OF_FINDING,
     MAX_WAIT_SHARE,
-    THREADS_BUSY_SHARE,
     Change,
     Comparison,
     Finding,
     Override,
+    busy_share,
+    busy_slack,
 )
 from pytest_accel.perf.model.samples import Baseline, EnvHistory, Summary
 from pytest_accel.perf.model.timings import RunIdentity, RunTimings
@@ -114,7 +114,7 @@ def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]
             at = len(kept) - int(steps.runs[row])
             start = kept[at]
             since, runs = env.runs[start].identity, len(env.runs) - start
-            if at > 0 and since.commit and env.runs[kept[at - 1]].identity.commit == since.commit:
+            if at > 0 and since.same_commit(env.runs[kept[at - 1]].identity):
                 continue  # between two runs of one commit: not a change of the code
             before, after = float(steps.before[row]), float(steps.after[row])
             change = Change(kind, ids[row], before, after, runs, since, tracing=name == "trace")
@@ -211,7 +211,8 @@ def compare(
     result = _collect(result, warm)
     result, groups = _judge_groups(result, setting, tests)
     # The suite total, as a group: the run's busy share widens its threshold too.
-    busy_rule = replace(rule, threshold=rule.threshold * busy_slack(run))
+    slack = busy_slack(busy_share(run.cpu_wait_share, run.threads_wait_share))
+    busy_rule = replace(rule, threshold=rule.threshold * slack)
     result = _judge_suite(result, [tests, warm], groups, busy_rule)
     result = _name_movers(result, tests, run)
     result = _judge_tracing(result, setting, overrides)
@@ -749,24 +750,27 @@ def _summarised(
     return None
 
 
-def _since(setting: _Setting, runs: int) -> RunIdentity:
-    """The run where a change of ``runs`` runs (this one included) began."""
+def _cut(setting: _Setting, runs: int) -> tuple[Sequence[int], int]:
+    """The runs change detection searched (positions in ``env.runs``) and where in them
+    a change of ``runs`` runs (this one included) began (``len``: this run)."""
     env = setting.env
     columns = range(len(env.runs)) if setting.change_runs is None else setting.change_runs
-    cut = len(columns) + 1 - runs
-    return env.runs[columns[cut]].identity if cut < len(columns) else setting.run.identity
+    return columns, len(columns) + 1 - runs
+
+
+def _since(setting: _Setting, runs: int) -> RunIdentity:
+    """The run where a change of ``runs`` runs (this one included) began."""
+    columns, cut = _cut(setting, runs)
+    return setting.env.runs[columns[cut]].identity if cut < len(columns) else setting.run.identity
 
 
 def _within_one_commit(setting: _Setting, runs: int) -> bool:
     """Whether a change of ``runs`` runs began between two runs of one commit: the run
     before its first, in the series searched, is of the same commit."""
-    env = setting.env
-    columns = range(len(env.runs)) if setting.change_runs is None else setting.change_runs
-    cut = len(columns) + 1 - runs
+    columns, cut = _cut(setting, runs)
     if not 0 < cut <= len(columns):
         return False
-    since = _since(setting, runs).commit
-    return bool(since) and env.runs[columns[cut - 1]].identity.commit == since
+    return _since(setting, runs).same_commit(setting.env.runs[columns[cut - 1]].identity)
 
 
 def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[Change]:
@@ -785,30 +789,15 @@ def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[
 def _attributed(result: Comparison, changes: list[Change], setting: _Setting) -> Comparison:
     """``result`` with ``changes`` among its changes, or among the steps no commit made
     (``_within_one_commit``)."""
-    mine = [c for c in changes if not _within_one_commit(setting, c.runs)]
-    theirs = [c for c in changes if _within_one_commit(setting, c.runs)]
+    mine: list[Change] = []
+    theirs: list[Change] = []
+    for change in changes:
+        (theirs if _within_one_commit(setting, change.runs) else mine).append(change)
     return replace(
         result,
         changes=[*result.changes, *mine],
         unattributed=[*result.unattributed, *theirs],
     )
-
-
-def busy_share(run: RunTimings) -> float:
-    """How busy the runner was, as the share of their time the tests' calls waited for a
-    CPU (from ``BUSY_SHARE``) or all the processes' threads did (from
-    ``THREADS_BUSY_SHARE``), the larger; 0 on a runner that was not busy."""
-    calls = run.cpu_wait_share or 0.0
-    threads = run.threads_wait_share or 0.0
-    return max(
-        calls if calls >= BUSY_SHARE else 0.0,
-        threads if threads >= THREADS_BUSY_SHARE else 0.0,
-    )
-
-
-def busy_slack(run: RunTimings) -> float:
-    """The factor a busy run's threshold is widened by: ``1 / (1 - busy_share)``."""
-    return 1.0 / (1.0 - min(busy_share(run), MAX_WAIT_SHARE))
 
 
 def _busy_slack(
@@ -822,18 +811,16 @@ def _busy_slack(
     run's; and at least what all the processes' threads waited, where that was busy."""
     import numpy as np
 
-    run_share = busy_share(run)
+    run_share = busy_share(run.cpu_wait_share, run.threads_wait_share)
     if not run_share:
         return thresholds
-    threads = run.threads_wait_share or 0.0
-    threads = threads if threads >= THREADS_BUSY_SHARE else 0.0
-    shares = run.wait_shares or {}
     if kind == "test":
-        share = np.array([shares.get(ident, 0.0) for ident in ids], dtype=np.float64)
-        share = np.maximum(share, threads)
+        shares = run.wait_shares or {}
+        threads = busy_share(None, run.threads_wait_share)
+        share = np.array([max(shares.get(i, 0.0), threads) for i in ids], dtype=np.float64)
     else:
         share = np.full(len(ids), run_share)
-    slack = 1.0 / (1.0 - np.minimum(share, MAX_WAIT_SHARE))
+    slack = 1.0 / (1.0 - np.minimum(share, MAX_WAIT_SHARE))  # busy_slack, row by row
     base = np.full(len(ids), rule.threshold) if thresholds is None else thresholds
     with np.errstate(over="ignore"):  # a threshold of 1e308 widened is inf: still no finding
         widened: FloatArray = base * slack

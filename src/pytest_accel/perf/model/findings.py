@@ -18,6 +18,23 @@ MAX_WAIT_SHARE = 0.9
 # at a load of 10 on this project's machine).
 THREADS_BUSY_SHARE = 0.5
 
+
+def busy_share(calls: float | None, threads: float | None) -> float:
+    """How busy a run's runner was: the share of their time its tests' calls waited for
+    a CPU (from ``BUSY_SHARE``) or all its processes' threads did (from
+    ``THREADS_BUSY_SHARE``), the larger; 0 where it was not busy."""
+    return max(
+        calls if calls is not None and calls >= BUSY_SHARE else 0.0,
+        threads if threads is not None and threads >= THREADS_BUSY_SHARE else 0.0,
+    )
+
+
+def busy_slack(share: float) -> float:
+    """What a threshold is widened by where a share of the time was waited: the waits of
+    the threads a test starts are unseen, and slow what is left by up to this."""
+    return 1.0 / (1.0 - min(share, MAX_WAIT_SHARE))
+
+
 # A finding's kind -> the baseline's ids it is among (a warm-up test's are ``warmup``).
 KIND_OF_FINDING = {"test": "tests", "class": "classes", "module": "modules"}
 

@@ -62,6 +62,10 @@ class RunIdentity:
             )
         return None
 
+    def same_commit(self, other: RunIdentity) -> bool:
+        """Both runs are of one known commit: the code did not change between them."""
+        return bool(self.commit) and self.commit == other.commit
+
     def same_start(self, other: RunIdentity) -> bool:
         return (self.commit, self.branch, self.started) == (
             other.commit,
