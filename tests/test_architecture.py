@@ -31,7 +31,7 @@ SHARED = {
     "imports",
     "vcs",
 }
-FEATURES = {"hardware", "scaleout", "perf", "flaky", "cost", "coverage", "selection"}
+FEATURES = {"hardware", "scaleout", "perf", "flaky", "cost", "coverage", "selection", "store"}
 
 
 @pytest.fixture(scope="module")

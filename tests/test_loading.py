@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-HEAVY = ("jax", "numpy", "filelock", "orjson", "coverage", "sqlite3")
+HEAVY = ("jax", "numpy", "filelock", "orjson", "coverage", "sqlite3", "fsspec", "s3fs")
 
 
 @pytest.mark.parametrize("args", [(), ("-p", "pytest_accel"), ("-p", "pytest_accel.plugin")])

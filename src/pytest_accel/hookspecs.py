@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # types for checking only, as pytest-xdist's newhooks.py has 
     from pytest_accel.hardware.platforms import Platform
     from pytest_accel.outcomes import RunColumns
     from pytest_accel.perf.result import TimingResult
+    from pytest_accel.store.history import StoredRuns
 
 
 @pytest.hookspec
@@ -107,6 +108,18 @@ def pytest_accel_wants_timings(config: pytest.Config) -> bool:  # type: ignore[e
     The features that read the run's tests (the HTML report, cost, coverage) answer it
     from their options; the timing feature asks while it configures, and collects the
     timings if any says True.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_stored_runs(config: pytest.Config, key: str, count: int) -> StoredRuns | None:
+    """The newest ``count`` runs of hardware key ``key`` in the session's store
+    (``store.history.StoredRuns``: each object's URL and bytes, oldest first), or None
+    (no store, or one that could not be read: the store's own line says so).
+
+    The store feature answers it under ``--accel-store``; the timing feature asks while
+    it configures, where no ``--perf-baseline`` is given, and folds them (records, as a
+    baseline file of them would be).
     """
 
 

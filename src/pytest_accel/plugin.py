@@ -26,6 +26,7 @@ from pytest_accel import (
     reports,
     scaleout,
     selection,
+    store,
 )
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import InputError, names_a_directory
@@ -41,6 +42,7 @@ OPTION_GROUPS: tuple[OptionGroup, ...] = (
     coverage.OPTIONS,
     selection.OPTIONS,
     report.OPTIONS,
+    store.OPTIONS,
 )
 
 
@@ -49,7 +51,7 @@ FEATURE_PLUGIN_PREFIX = "pytest_accel:"
 
 # Features that answer another's question (``hookspecs``) whatever their options: the
 # asker may ask before they register their own hooks.
-ANSWERING_FEATURES = (report, cost, coverage, flaky)
+ANSWERING_FEATURES = (report, cost, coverage, flaky, store)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -83,6 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     hardware.setup(config)
     hardware.register(config)
     scaleout.register(config)
+    store.register(config)  # before perf: its baseline is the store's runs
     perf.register(config)
     flaky.register(config)
     cost.register(config)

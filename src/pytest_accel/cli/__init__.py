@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from pytest_accel import __version__
-from pytest_accel.cli import coverage, detect, flaky, report, selection, shard, timing
+from pytest_accel.cli import coverage, detect, flaky, report, selection, shard, store, timing
 from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, CliError, HelpFormatter
 from pytest_accel.files import InputError, gc_paused
 from pytest_accel.locking import check_lock_timeout
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"pytest-accel {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for family in (detect, timing, flaky, shard, coverage, selection, report):
+    for family in (detect, timing, flaky, shard, coverage, selection, report, store):
         family.add(commands)
     return parser
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_accel.cli.common import EXIT_OK, CliError, add_command, add_rule_options, given_of
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import check_writable, read_json, write_atomic
 from pytest_accel.text import line_start
+
+if TYPE_CHECKING:
+    from pytest_accel.perf.formats.baseline import Baseline
 
 
 def add(commands: Any) -> None:
@@ -25,6 +28,7 @@ def add(commands: Any) -> None:
             "pytest-accel report build/record.json --baseline ci/state/baseline.json"
             " --history ci/state/flaky-history.json -o build/report.html",
             "pytest-accel report --baseline ci/state/baseline.json -o trends.html",
+            "pytest-accel report --from s3://ci-state/my-repo --key tpu/v5e-8 -o report.html",
         ],
     )
     report.add_argument(
@@ -35,6 +39,15 @@ def add(commands: Any) -> None:
     )
     report.add_argument(
         "--history", metavar="PATH", help="a flaky history (--flaky-history): the grid"
+    )
+    report.add_argument(
+        "--from",
+        dest="store",
+        metavar="URL",
+        help="a run store (--accel-store): its newest run, judged against its runs before it",
+    )
+    report.add_argument(
+        "--key", metavar="KEY", help="with --from: the hardware key (needed where it holds several)"
     )
     report.add_argument(
         "-o", "--output", required=True, metavar="HTML", help="where to write the page"
@@ -50,8 +63,10 @@ def run(args: argparse.Namespace) -> int:
     from pytest_accel.report.data import build
     from pytest_accel.report.page import render
 
-    if not (args.records or args.baseline or args.history):
-        raise CliError("nothing to report: give RECORD files, --baseline or --history")
+    if not (args.records or args.baseline or args.history or args.store):
+        raise CliError("nothing to report: give RECORD files, --from, --baseline or --history")
+    if args.key and not args.store:
+        raise CliError("--key picks a hardware key of a store: give --from URL")
     inputs = (("--baseline", args.baseline), ("--history", args.history))
     refuse_shared_files(
         [
@@ -63,9 +78,52 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.output, example="report.html")
     records = [(path, check_record(path, read_json(path))) for path in args.records]
     baseline = load_baseline(args.baseline) if args.baseline else None
+    if args.store:
+        newest, stored = _from_store(args.store, args.key)
+        records.append(newest)
+        baseline = baseline if baseline is not None else stored
     history = load_history(args.history) if args.history else None
     page = render(build(records, baseline, history, given_of(args)))
     write_atomic(args.output, [page.encode("utf-8")])
     size = len(page.encode("utf-8"))
     sys.stdout.write(line_start(f"{args.output}: HTML report, {size / 1024:.0f} KiB") + "\n")
     return EXIT_OK
+
+
+def _from_store(url: str, key: str | None) -> tuple[tuple[str, dict[str, Any]], Baseline]:
+    """A store's newest run of ``key`` (the store's only key where not given) as a
+    checked record, and the store's runs of that key folded: the run is judged against
+    the runs before it, as it was."""
+    from pytest_accel.files import parse_json
+    from pytest_accel.perf.formats.record import check_record
+    from pytest_accel.perf.model import DEFAULT_WINDOW
+    from pytest_accel.perf.offline import baseline_of_stored
+    from pytest_accel.store.history import newest_runs
+    from pytest_accel.store.layout import newest
+    from pytest_accel.store.location import StoreError, open_store
+
+    try:
+        store = open_store(url)
+        if key is None:
+            keys = store.hardware_keys()
+            if len(keys) != 1:
+                held = ", ".join(keys) or "none"
+                raise CliError(
+                    f"{store.location.shown}: give --key: it holds runs of {held}"
+                    if keys
+                    else f"{store.location.shown}: holds no runs"
+                )
+            key = keys[0]
+        runs = newest(store.runs_of(key), 1)
+        if not runs:
+            raise CliError(f"{store.location.shown}: holds no runs of {key!r}")
+        where = f"{store.location.shown.rstrip('/')}/{runs[0].name}"
+        value = store.read([runs[0].name])[runs[0].name]
+        if isinstance(value, Exception):
+            raise CliError(f"{where}: could not be read ({type(value).__name__})")
+        record = check_record(where, parse_json(where, value))
+        stored = newest_runs(store, key, DEFAULT_WINDOW + 1)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    folded = baseline_of_stored(stored.name, key, stored.objects, DEFAULT_WINDOW + 1)
+    return (where, record), folded.baseline

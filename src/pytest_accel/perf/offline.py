@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pytest_accel.fields import utc_timestamp
-from pytest_accel.files import InputError, read_json
+from pytest_accel.files import InputError, dumps, parse_json, read_json
 from pytest_accel.locking import update_locked
 from pytest_accel.outcomes import interrupted
 from pytest_accel.perf.analysis.comparison import changes_in_runs, compare_with_baseline
@@ -24,6 +24,7 @@ from pytest_accel.perf.formats.baseline import (
     BASELINE_VERSION,
     Baseline,
     accept,
+    fold_runs,
     load_baseline,
     parse_baseline,
     to_json,
@@ -153,6 +154,67 @@ def fold_records(paths: Sequence[str], into: str, window: int, time: str = "exec
 
         notes.append(dropped_line(dropped, window).removeprefix("perf: "))
     return Folded(baseline, len(runs) - len(held), notes)
+
+
+@dataclass(frozen=True)
+class StoredBaseline:
+    """A store's newest runs of a key, folded (``baseline``): the store as shown, how
+    many runs went in, and one line for each object passed over."""
+
+    name: str
+    baseline: Baseline
+    runs: int
+    notes: tuple[str, ...]
+
+
+def baseline_of_stored(
+    name: str,
+    key: str,
+    objects: Sequence[tuple[str, bytes]],
+    window: int,
+    time: str = "execution",
+) -> StoredBaseline:
+    """The baseline a store's newest runs of ``key`` make (each object's URL and bytes,
+    oldest first: ``store.history.StoredRuns``): each read as a record (one that is
+    not, or is another key's, is passed over and said) and folded as
+    ``baseline_of_records`` folds files."""
+    notes: list[str] = []
+    records: list[tuple[str, Mapping[str, Any]]] = []
+    for where, raw in objects:
+        try:
+            data = check_record(where, parse_json(where, raw))
+            if data["env"]["key"] != key:
+                raise InputError(where, f"holds a run of {data['env']['key']!r}")
+        except InputError as exc:
+            notes.append(f"{exc}: passed over")
+            continue
+        records.append((where, data))
+    folded = baseline_of_records(records, name, window, time)
+    notes += folded.notes
+    return StoredBaseline(name, folded.baseline, folded.added, tuple(notes))
+
+
+def baseline_of_records(
+    records: Sequence[tuple[str, Mapping[str, Any]]],
+    name: str,
+    window: int,
+    time: str = "execution",
+) -> Folded:
+    """The baseline the checked ``records`` (name, data) would make as a file of their
+    own, folded in memory (a store's runs): written and read back as one, so a verdict
+    from it is the verdict from that file.  Interrupted runs add nothing."""
+    notes = [
+        f"{path}: not added: an interrupted run (exit status 2) adds nothing"
+        for path, data in records
+        if interrupted(data)
+    ]
+    runs = [timings(data) for _, data in records if not interrupted(data)]
+    runs.sort(key=lambda run: run.identity.started or "")
+    baseline = Baseline({}, window)
+    held: list[RunTimings] = []
+    fold_runs(baseline, runs, window, time=time, held=held, dropped=[])
+    written = parse_baseline(name, parse_json(name, dumps(baseline_json(baseline))))
+    return Folded(written, len(runs) - len(held), notes)
 
 
 def accept_changes(

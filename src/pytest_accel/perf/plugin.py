@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # the comparison and its output load only with a baseline
     from pytest_accel.perf.device_memory import DeviceMemoryMeter
     from pytest_accel.perf.formats.baseline import Baseline
     from pytest_accel.perf.model.findings import Comparison
+    from pytest_accel.perf.offline import StoredBaseline
 
 
 class PerfPlugin:
@@ -76,6 +77,7 @@ class PerfPlugin:
         key: str,
         results: ResultsCollector,
         wanted: bool = False,
+        stored: StoredBaseline | None = None,
     ) -> None:
         self.config = config
         self.options = options
@@ -92,8 +94,13 @@ class PerfPlugin:
         self.record_written = False
         # Tests the baseline update left without a sample (its window of runs).
         self.dropped: list[tuple[str, str]] = []
-        # No baseline file yet (a cold CI cache) is not an error: the run says so.
-        self.baseline_missing = options.baseline is not None and not Path(options.baseline).exists()
+        # No baseline file yet (a cold CI cache), or a store with no run of this key: not
+        # an error, the run says so.
+        self.stored = stored
+        self.baseline_name = stored.name if stored is not None else str(options.baseline)
+        self.baseline_missing = (
+            options.baseline is not None and not Path(options.baseline).exists()
+        ) or (stored is not None and not stored.runs)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.started = time.time()
@@ -401,14 +408,15 @@ class PerfPlugin:
 
         lines: list[Line] = []
         comparison = result.comparison
-        if result.baseline_missing:
+        if result.baseline_missing and self.stored is not None:
+            missing = f"perf: no run of {self.key} in the store {self.stored.name} yet"
+            lines.append(Line(Tone.FILE, f"{missing} (this run starts it)"))
+        elif result.baseline_missing:
             starts = " (this run starts it)" if self.options.update_baseline else ""
             missing = f"perf: no baseline at {self.options.baseline} yet{starts}"
             lines.append(Line(Tone.FILE, missing))
         elif comparison is not None and not comparison.found:
-            lines.append(
-                Line(Tone.CHANGE, output.missing_env_line(comparison, str(self.options.baseline)))
-            )
+            lines.append(Line(Tone.CHANGE, output.missing_env_line(comparison, self.baseline_name)))
         elif comparison is not None:
             lines += output.terminal_rows(comparison, self.options.top)
             lines.append(
@@ -417,6 +425,16 @@ class PerfPlugin:
                     output.summary_line(comparison, self.failing(comparison)),
                 )
             )
+        if self.stored is not None and self.stored.runs:
+            lines.append(
+                Line(
+                    Tone.NOTE,
+                    f"perf: baseline: the newest {self.stored.runs} run(s) of {self.key} in the"
+                    f" store {self.stored.name}",
+                )
+            )
+        if self.stored is not None:
+            lines += [Line(Tone.CHANGE, f"perf: {note}") for note in self.stored.notes]
         if result.compilation is not None and result.compilation.count:
             lines.append(Line(Tone.NOTE, output.compilation_line(result.compilation)))
         if result.table.device_memory and (comparison is None or comparison.memory_peak is None):
@@ -513,11 +531,31 @@ def register_feature(config: pytest.Config, options: PerfOptions, *, wanted: boo
                 raise pytest.UsageError(f"{flag}: {exc}") from None
     job_summary(config)  # checked before any test runs
     interrupt_on_sigterm(config)
-    baseline = config.stash[baseline_key] = load_for_session(options)
+    baseline = load_for_session(options)
+    stored = None
+    if baseline is None:  # the store's runs, where --accel-store names one
+        runs = config.hook.pytest_accel_stored_runs(
+            config=config, key=facts.key, count=options.window
+        )
+        if runs is not None:
+            from pytest_accel.perf.offline import baseline_of_stored
+
+            stored = baseline_of_stored(
+                runs.name, runs.key, runs.objects, options.window, options.rule.time
+            )
+            baseline = stored.baseline
+    config.stash[baseline_key] = baseline
     results = ResultsCollector(config, counter, meter, threads)
     config.pluginmanager.register(results, "pytest_accel:results")
     plugin = PerfPlugin(
-        config, options, facts.detection, baseline, key=facts.key, results=results, wanted=wanted
+        config,
+        options,
+        facts.detection,
+        baseline,
+        key=facts.key,
+        results=results,
+        wanted=wanted,
+        stored=stored,
     )
     config.pluginmanager.register(plugin, "pytest_accel:perf")
 

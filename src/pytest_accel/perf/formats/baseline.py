@@ -509,20 +509,7 @@ def update_baseline_file(
         return baseline
 
     def add_runs(baseline: Baseline) -> None:
-        baseline.window = window
-        for measured in runs:
-            run = judged_on(measured, time)
-            env = baseline.envs.setdefault(run.key, EnvHistory())
-            if env.run_holding(run.identity, run.comparable(env.test_metric)) is not None:
-                held.append(measured)  # folded in already: a second copy would count it twice
-                continue
-            add_run(env, run, window, wall=measured.comparable("total"), compact=False)
-        for (
-            key,
-            env,
-        ) in baseline.envs.items():  # once, after the last run; a smaller window trims every key
-            del env.runs[:-window]
-            dropped.extend((key, test) for test in _compact(env))
+        fold_runs(baseline, runs, window, time=time, held=held, dropped=dropped)
 
     return update_locked(
         path,
@@ -531,3 +518,28 @@ def update_baseline_file(
         add_runs,
         partial(to_json, summarise=summarise),
     )
+
+
+def fold_runs(
+    baseline: Baseline,
+    runs: Iterable[RunTimings],
+    window: int,
+    *,
+    time: str,
+    held: list[RunTimings],
+    dropped: list[tuple[str, str]],
+) -> None:
+    """Add ``runs`` (oldest first) to ``baseline`` in memory, keeping the last ``window``
+    of each key: a run it holds already goes into ``held``, the tests the window left
+    without a sample into ``dropped``."""
+    baseline.window = window
+    for measured in runs:
+        run = judged_on(measured, time)
+        env = baseline.envs.setdefault(run.key, EnvHistory())
+        if env.run_holding(run.identity, run.comparable(env.test_metric)) is not None:
+            held.append(measured)  # folded in already: a second copy would count it twice
+            continue
+        add_run(env, run, window, wall=measured.comparable("total"), compact=False)
+    for key, env in baseline.envs.items():  # once, after the last run: trims every key
+        del env.runs[:-window]
+        dropped.extend((key, test) for test in _compact(env))

@@ -1,0 +1,70 @@
+"""One history wherever the tests ran: each run's record kept as a new, immutable
+object in a store (a directory, ``file://``, ``s3://``, ``gs://``, ``az://``,
+``memory://``) through fsspec, and the newest runs of the session's hardware key folded
+into its baseline (``--accel-store``).  Pods, ``--rm`` containers and preempted VMs
+keep their history there; ``pytest-accel store`` and ``report --from`` read it back."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from pytest_accel.settings import OptionGroup, OptionSpec, parse_non_negative_int, text_setting
+
+if TYPE_CHECKING:
+    import pytest
+
+__all__ = ["OPTIONS", "host_index", "pytest_accel_wants_timings", "register", "store_url"]
+
+OPTIONS = OptionGroup(
+    "accel-store",
+    "Store",
+    "the run store (pytest-accel)",
+    (
+        OptionSpec(
+            "--accel-store",
+            "Keep this run's record in the store at URL (a directory, file://, s3://, gs://,"
+            " az://, memory://) and compare with its newest --perf-window runs of this"
+            " hardware key; an unreachable store never fails the tests.",
+            metavar="URL",
+        ),
+        OptionSpec(
+            "--accel-host",
+            "This host's index in a multi-host run, in its record's name (default: from"
+            " TPU_WORKER_ID or CLOUD_TPU_TASK_ID; none on one host).",
+            metavar="N",
+        ),
+    ),
+)
+# Where a multi-host TPU slice says which host this is.
+HOST_VARIABLES = ("TPU_WORKER_ID", "CLOUD_TPU_TASK_ID")
+
+
+def store_url(config: pytest.Config) -> str | None:
+    return text_setting(config, OPTIONS.specs[0])
+
+
+def host_index(config: pytest.Config) -> int | None:
+    """``--accel-host``, else the slice's own variable, else None (one host)."""
+    given = text_setting(config, OPTIONS.specs[1])
+    if given:
+        return parse_non_negative_int("--accel-host", given)
+    for variable in HOST_VARIABLES:
+        value = os.environ.get(variable, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def pytest_accel_wants_timings(config: pytest.Config) -> bool:
+    """With --accel-store, the run's record goes to the store."""
+    return bool(store_url(config))
+
+
+def register(config: pytest.Config) -> None:
+    """With --accel-store: fold the store's runs now, send this run's at the end."""
+    url = store_url(config)
+    if url and not config.option.collectonly:
+        from pytest_accel.store.plugin import register_feature
+
+        register_feature(config, url, host_index(config))

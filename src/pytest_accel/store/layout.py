@@ -1,0 +1,79 @@
+"""Where a store keeps what: pure names, no I/O.
+
+Every run writes new objects under names no other run can take, so writers never
+conflict and nothing is rewritten in place::
+
+    runs/<hardware key, quoted>/<started, UTC, to the ms>-<run id>[-host<N>].json
+
+The time comes first so that a listing sorted by name is sorted by time: the newest
+runs of a key are the last names.  The key is quoted whole (``cpu%2Fx1``): a key's
+``/`` is not a folder.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+RUNS = "runs"
+SUFFIX = ".json"
+_STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$")
+_NAME = re.compile(r"^(\d{8}T\d{6}(?:\.\d{3})?Z)-([0-9A-Za-z]+)(?:-host(\d+))?\.json$")
+
+
+@dataclass(frozen=True)
+class RunObject:
+    """One run's record in the store, as its name says."""
+
+    key: str
+    started: str  # 20261129T021442.123Z (to the millisecond where the writer knew it)
+    run_id: str
+    host: int | None = None
+
+    @property
+    def name(self) -> str:
+        host = "" if self.host is None else f"-host{self.host}"
+        return f"{key_folder(self.key)}/{self.started}-{self.run_id}{host}{SUFFIX}"
+
+
+def key_folder(key: str) -> str:
+    return f"{RUNS}/{quote(key, safe='')}"
+
+
+def stamp_of(epoch: float) -> str:
+    """A run's start as a name's time, to the millisecond: two runs of one second (a
+    record's ``run.started`` holds seconds) still sort in the order they started."""
+    whole = int(epoch)
+    moment = time.strftime("%Y%m%dT%H%M%S", time.gmtime(whole))
+    return f"{moment}.{int((epoch - whole) * 1000):03d}Z"
+
+
+def compact_stamp(started: str) -> str:
+    """``2026-11-29T02:14:42Z`` (a record's ``run.started``) as a name's time."""
+    found = _STAMP.match(started)
+    if found is None:
+        raise ValueError(f"not a UTC timestamp: {started!r}")
+    year, month, day, hour, minute, second = found.groups()
+    return f"{year}{month}{day}T{hour}{minute}{second}Z"
+
+
+def parse_name(name: str) -> RunObject | None:
+    """The run a store object's name (relative to the store) stands for; None for what
+    is not a run's record (a writer's temporary file, anything else put there)."""
+    parts = name.strip("/").split("/")
+    if len(parts) != 3 or parts[0] != RUNS:
+        return None
+    found = _NAME.match(parts[2])
+    if found is None:
+        return None
+    started, run_id, host = found.groups()
+    return RunObject(unquote(parts[1]), started, run_id, None if host is None else int(host))
+
+
+def newest(objects: Iterable[RunObject], count: int) -> list[RunObject]:
+    """The last ``count`` runs by time (ties by id), oldest first."""
+    ordered = sorted(objects, key=lambda run: (run.started, run.run_id, run.host or 0))
+    return ordered[-count:] if count > 0 else []

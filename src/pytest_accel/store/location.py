@@ -1,0 +1,242 @@
+"""A store's URL and the objects in it, through fsspec.
+
+fsspec and its backend (s3fs, gcsfs, adlfs) are imported only when a store is opened,
+and only the backend the URL names.  Every failure is a ``StoreError`` with one line
+that never holds a credential: URLs are shown without their user, password or query
+(where signed URLs keep their signature), and a backend's message is cut to its first
+line with anything that looks like a secret taken out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pytest_accel.store.layout import RUNS, RunObject, key_folder, parse_name
+
+# The schemes a store may have, and the extra that installs each one's backend.
+BACKENDS = {
+    "file": None,
+    "memory": None,
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+    "az": ("adlfs", "azure"),
+    "abfs": ("adlfs", "azure"),
+    "abfss": ("adlfs", "azure"),
+}
+# A store never holds up the tests' result for long: a dead endpoint costs seconds.
+S3_OPTIONS: dict[str, Any] = {
+    "config_kwargs": {
+        "connect_timeout": 5,
+        "read_timeout": 30,
+        "retries": {"max_attempts": 2, "mode": "standard"},
+    },
+}
+_SECRET = re.compile(
+    r"((?:X-Amz-(?:Signature|Credential|Security-Token)|sig|se|sv|token|key|secret|password)"
+    r"(?:=|%3D))[^&\s'\"%]+",
+    re.IGNORECASE,
+)
+_USERINFO = re.compile(r"(://)[^/@\s]+@")
+
+
+class StoreError(Exception):
+    """A store could not be opened, read or written; its text is one safe line."""
+
+
+class ObjectExists(StoreError):
+    """A name taken already: objects are never rewritten."""
+
+
+def redact(text: str) -> str:
+    """``text`` without what could be a credential: a URL's user and password, and the
+    values of signature, token, key and password parameters."""
+    return _SECRET.sub(r"\1<hidden>", _USERINFO.sub(r"\1", text))
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """A store as given: ``url`` (a directory, ``file://``, ``memory://``, ``s3://``,
+    ``gs://``, ``az://``) and its scheme."""
+
+    url: str
+    protocol: str
+
+    @property
+    def shown(self) -> str:
+        """The URL as every output shows it: no user, password, query or fragment."""
+        if self.protocol == "file" and "://" not in self.url:
+            return self.url
+        parts = urlsplit(self.url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def parse_location(text: str) -> StoreLocation:
+    """The store ``text`` names; ValueError (one line) for a scheme no backend serves."""
+    url = text.strip()
+    if not url:
+        raise ValueError("an empty store URL")
+    if "://" not in url:
+        return StoreLocation(os.path.abspath(os.path.expanduser(url)), "file")
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in BACKENDS:
+        known = ", ".join(f"{s}://" for s in BACKENDS)
+        raise ValueError(f"{redact(url)}: no store for {scheme}:// (known: a directory, {known})")
+    return StoreLocation(url, scheme)
+
+
+def safe_reason(exc: BaseException) -> str:
+    """A backend's failure as one line that holds no credential."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    reason = f"{name}: {text}" if text else name
+    return redact(reason)[:300]
+
+
+class Store:
+    """The objects of one store.  Runs are written once under new names and never
+    rewritten (``put_new``); a reader lists a key's runs and fetches them at once."""
+
+    def __init__(self, location: StoreLocation) -> None:
+        self.location = location
+        self.local = location.protocol == "file"
+        if self.local:
+            path = location.url.removeprefix("file://") if "://" in location.url else location.url
+            self.root = path.rstrip("/") or "/"
+            self.fs: Any = None
+            return
+        try:
+            from fsspec.core import url_to_fs
+        except ImportError:  # pragma: no cover - a dependency of the package
+            raise StoreError("fsspec is not installed: pip install fsspec") from None
+        options = S3_OPTIONS if location.protocol in ("s3", "s3a") else {}
+        # A query or fragment means nothing to a bucket's path (credentials come from the
+        # backend's own settings, or the URL's user and password).
+        url = location.url.split("?", 1)[0].split("#", 1)[0]
+        try:
+            self.fs, root = url_to_fs(url, skip_instance_cache=True, **options)
+        except ImportError:
+            module, extra = BACKENDS[location.protocol] or ("?", "?")
+            raise StoreError(
+                f'{location.shown}: {module} is not installed: pip install "pytest-accel[{extra}]"'
+            ) from None
+        except Exception as exc:
+            raise StoreError(f"{location.shown}: {safe_reason(exc)}") from None
+        self.root = str(root).rstrip("/")
+
+    def _path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def runs_of(self, key: str) -> list[RunObject]:
+        """Every run of ``key`` the store holds (an absent folder: none)."""
+        folder = key_folder(key)
+        try:
+            if self.local:
+                directory = Path(self._path(folder))
+                names = [entry.name for entry in directory.iterdir()] if directory.is_dir() else []
+            else:
+                listed = (
+                    self.fs.ls(self._path(folder), detail=False) if self._exists(folder) else []
+                )
+                names = [str(path).rstrip("/").rsplit("/", 1)[-1] for path in listed]
+        except Exception as exc:
+            raise StoreError(f"could not list {self.location.shown}: {safe_reason(exc)}") from None
+        found = (parse_name(f"{folder}/{name}") for name in names)
+        return [run for run in found if run is not None and run.key == key]
+
+    def hardware_keys(self) -> list[str]:
+        """The hardware keys the store holds runs of."""
+        from urllib.parse import unquote
+
+        try:
+            if self.local:
+                folder = Path(self._path(RUNS))
+                names = [entry.name for entry in folder.iterdir()] if folder.is_dir() else []
+            else:
+                listed = self.fs.ls(self._path(RUNS), detail=False) if self._exists(RUNS) else []
+                names = [str(path).rstrip("/").rsplit("/", 1)[-1] for path in listed]
+        except Exception as exc:
+            raise StoreError(f"could not list {self.location.shown}: {safe_reason(exc)}") from None
+        return sorted(unquote(name) for name in names if not name.startswith("."))
+
+    def _exists(self, name: str) -> bool:
+        try:
+            return bool(self.fs.exists(self._path(name)))
+        except FileNotFoundError:
+            return False
+
+    def read(self, names: Sequence[str]) -> dict[str, bytes | Exception]:
+        """Each object's bytes (fetched together), or why it could not be read."""
+        if not names:
+            return {}
+        if self.local:
+            found: dict[str, bytes | Exception] = {}
+            for name in names:
+                try:
+                    found[name] = Path(self._path(name)).read_bytes()
+                except OSError as exc:
+                    found[name] = exc
+            return found
+        paths = [self._path(name) for name in names]
+        try:
+            fetched = self.fs.cat(paths, on_error="return")
+        except Exception as exc:
+            raise StoreError(f"could not read {self.location.shown}: {safe_reason(exc)}") from None
+        if not isinstance(fetched, dict):  # one path: fsspec gives its bytes alone
+            fetched = {paths[0]: fetched}
+        by_path = {str(path).lstrip("/"): value for path, value in fetched.items()}
+        result: dict[str, bytes | Exception] = {}
+        for name, path in zip(names, paths, strict=True):
+            value = by_path.get(path.lstrip("/"))
+            if value is None:
+                value = FileNotFoundError(name)
+            result[name] = value if isinstance(value, bytes | Exception) else bytes(value)
+        return result
+
+    def put_new(self, name: str, data: bytes) -> str:
+        """Write ``data`` as the new object ``name``; its URL (as shown).  An object
+        appears whole or not at all: a directory gets a hidden temporary file linked
+        into place (a name taken already is an error, never overwritten); an object
+        store's single PUT is atomic, and no two runs share a name."""
+        try:
+            if self.local:
+                self._put_local(name, data)
+            else:
+                self.fs.pipe_file(self._path(name), data)
+        except FileExistsError:
+            raise ObjectExists(f"{self.location.shown}/{name} exists already") from None
+        except Exception as exc:
+            raise StoreError(
+                f"could not write to {self.location.shown}: {safe_reason(exc)}"
+            ) from None
+        return f"{self.location.shown.rstrip('/')}/{name}"
+
+    def _put_local(self, name: str, data: bytes) -> None:
+        target = Path(self._path(name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.parent / f".{target.name}.{os.getpid()}.part"
+        with open(temporary, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        try:
+            os.link(temporary, target)  # fails where the name is taken: never a rewrite
+        finally:
+            temporary.unlink()
+
+
+def open_store(text: str) -> Store:
+    """The store ``text`` names, opened (StoreError: one line)."""
+    try:
+        location = parse_location(text)
+    except ValueError as exc:
+        raise StoreError(str(exc)) from None
+    return Store(location)

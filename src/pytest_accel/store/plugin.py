@@ -1,0 +1,125 @@
+"""``--accel-store URL``: the session's side of the store.
+
+In the process that owns the session only (xdist's workers send their tests to it).
+While the session configures it fetches the store's newest runs of the session's
+hardware key for the timing feature, which folds them into its baseline
+(``pytest_accel_stored_runs``); at the end it sends the run's record as a new object.
+A store that cannot be read or written changes neither the tests' outcome nor the exit
+status: one line says what happened, and a record that could not be sent is kept on
+local disk with the command that sends it later.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from pytest_accel.files import write_atomic
+from pytest_accel.reports import is_xdist_worker, isolated, write_section
+from pytest_accel.settings import usage_error
+from pytest_accel.store.history import StoredRuns, newest_runs
+from pytest_accel.store.layout import RunObject, stamp_of
+from pytest_accel.store.location import Store, StoreError, open_store, parse_location
+from pytest_accel.text import Line, Tone
+
+UNSENT = "pytest-accel-unsent"  # the cache folder that keeps records not sent
+
+
+class StorePlugin:
+    def __init__(
+        self,
+        config: pytest.Config,
+        shown: str,
+        store: Store | None,
+        *,
+        problem: str | None = None,
+        host: int | None = None,
+    ) -> None:
+        self.config = config
+        self.shown = shown  # the store's URL as outputs show it
+        self.store = store  # None: it could not be opened, for ``problem``
+        self.problem = problem or "the store could not be opened"
+        self.host = host
+        self.lines: list[Line] = []
+
+    def pytest_accel_stored_runs(self, key: str, count: int) -> StoredRuns | None:
+        """The newest runs of ``key``, fetched once; None where the store failed (said)."""
+        if self.store is None:
+            self.lines.append(
+                Line(Tone.FILE, f"store: {self.problem}; this run is compared with nothing")
+            )
+            return None
+        try:
+            return newest_runs(self.store, key, count)
+        except StoreError as exc:
+            self.lines.append(Line(Tone.FILE, f"store: {exc}; this run is compared with nothing"))
+            return None
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None]:
+        result = yield  # every feature's session end: the record is built
+        with isolated(session, f"send the record to the store {self.shown}"):
+            self._send()
+        return result
+
+    def _send(self) -> None:
+        timing = self.config.hook.pytest_accel_timing_result(config=self.config)
+        if timing is None:
+            return
+        data = b"".join(timing.record())
+        info = timing.info
+        run = RunObject(timing.key, stamp_of(info.started), info.run_id or "run", self.host)
+        count = len(timing.table)
+        if self.store is not None:
+            try:
+                url = self.store.put_new(run.name, data)
+            except StoreError as exc:
+                problem = str(exc)
+            else:
+                self.lines.append(
+                    Line(Tone.FILE, f"store: record of {count} test(s) sent to {url}")
+                )
+                return
+        else:
+            problem = self.problem
+        kept = self._keep(run, data)
+        self.lines.append(
+            Line(
+                Tone.FILE,
+                f"store: {problem}; the record of {count} test(s) is kept at {kept}: send it"
+                f" with 'pytest-accel store push {kept} --to {self.shown}'",
+            )
+        )
+
+    def _keep(self, run: RunObject, data: bytes) -> str:
+        """The record on local disk, in pytest's cache (or the system's temporary folder
+        where the cache is off), under its store name."""
+        cache = getattr(self.config, "cache", None)
+        folder = (
+            Path(cache.mkdir(UNSENT)) if cache is not None else Path(tempfile.gettempdir()) / UNSENT
+        )
+        target = folder / run.name.replace("/", "_")
+        write_atomic(target, [data])
+        return str(target)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        write_section(terminalreporter, "pytest-accel store", self.lines)
+
+
+def register_feature(config: pytest.Config, url: str, host: int | None) -> None:
+    if is_xdist_worker(config):
+        return
+    try:
+        location = parse_location(url)
+    except ValueError as exc:
+        raise usage_error(f"--accel-store: {exc}") from None
+    try:
+        plugin = StorePlugin(config, location.shown, open_store(url), host=host)
+    except StoreError as exc:
+        if "pip install" in str(exc):  # a backend not installed: the set-up, not the store
+            raise usage_error(f"--accel-store: {exc}") from None
+        plugin = StorePlugin(config, location.shown, None, problem=str(exc), host=host)
+    config.pluginmanager.register(plugin, "pytest_accel:store")

@@ -1,0 +1,456 @@
+"""The run store (``--accel-store``, issue 58): each run's record a new object in a
+directory or an S3 bucket, the newest runs of the key folded into the next run's
+baseline; a store that fails never fails the tests.  S3 is a real server: moto's, on
+loopback, started by these tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_accel.cli import main
+from pytest_accel.perf.formats.baseline import load_baseline
+from pytest_accel.perf.offline import StoredBaseline, baseline_json, baseline_of_stored
+from pytest_accel.store.history import newest_runs, run_object
+from pytest_accel.store.layout import compact_stamp, parse_name
+from pytest_accel.store.location import StoreLocation, open_store, parse_location, redact
+
+SUITE = """
+import os, time
+
+def test_steady():
+    time.sleep(0.15 * float(os.environ.get("SLOWER", "1")))
+
+def test_quick():
+    pass
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[str]:
+    """moto's S3 server on loopback, in a process of its own (a writer killed in the
+    middle of an upload, or the server stopped, is then what it is for real)."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError("moto's server did not start") from None
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def _s3_environment(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture
+def bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new, empty bucket of the server; the process's AWS variables point at it."""
+    import s3fs
+
+    _s3_environment(monkeypatch, s3_server)
+    name = f"runs-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(skip_instance_cache=True).mkdir(name)
+    return name
+
+
+def load_history(url: str, count: int) -> StoredBaseline:
+    """The baseline a run with ``--accel-store=url`` folds (cpu/x1's newest runs)."""
+    runs = newest_runs(open_store(url), "cpu/x1", count)
+    return baseline_of_stored(runs.name, runs.key, runs.objects, count)
+
+
+def _objects(url: str) -> list[str]:
+    store = open_store(url)
+    return [run.name for key in store.hardware_keys() for run in store.runs_of(key)]
+
+
+def test_a_directory_store_keeps_each_run_and_judges_the_next_against_them(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_s=SUITE)
+    store = str(pytester.path / "store")
+    first = pytester.runpytest_inprocess("-q", f"--accel-store={store}")
+    first.assert_outcomes(passed=2)
+    # Shown under -q: it names what became of the user's store.
+    first.stdout.fnmatch_lines(
+        [
+            f"perf: no run of cpu/x1 in the store {store} yet (this run starts it)",
+            f"store: record of 2 test(s) sent to {store}/runs/cpu%2Fx1/*.json",
+        ]
+    )
+    for _ in range(2):
+        pytester.runpytest_inprocess(f"--accel-store={store}").assert_outcomes(passed=2)
+    quietest = pytester.runpytest_inprocess("-qq", f"--accel-store={store}")
+    assert "store:" not in quietest.stdout.str()  # -qq: pytest's own outcome alone
+    names = _objects(store)
+    assert len(names) == 4
+    assert len(set(names)) == 4  # one new object a run
+    monkeypatch.setenv("SLOWER", "4")
+    slower = pytester.runpytest_inprocess(f"--accel-store={store}", "--perf-fail")
+    assert slower.ret == 1
+    slower.stdout.fnmatch_lines(
+        [
+            "REGRESSION test test_s.py::test_steady: *",
+            "perf: 1 regression(s), *",
+            f"perf: baseline: the newest 4 run(s) of cpu/x1 in the store {store}",
+        ]
+    )
+    assert len(_objects(store)) == 5
+
+
+def test_a_store_folds_the_baseline_a_file_of_the_same_records_holds(
+    pytester: pytest.Pytester,
+) -> None:
+    """The same runs as objects of a store (file://) and as a baseline file built from
+    their records: one baseline, so one verdict on any run."""
+    pytester.makepyfile(test_s=SUITE)
+    store = f"file://{pytester.path / 'store'}"
+    for index in range(4):
+        pytester.runpytest_inprocess(
+            f"--accel-store={store}", f"--perf-record=r{index}.json"
+        ).assert_outcomes(passed=2)
+    records = [str(pytester.path / f"r{index}.json") for index in range(4)]
+    assert main(["baseline", *records, "--into", str(pytester.path / "b.json")]) == 0
+    from_file = baseline_json(load_baseline(pytester.path / "b.json"))
+    stored = load_history(store, 20)
+    assert stored.runs == 4
+    assert baseline_json(stored.baseline) == from_file
+    # The last run was judged against the first three as the store held them.
+    last = json.loads((pytester.path / "r3.json").read_text())["comparison"]
+    assert main(["baseline", *records[:3], "--into", str(pytester.path / "b3.json")]) == 0
+    compared = pytester.run(
+        sys.executable, "-m", "pytest_accel", "compare", records[3], "--baseline", "b3.json"
+    )
+    assert compared.ret == 0
+    compared.stdout.fnmatch_lines([f"perf: 0 regression(s), * {last['compared']} test(s) *"])
+
+
+def test_runs_go_to_an_s3_bucket_and_come_back_as_the_baseline(
+    pytester: pytest.Pytester, bucket: str
+) -> None:
+    pytester.makepyfile(test_s=SUITE)
+    url = f"s3://{bucket}/my-repo"
+    first = pytester.runpytest_inprocess(f"--accel-store={url}")
+    first.assert_outcomes(passed=2)
+    first.stdout.fnmatch_lines([f"store: record of 2 test(s) sent to {url}/runs/cpu%2Fx1/*.json"])
+    for _ in range(2):
+        pytester.runpytest_inprocess(f"--accel-store={url}").assert_outcomes(passed=2)
+    second = pytester.runpytest_inprocess(f"--accel-store={url}", "--perf-record=r.json")
+    second.stdout.fnmatch_lines(
+        [
+            "perf: 0 regression(s), * 2 test(s) compared *",
+            f"perf: baseline: the newest 3 run(s) of cpu/x1 in the store {url}",
+        ]
+    )
+    assert len(_objects(url)) == 4
+    # The page of the newest run, from the bucket, on another machine.
+    page = pytester.path / "page.html"
+    assert main(["report", "--from", url, "-o", str(page)]) == 0
+    assert "test_s.py::test_steady" in page.read_text()
+
+
+def test_an_unreachable_store_keeps_the_record_and_says_how_to_send_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, bucket: str
+) -> None:
+    """Nothing listens at the endpoint: the tests run and the exit status is theirs;
+    the record is kept on disk, and ``store push`` sends it once the store is back.
+    The URL's credentials are never shown."""
+    pytester.makepyfile(test_s=SUITE + "\ndef test_broken():\n    assert False\n")
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    url = f"s3://{bucket}/my-repo"
+    result = pytester.runpytest_inprocess(f"--accel-store={url}?X-Amz-Signature=s3cr3t")
+    result.assert_outcomes(passed=2, failed=1)
+    assert result.ret == 1  # the failing test's, not the store's
+    output = result.stdout.str() + result.stderr.str()
+    assert "s3cr3t" not in output
+    result.stdout.fnmatch_lines(
+        [
+            f"store: could not list {url}: *; this run is compared with nothing",
+            f"store: could not write to {url}: *; the record of 3 test(s) is kept at *: send"
+            f" it with 'pytest-accel store push * --to {url}'",
+        ]
+    )
+    kept = next(line for line in result.stdout.lines if "is kept at" in line)
+    path = kept.split("is kept at ", 1)[1].split(": send it", 1)[0]
+    assert json.loads(Path(path).read_text())["run"]["exitstatus"] == 1
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)  # the store is back
+    assert main(["store", "push", path, "--to", url]) == 0
+    assert main(["store", "push", path, "--to", url]) == 0  # sent twice: there once
+    assert len(_objects(url)) == 1
+
+
+def test_a_bucket_that_refuses_writes_fails_no_test(pytester: pytest.Pytester, bucket: str) -> None:
+    pytester.makepyfile(test_s=SUITE)
+    url = f"s3://{bucket}-gone/my-repo"  # no such bucket: every request refused
+    result = pytester.runpytest_inprocess(f"--accel-store={url}")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [f"store: could not write to {url}: *; the record of 2 test(s) is kept at *"]
+    )
+
+
+def test_the_server_stopped_mid_run_costs_the_upload_only(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server of its own, stopped by a test of the run after the baseline was read."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                assert server.poll() is None
+                time.sleep(0.1)
+        _s3_environment(monkeypatch, f"http://127.0.0.1:{port}")
+        import s3fs
+
+        s3fs.S3FileSystem(skip_instance_cache=True).mkdir("kept")
+        monkeypatch.setenv("SERVER_PID", str(server.pid))
+        pytester.makepyfile(
+            test_s="""
+            import os, signal
+
+            def test_stops_the_server():
+                os.kill(int(os.environ["SERVER_PID"]), signal.SIGKILL)
+            """
+        )
+        result = pytester.runpytest_inprocess("--accel-store=s3://kept/repo")
+        assert result.ret == 0
+        result.stdout.fnmatch_lines(
+            [
+                "perf: no run of cpu/x1 in the store s3://kept/repo yet (this run starts it)",
+                "store: could not write to s3://kept/repo: *; the record of 1 test(s) is kept*",
+            ]
+        )
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+
+
+# A writer process as the plugin writes at a session's end: the store and one object.
+WRITER = """
+import sys
+from pathlib import Path
+from pytest_accel.store.location import open_store
+open_store(sys.argv[1]).put_new(sys.argv[2], Path(sys.argv[3]).read_bytes())
+"""
+
+
+def _records(pytester: pytest.Pytester, count: int) -> list[Path]:
+    """``count`` records of distinct runs, from one real one."""
+    pytester.makepyfile(test_s=SUITE)
+    pytester.runpytest_inprocess("--perf-record=r.json").assert_outcomes(passed=2)
+    data = json.loads((pytester.path / "r.json").read_text())
+    paths = []
+    for index in range(count):
+        data["run"]["id"] = f"{index:016x}"
+        path = pytester.path / f"r{index}.json"
+        path.write_text(json.dumps(data))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("where", ["directory", "s3"])
+def test_32_writers_at_once_lose_nothing(
+    pytester: pytest.Pytester, where: str, request: pytest.FixtureRequest
+) -> None:
+    """32 processes send a run each at the same moment: 32 objects, each a whole
+    record, and the next run folds them."""
+    if where == "s3":
+        url = f"s3://{request.getfixturevalue('bucket')}/repo"
+    else:
+        url = str(pytester.path / "store")
+    paths = _records(pytester, 32)
+    names = [run_object(json.loads(path.read_text()), path.read_bytes()).name for path in paths]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, url, name, str(path)])
+        for name, path in zip(names, paths, strict=True)
+    ]
+    assert [writer.wait(timeout=120) for writer in writers] == [0] * 32
+    assert sorted(_objects(url)) == sorted(names)
+    history = load_history(url, 40)
+    assert history.runs == 32
+    assert history.notes == ()
+
+
+def test_a_writer_killed_in_an_upload_leaves_nothing_half_written(
+    pytester: pytest.Pytester, bucket: str
+) -> None:
+    """kill -9 while 32 MiB go up: the object is whole or absent, never read cut."""
+    url = f"s3://{bucket}/repo"
+    script = (
+        "import sys, s3fs; fs = s3fs.S3FileSystem(skip_instance_cache=True);"
+        " print('go', flush=True);"
+        f" fs.pipe_file('{bucket}/repo/runs/cpu%2Fx1/20261129T000000Z-big.json', b'x' * 2**25)"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert writer.stdout is not None
+    assert writer.stdout.readline() == b"go\n"
+    time.sleep(0.2)
+    writer.kill()
+    writer.wait(timeout=30)
+    writer.stdout.close()
+    store = open_store(url)
+    for run in store.runs_of("cpu/x1"):
+        held = store.read([run.name])[run.name]
+        assert isinstance(held, bytes)
+        assert len(held) == 2**25
+    history = load_history(url, 20)  # a whole object that is no record
+    assert history.runs == 0
+    assert all("passed over" in note for note in history.notes)
+
+
+def test_a_directory_writer_leaves_no_partial_object_and_never_overwrites(
+    tmp_path: Path,
+) -> None:
+    store = open_store(str(tmp_path))
+    name = "runs/cpu%2Fx1/20261129T000000Z-abc.json"
+    store.put_new(name, b"{}")
+    with pytest.raises(Exception, match="exists already"):
+        store.put_new(name, b"[]")
+    assert (tmp_path / name).read_bytes() == b"{}"
+    # What a writer killed before its link leaves is hidden, and no run.
+    (tmp_path / "runs/cpu%2Fx1/.20261129T000001Z-def.json.123.part").write_bytes(b"{")
+    assert [run.name for run in store.runs_of("cpu/x1")] == [name]
+
+
+def test_names_sort_by_time_and_say_their_run() -> None:
+    run = parse_name("runs/tpu%2Fv5e-8/20261129T021442Z-0123abcd-host3.json")
+    assert run is not None
+    assert (run.key, run.started, run.run_id, run.host) == (
+        "tpu/v5e-8",
+        "20261129T021442Z",
+        "0123abcd",
+        3,
+    )
+    assert run.name == "runs/tpu%2Fv5e-8/20261129T021442Z-0123abcd-host3.json"
+    assert parse_name("runs/cpu%2Fx1/.20261129T021442Z-0123abcd.json.1.part") is None
+    assert compact_stamp("2026-11-29T02:14:42Z") == "20261129T021442Z"
+
+
+def test_a_url_is_shown_without_its_credentials() -> None:
+    location = parse_location("s3://AKIA123:hunter2@bucket/repo?X-Amz-Signature=abc#x")
+    assert location.shown == "s3://bucket/repo"
+    assert "hunter2" not in redact("https://AKIA123:hunter2@host/p?sig=abc&sv=1")
+    assert "abc" not in redact("https://host/p?X-Amz-Signature=abc")
+    assert "abc" not in redact("Bucket: b?X-Amz-Signature%3Dabc/runs")
+    assert StoreLocation("/tmp/runs", "file").shown == "/tmp/runs"
+
+
+def test_a_store_url_no_backend_serves_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_s=SUITE)
+    result = pytester.runpytest_inprocess("--accel-store=ftp2://host/runs")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--accel-store: ftp2://host/runs: no store for ftp2://*"])
+
+
+def test_under_xdist_the_controller_sends_one_record_of_every_worker(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_s=SUITE, test_t="def test_other():\n    pass\n")
+    store = str(pytester.path / "store")
+    result = pytester.runpytest_subprocess("-n", "2", f"--accel-store={store}")
+    result.assert_outcomes(passed=3)
+    (name,) = _objects(store)
+    record = json.loads((Path(store) / name).read_text())
+    assert record["run"]["workers"] == 2
+    assert sorted(record["tests"]["id"]) == [
+        "test_s.py::test_quick",
+        "test_s.py::test_steady",
+        "test_t.py::test_other",
+    ]
+
+
+def test_an_interrupted_run_is_kept_as_one_and_never_folded_as_passing(
+    pytester: pytest.Pytester,
+) -> None:
+    """A run cut short (SIGTERM, as a preempted VM's shutdown sends; Ctrl-C) still
+    sends what it finished, marked interrupted; the next run passes over it."""
+    pytester.makepyfile(
+        test_s=SUITE,
+        test_u="""
+        import os, signal
+
+        def test_preempted():
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        def test_never_ran():
+            pass
+        """,
+    )
+    store = str(pytester.path / "store")
+    cut = pytester.runpytest_subprocess(f"--accel-store={store}", "-p", "no:randomly")
+    assert cut.ret == pytest.ExitCode.INTERRUPTED
+    (name,) = _objects(store)
+    record = json.loads((Path(store) / name).read_text())
+    assert record["run"]["exitstatus"] == 2
+    assert "test_u.py::test_never_ran" not in record["tests"]["id"]
+    following = pytester.runpytest_subprocess(
+        f"--accel-store={store}", "-p", "no:randomly", "-k", "not preempted"
+    )
+    following.assert_outcomes(passed=3)
+    following.stdout.fnmatch_lines(
+        [f"perf: {store}/{name}: not added: an interrupted run (exit status 2) adds nothing"]
+    )
+    folded = load_history(store, 20)
+    assert folded.runs == 1  # the run after it; the interrupted one is passed over
+    assert folded.notes == (
+        f"{store}/{name}: not added: an interrupted run (exit status 2) adds nothing",
+    )
+
+
+def test_a_memory_store_keeps_runs_for_the_process(pytester: pytest.Pytester) -> None:
+    """``memory://``: a store for one process (a notebook, a test of one's own CI)."""
+    # Imported here: pytester's in-process runs drop the modules a run imported, and
+    # with them fsspec's memory, which lives as long as its module.
+    import fsspec.implementations.memory  # noqa: F401
+
+    pytester.makepyfile(test_s=SUITE)
+    url = f"memory://runs-{uuid.uuid4().hex[:8]}"
+    for _ in range(3):
+        pytester.runpytest_inprocess(f"--accel-store={url}").assert_outcomes(passed=2)
+    result = pytester.runpytest_inprocess(f"--accel-store={url}")
+    result.stdout.fnmatch_lines(
+        [f"perf: baseline: the newest 3 run(s) of cpu/x1 in the store {url}"]
+    )
