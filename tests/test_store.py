@@ -5,6 +5,7 @@ loopback, started by these tests."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -42,29 +43,37 @@ def _free_port() -> int:
     return port
 
 
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[str]:
+@contextlib.contextmanager
+def moto_server() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """moto's S3 server on loopback, in a process of its own (a writer killed in the
-    middle of an upload, or the server stopped, is then what it is for real)."""
+    middle of an upload, or the server stopped, is then what it is for real): the
+    process and its endpoint."""
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                raise RuntimeError("moto's server did not start") from None
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    server.terminate()
-    server.wait(timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("moto's server did not start") from None
+                time.sleep(0.1)
+        yield server, f"http://127.0.0.1:{port}"
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[str]:
+    with moto_server() as (_, endpoint):
+        yield endpoint
 
 
 def _s3_environment(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
@@ -226,25 +235,10 @@ def test_the_server_stopped_mid_run_costs_the_upload_only(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server of its own, stopped by a test of the run after the baseline was read."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                assert server.poll() is None
-                time.sleep(0.1)
-        _s3_environment(monkeypatch, f"http://127.0.0.1:{port}")
-        import s3fs
+    import s3fs
 
+    with moto_server() as (server, endpoint):
+        _s3_environment(monkeypatch, endpoint)
         s3fs.S3FileSystem(skip_instance_cache=True).mkdir("kept")
         monkeypatch.setenv("SERVER_PID", str(server.pid))
         pytester.makepyfile(
@@ -256,16 +250,13 @@ def test_the_server_stopped_mid_run_costs_the_upload_only(
             """
         )
         result = pytester.runpytest_inprocess("--accel-store=s3://kept/repo")
-        assert result.ret == 0
-        result.stdout.fnmatch_lines(
-            [
-                "perf: no run of cpu/x1 in the store s3://kept/repo yet (this run starts it)",
-                "store: could not write to s3://kept/repo: *; the record of 1 test(s) is kept*",
-            ]
-        )
-    finally:
-        server.kill()
-        server.wait(timeout=30)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "perf: no run of cpu/x1 in the store s3://kept/repo yet (this run starts it)",
+            "store: could not write to s3://kept/repo: *; the record of 1 test(s) is kept*",
+        ]
+    )
 
 
 # A writer process as the plugin writes at a session's end: the store and one object.
