@@ -166,6 +166,7 @@ def test_a_store_folds_the_baseline_a_file_of_the_same_records_holds(
     compared.stdout.fnmatch_lines([f"perf: 0 regression(s), * {last['compared']} test(s) *"])
 
 
+@pytest.mark.requires("s3fs", "moto")  # the S3 backend and its server: the dev extra
 def test_runs_go_to_an_s3_bucket_and_come_back_as_the_baseline(
     pytester: pytest.Pytester, bucket: str
 ) -> None:
@@ -190,6 +191,7 @@ def test_runs_go_to_an_s3_bucket_and_come_back_as_the_baseline(
     assert "test_s.py::test_steady" in page.read_text()
 
 
+@pytest.mark.requires("s3fs", "moto")  # the S3 backend and its server: the dev extra
 def test_an_unreachable_store_keeps_the_record_and_says_how_to_send_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, bucket: str
 ) -> None:
@@ -221,6 +223,7 @@ def test_an_unreachable_store_keeps_the_record_and_says_how_to_send_it(
     assert len(_objects(url)) == 1
 
 
+@pytest.mark.requires("s3fs", "moto")  # the S3 backend and its server: the dev extra
 def test_a_bucket_that_refuses_writes_fails_no_test(pytester: pytest.Pytester, bucket: str) -> None:
     pytester.makepyfile(test_s=SUITE)
     url = f"s3://{bucket}-gone/my-repo"  # no such bucket: every request refused
@@ -231,6 +234,7 @@ def test_a_bucket_that_refuses_writes_fails_no_test(pytester: pytest.Pytester, b
     )
 
 
+@pytest.mark.requires("s3fs", "moto")  # the S3 backend and its server: the dev extra
 def test_the_server_stopped_mid_run_costs_the_upload_only(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -282,7 +286,9 @@ def _records(pytester: pytest.Pytester, count: int) -> list[Path]:
     return paths
 
 
-@pytest.mark.parametrize("where", ["directory", "s3"])
+@pytest.mark.parametrize(
+    "where", ["directory", pytest.param("s3", marks=pytest.mark.requires("s3fs", "moto"))]
+)
 def test_32_writers_at_once_lose_nothing(
     pytester: pytest.Pytester, where: str, request: pytest.FixtureRequest
 ) -> None:
@@ -305,6 +311,7 @@ def test_32_writers_at_once_lose_nothing(
     assert history.notes == ()
 
 
+@pytest.mark.requires("s3fs", "moto")  # the S3 backend and its server: the dev extra
 def test_a_writer_killed_in_an_upload_leaves_nothing_half_written(
     pytester: pytest.Pytester, bucket: str
 ) -> None:
@@ -376,6 +383,7 @@ def test_a_store_url_no_backend_serves_is_a_usage_error(pytester: pytest.Pyteste
     result.stderr.fnmatch_lines(["*--accel-store: ftp2://host/runs: no store for ftp2://*"])
 
 
+@pytest.mark.requires("xdist")
 def test_under_xdist_the_controller_sends_one_record_of_every_worker(
     pytester: pytest.Pytester,
 ) -> None:
