@@ -453,3 +453,38 @@ def test_a_memory_store_keeps_runs_for_the_process(pytester: pytest.Pytester) ->
     result.stdout.fnmatch_lines(
         [f"perf: baseline: the newest 3 run(s) of cpu/x1 in the store {url}"]
     )
+
+
+def test_the_runner_shows_the_job_summary_and_annotations_the_pod_run_made(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run in a pod (no GitHub variables: nothing crosses back but the store) keeps
+    its job summary and workflow commands beside its record; ``report --from`` on the
+    runner shows them as the run would have: the same bytes."""
+    pytester.makepyfile(test_s=SUITE)
+    store = str(pytester.path / "store")
+    for variable in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(variable, raising=False)
+    for _ in range(3):
+        pytester.runpytest_inprocess(f"--accel-store={store}").assert_outcomes(passed=2)
+    kept = sorted((Path(store) / "runs" / "cpu%2Fx1").glob("*.summary.md"))
+    assert len(kept) == 3
+    assert "pytest-accel" in kept[-1].read_text()  # made where no summary file was named
+    # The run under judgement, as a local run under GitHub Actions would show it.
+    monkeypatch.setenv("SLOWER", "4")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "local.md"))
+    local = pytester.runpytest_inprocess(f"--accel-store={store}")
+    local.assert_outcomes(passed=2)
+    shown = [line for line in local.stdout.lines if line.startswith("::warning ")]
+    assert len(shown) == 1
+    assert "test_s.py::test_steady" in shown[0]
+    # On the runner: the summary file is its own, empty.
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "runner.md"))
+    capsys.readouterr()
+    assert main(["report", "--from", store, "-o", str(pytester.path / "page.html")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert [line for line in printed if line.startswith("::")] == shown
+    runner = (pytester.path / "runner.md").read_bytes()
+    assert b"REGRESSION" in runner or b"regress" in runner
+    assert runner == (pytester.path / "local.md").read_bytes()

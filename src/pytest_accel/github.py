@@ -115,34 +115,47 @@ class JobSummary:
     """Every section the plugin appends to ``$GITHUB_STEP_SUMMARY`` in one run, written
     once at the end under one budget (what the step already wrote counts too)."""
 
-    def __init__(self, path: str, budget: int = MAX_SUMMARY_BYTES) -> None:
-        self.path = path
+    def __init__(self, path: str | None, budget: int = MAX_SUMMARY_BYTES) -> None:
+        self.path = path  # None: only kept, for a runner elsewhere (the run store)
         self.budget = budget
         self.sections: list[Section] = []
 
     def add(self, section: Section) -> None:
         self.sections.append(section)
 
+    def rendered(self) -> str:
+        """The sections as a summary file with nothing in it yet would get them."""
+        return fit(self.sections, self.budget)
+
     def write(self) -> str | None:
         """Append the sections within what is left of the budget; why nothing was
         written, where that is so (the file is over the budget already: GitHub rejects a
         summary over its limit, so nothing more is written to it)."""
-        if not self.sections:
+        if not self.sections or self.path is None:
             return None
-        try:
-            existing = os.path.getsize(self.path)
-        except OSError:
-            existing = 0
-        text = fit(self.sections, self.budget - existing)
-        if not text:
-            return (
-                f"no job summary written: {self.path} holds {existing} bytes already, and"
-                f" the plugin keeps the job summary under {self.budget} bytes"
-                " (GitHub's limit is 1 MiB)"
-            )
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(text)
-        return None
+        return append_summary(self.path, fit(self.sections, self.budget - _size(self.path)))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def append_summary(path: str, text: str, budget: int = MAX_SUMMARY_BYTES) -> str | None:
+    """Append ``text`` (fitted already) to the summary file ``path``; why not, where it
+    is empty or does not fit what the file leaves of the budget."""
+    existing = _size(path)
+    if not text or existing + len(text.encode()) > budget:
+        return (
+            f"no job summary written: {path} holds {existing} bytes already, and"
+            f" the plugin keeps the job summary under {budget} bytes"
+            " (GitHub's limit is 1 MiB)"
+        )
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+    return None
 
 
 def _mermaid_text(text: str) -> str:

@@ -222,7 +222,7 @@ def isolated(session: pytest.Session, what: str) -> Iterator[None]:
 def write_exit_reasons(config: pytest.Config) -> None:
     """After pytest's own last line: why a plugin option set the exit status."""
     for reason in config.stash.get(exit_reasons_key, []):
-        _last_line(config, f"pytest-accel: exit status 1: {reason}", red=True)
+        last_line(config, f"pytest-accel: exit status 1: {reason}", red=True)
 
 
 summary_key = pytest.StashKey[JobSummary]()
@@ -252,6 +252,16 @@ def job_summary(config: pytest.Config) -> JobSummary | None:
     return found
 
 
+def kept_job_summary(config: pytest.Config) -> JobSummary:
+    """The run's job summary, kept even where no ``GITHUB_STEP_SUMMARY`` names a file
+    (a run in a pod, whose store hands it to the runner): called while the session
+    configures, before any feature adds a section."""
+    found = job_summary(config)
+    if found is None:
+        found = config.stash[summary_key] = JobSummary(None)
+    return found
+
+
 def write_job_summary(session: pytest.Session) -> None:
     summary = session.config.stash.get(summary_key, None)
     why_not = session.config.stash.get(_no_summary_key, None)
@@ -259,10 +269,10 @@ def write_job_summary(session: pytest.Session) -> None:
         with isolated(session, f"append to GITHUB_STEP_SUMMARY {summary.path}"):
             why_not = summary.write()
     if why_not is not None:
-        _last_line(session.config, f"pytest-accel: {why_not}")
+        last_line(session.config, f"pytest-accel: {why_not}")
 
 
-def _last_line(config: pytest.Config, line: str, *, red: bool = False) -> None:
+def last_line(config: pytest.Config, line: str, *, red: bool = False) -> None:
     """A line after pytest's own last line (the terminal, or stderr without it)."""
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     if terminal is not None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_accel.cli.common import EXIT_OK, CliError, add_command, add_rule_options, given_of
@@ -78,28 +80,62 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.output, example="report.html")
     records = [(path, check_record(path, read_json(path))) for path in args.records]
     baseline = load_baseline(args.baseline) if args.baseline else None
+    shown = None
     if args.store:
-        newest, stored = _from_store(args.store, args.key)
-        records.append(newest)
-        baseline = baseline if baseline is not None else stored
+        shown = _from_store(args.store, args.key)
+        records.append(shown.record)
+        baseline = baseline if baseline is not None else shown.baseline
     history = load_history(args.history) if args.history else None
     page = render(build(records, baseline, history, given_of(args)))
     write_atomic(args.output, [page.encode("utf-8")])
     size = len(page.encode("utf-8"))
     sys.stdout.write(line_start(f"{args.output}: HTML report, {size / 1024:.0f} KiB") + "\n")
+    if shown is not None:
+        _as_the_run_showed_github(shown)
     return EXIT_OK
 
 
-def _from_store(url: str, key: str | None) -> tuple[tuple[str, dict[str, Any]], Baseline]:
-    """A store's newest run of ``key`` (the store's only key where not given) as a
-    checked record, and the store's runs of that key folded: the run is judged against
-    the runs before it, as it was."""
+@dataclass(frozen=True)
+class FromStore:
+    """A store's newest run: its record (URL, checked data), the store's runs of its
+    key folded, and what the run showed GitHub Actions (None: not kept beside it)."""
+
+    record: tuple[str, dict[str, Any]]
+    baseline: Baseline
+    summary: str | None
+    annotations: list[str] | None
+
+
+def _as_the_run_showed_github(shown: FromStore) -> None:
+    """Under GitHub Actions, what the run would have shown there itself: its workflow
+    commands on stdout, its job summary appended to ``GITHUB_STEP_SUMMARY``."""
+    from pytest_accel.github import append_summary, in_github_actions
+
+    where = shown.record[0]
+    if shown.summary is None or shown.annotations is None:
+        sys.stdout.write(
+            line_start(f"{where}: no job summary or annotations kept beside it") + "\n"
+        )
+        return
+    if in_github_actions():
+        for line in shown.annotations:
+            sys.stdout.write(line + "\n")
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path and shown.summary:
+        why_not = append_summary(path, shown.summary)
+        said = f"pytest-accel: {why_not}" if why_not else f"{path}: the run's job summary appended"
+        sys.stdout.write(line_start(said) + "\n")
+
+
+def _from_store(url: str, key: str | None) -> FromStore:
+    """A store's newest run of ``key`` (the store's only key where not given): judged
+    against the store's runs before it, as it was."""
     from pytest_accel.files import parse_json
     from pytest_accel.perf.formats.record import check_record
     from pytest_accel.perf.model import DEFAULT_WINDOW
     from pytest_accel.perf.offline import baseline_of_stored
     from pytest_accel.store.history import newest_runs
-    from pytest_accel.store.layout import newest
+    from pytest_accel.store.layout import ANNOTATIONS, SUMMARY, companion, newest
     from pytest_accel.store.location import StoreError, open_store
 
     try:
@@ -107,9 +143,8 @@ def _from_store(url: str, key: str | None) -> tuple[tuple[str, dict[str, Any]], 
         if key is None:
             keys = store.hardware_keys()
             if len(keys) != 1:
-                held = ", ".join(keys) or "none"
                 raise CliError(
-                    f"{store.location.shown}: give --key: it holds runs of {held}"
+                    f"{store.location.shown}: give --key: it holds runs of {', '.join(keys)}"
                     if keys
                     else f"{store.location.shown}: holds no runs"
                 )
@@ -117,8 +152,11 @@ def _from_store(url: str, key: str | None) -> tuple[tuple[str, dict[str, Any]], 
         runs = newest(store.runs_of(key), 1)
         if not runs:
             raise CliError(f"{store.location.shown}: holds no runs of {key!r}")
-        where = f"{store.location.shown.rstrip('/')}/{runs[0].name}"
-        value = store.read([runs[0].name])[runs[0].name]
+        run = runs[0]
+        names = [run.name, companion(run, SUMMARY), companion(run, ANNOTATIONS)]
+        fetched = store.read(names)
+        where = f"{store.location.shown.rstrip('/')}/{run.name}"
+        value = fetched[run.name]
         if isinstance(value, Exception):
             raise CliError(f"{where}: could not be read ({type(value).__name__})")
         record = check_record(where, parse_json(where, value))
@@ -126,4 +164,10 @@ def _from_store(url: str, key: str | None) -> tuple[tuple[str, dict[str, Any]], 
     except StoreError as exc:
         raise CliError(str(exc)) from None
     folded = baseline_of_stored(stored.name, key, stored.objects, DEFAULT_WINDOW + 1)
-    return (where, record), folded.baseline
+    summary, annotations = (fetched[name] for name in names[1:])
+    return FromStore(
+        (where, record),
+        folded.baseline,
+        summary.decode("utf-8") if isinstance(summary, bytes) else None,
+        annotations.decode("utf-8").splitlines() if isinstance(annotations, bytes) else None,
+    )

@@ -174,6 +174,11 @@ class PerfPlugin:
             compile_problem=self.results.compile_problem(),
             memory_problem=self.results.memory_problem(),
         )
+        if comparison is not None:
+            from pytest_accel.perf import output
+
+            annotations = tuple(output.workflow_commands(comparison, self.location))
+            result = self.result = replace(result, annotations=annotations)
         if not self.wanted:
             # Nothing reads it again (an update re-reads the file under its lock): its
             # samples go before the record and the history are written, the peak.
@@ -395,11 +400,9 @@ class PerfPlugin:
         if result is None:
             return  # the session's end did not get as far (its error says why)
         write_section(terminalreporter, "pytest-accel performance", self.terminal_lines(result))
-        if github.in_github_actions() and result.comparison is not None:
-            from pytest_accel.perf import output
-
+        if github.in_github_actions():
             # Workflow commands are read from the job's stdout, where the terminal writes.
-            for line in output.workflow_commands(result.comparison, self.location):
+            for line in result.annotations:
                 terminalreporter.write_line(line)
 
     def terminal_lines(self, result: TimingResult) -> list[Line]:

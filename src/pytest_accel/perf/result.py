@@ -62,6 +62,9 @@ class TimingResult:
     # Why compilation was not measured where the suite has jax (its monitoring failed).
     compile_problem: str | None = None
     memory_problem: str | None = None  # why device memory was not (the meter's note)
+    # The ``::warning`` workflow commands of the alarms, as GitHub Actions is shown them
+    # (the run prints them there; the store keeps them for a runner outside the pod).
+    annotations: tuple[str, ...] = ()
 
     def head(self) -> dict[str, Any]:
         """Everything in the record but its tests, classes and modules, encoded now."""

@@ -5,9 +5,10 @@ conflict and nothing is rewritten in place::
 
     runs/<hardware key, quoted>/<started, UTC, to the ms>-<run id>[-host<N>].json
 
-The time comes first so that a listing sorted by name is sorted by time: the newest
-runs of a key are the last names.  The key is quoted whole (``cpu%2Fx1``): a key's
-``/`` is not a folder.
+Beside each record, ``...<run id>.summary.md`` and ``.annotations.txt`` keep what the
+run showed GitHub Actions.  The time comes first so that a listing sorted by name is
+sorted by time: the newest runs of a key are the last names.  The key is quoted whole
+(``cpu%2Fx1``): a key's ``/`` is not a folder.
 """
 
 from __future__ import annotations
@@ -37,6 +38,17 @@ class RunObject:
     def name(self) -> str:
         host = "" if self.host is None else f"-host{self.host}"
         return f"{key_folder(self.key)}/{self.started}-{self.run_id}{host}{SUFFIX}"
+
+
+# Beside a run's record: what the run showed GitHub Actions (``companion``).
+SUMMARY = "summary.md"  # its job summary, as a summary file with nothing in it got it
+ANNOTATIONS = "annotations.txt"  # its workflow commands, one a line
+
+
+def companion(run: RunObject, kind: str) -> str:
+    """The name of ``kind`` (``SUMMARY``, ``ANNOTATIONS``) beside ``run``'s record: not
+    a run's name, so no reader takes it for one."""
+    return f"{run.name.removesuffix(SUFFIX)}.{kind}"
 
 
 def key_folder(key: str) -> str:

@@ -18,10 +18,17 @@ from pathlib import Path
 import pytest
 
 from pytest_accel.files import write_atomic
-from pytest_accel.reports import is_xdist_worker, isolated, write_section
+from pytest_accel.reports import (
+    is_xdist_worker,
+    isolated,
+    kept_job_summary,
+    last_line,
+    summary_key,
+    write_section,
+)
 from pytest_accel.settings import usage_error
 from pytest_accel.store.history import StoredRuns, newest_runs
-from pytest_accel.store.layout import RunObject, stamp_of
+from pytest_accel.store.layout import ANNOTATIONS, SUMMARY, RunObject, companion, stamp_of
 from pytest_accel.store.location import Store, StoreError, open_store, parse_location
 from pytest_accel.text import Line, Tone
 
@@ -44,6 +51,8 @@ class StorePlugin:
         self.problem = problem or "the store could not be opened"
         self.host = host
         self.lines: list[Line] = []
+        self.sent: RunObject | None = None  # the run's record, once in the store
+        self.annotations: tuple[str, ...] = ()
 
     def pytest_accel_stored_runs(self, key: str, count: int) -> StoredRuns | None:
         """The newest runs of ``key``, fetched once; None where the store failed (said)."""
@@ -79,6 +88,8 @@ class StorePlugin:
             except StoreError as exc:
                 problem = str(exc)
             else:
+                self.sent = run
+                self.annotations = timing.annotations
                 self.lines.append(
                     Line(Tone.FILE, f"store: record of {count} test(s) sent to {url}")
                 )
@@ -108,6 +119,41 @@ class StorePlugin:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write_section(terminalreporter, "pytest-accel store", self.lines)
 
+    def send_companions(self, session: pytest.Session) -> None:
+        """Beside the record sent, what the run showed GitHub Actions, as it showed it:
+        the job summary (every feature's section, the terminal's included) and the
+        alarms' workflow commands, for ``pytest-accel report --from`` on a runner the
+        run's files never reach (a pod, a container)."""
+        if self.store is None or self.sent is None:
+            return
+        summary = session.config.stash.get(summary_key, None)
+        text = "" if summary is None else summary.rendered()
+        try:
+            self.store.put_new(companion(self.sent, SUMMARY), text.encode("utf-8"))
+            body = "".join(f"{line}\n" for line in self.annotations).encode("utf-8")
+            self.store.put_new(companion(self.sent, ANNOTATIONS), body)
+        except StoreError as exc:
+            last_line(
+                session.config,
+                f"pytest-accel: store: {exc}: the run's job summary and annotations were not"
+                " sent beside its record",
+            )
+
+
+class CompanionSender:
+    """The store's last step, after the job summary is complete (the outermost session
+    end: registered after the plugin's own wrapper, which writes the summary file)."""
+
+    def __init__(self, plugin: StorePlugin) -> None:
+        self.plugin = plugin
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None]:
+        result = yield
+        with isolated(session, "send the job summary to the store"):
+            self.plugin.send_companions(session)
+        return result
+
 
 def register_feature(config: pytest.Config, url: str, host: int | None) -> None:
     if is_xdist_worker(config):
@@ -122,4 +168,6 @@ def register_feature(config: pytest.Config, url: str, host: int | None) -> None:
         if "pip install" in str(exc):  # a backend not installed: the set-up, not the store
             raise usage_error(f"--accel-store: {exc}") from None
         plugin = StorePlugin(config, location.shown, None, problem=str(exc), host=host)
+    kept_job_summary(config)  # kept for the runner, where no GITHUB_STEP_SUMMARY names a file
     config.pluginmanager.register(plugin, "pytest_accel:store")
+    config.pluginmanager.register(CompanionSender(plugin), "pytest_accel:store_companions")
