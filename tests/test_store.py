@@ -488,3 +488,41 @@ def test_the_runner_shows_the_job_summary_and_annotations_the_pod_run_made(
     runner = (pytester.path / "runner.md").read_bytes()
     assert b"REGRESSION" in runner or b"regress" in runner
     assert runner == (pytester.path / "local.md").read_bytes()
+
+
+def test_export_writes_one_typed_line_per_test_per_run(pytester: pytest.Pytester) -> None:
+    """From record files and from a store: a warehouse loads every line with one
+    schema (the same fields, each of one type or null, in every line)."""
+    pytester.makepyfile(
+        test_s=SUITE,
+        test_f="""
+        import pytest
+
+        class TestK:
+            def test_fails(self):
+                assert False
+        """,
+    )
+    store = str(pytester.path / "store")
+    for index in range(2):
+        pytester.runpytest_inprocess(f"--accel-store={store}", f"--perf-record=r{index}.json")
+    out = pytester.path / "runs.jsonl"
+    assert main(["export", "r0.json", "--from", store, "-o", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3 * 3  # three tests, a record and the store's two runs
+    fields = set(rows[0])
+    assert all(set(row) == fields for row in rows)
+    for field in fields:
+        kinds = {type(row[field]).__name__ for row in rows} - {"NoneType"}
+        assert len(kinds) <= 1 or kinds == {"int", "float"}, (field, kinds)
+    failing = [row for row in rows if row["test"] == "test_f.py::TestK::test_fails"]
+    assert {row["outcome"] for row in failing} == {"failed"}
+    assert {row["class"] for row in failing} == {"test_f.py::TestK"}
+    assert {row["exitstatus"] for row in rows} == {1}
+    assert {row["source"] for row in rows} == {
+        "r0.json",
+        *(f"{store}/{name}" for name in _objects(store)),
+    }
+    assert {row["run_id"] for row in rows} == {
+        json.loads((pytester.path / f"r{index}.json").read_text())["run"]["id"] for index in (0, 1)
+    }

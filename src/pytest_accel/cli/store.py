@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from pytest_accel.cli.common import EXIT_OK, CliError, add_command
+from pytest_accel.cli.common import EXIT_OK, CliError, add_command, positive_int
 from pytest_accel.text import line_start
 
 
@@ -38,6 +38,7 @@ def add(commands: Any) -> None:
     listing.add_argument("url", metavar="URL", help="the store")
     listing.add_argument("--key", metavar="KEY", help="only this hardware key's runs")
     store.set_defaults(handler=run)
+    add_export(commands)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,4 +86,65 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         sys.stdout.write(line_start(f"{key}: {len(runs)} run(s)") + "\n")
         for found in newest(runs, len(runs)):
             sys.stdout.write(line_start(f"  {found.name}") + "\n")
+    return EXIT_OK
+
+
+def add_export(commands: Any) -> None:
+    export = add_command(
+        commands,
+        "export",
+        "one JSON line per test per run, for a warehouse",
+        "Write one JSON object per test per run, one a line (JSON Lines), flat and typed"
+        " alike in every line, for BigQuery, ClickHouse or PostgreSQL: the run (id, start,"
+        " commit, branch, shard, exit status, hardware key, jax/jaxlib/torch versions) and"
+        " the test (outcome, phases, compilation, device memory, attempts): docs/format.md,"
+        " 'Export'. From record files, or a store's runs (--from).",
+        [
+            "pytest-accel export build/record.json -o runs.jsonl",
+            "pytest-accel export --from s3://ci-state/my-repo --key tpu/v5e-8 --last 100"
+            " -o runs.jsonl",
+        ],
+    )
+    export.add_argument("records", nargs="*", metavar="RECORD", help="records (--perf-record)")
+    export.add_argument("--from", dest="store", metavar="URL", help="a run store's runs")
+    export.add_argument(
+        "--key", metavar="KEY", help="with --from: one hardware key's runs (default: every key's)"
+    )
+    export.add_argument(
+        "--last",
+        type=positive_int,
+        default=20,
+        metavar="N",
+        help="with --from: the newest N runs of each key (default 20)",
+    )
+    export.add_argument("-o", "--output", required=True, metavar="JSONL", help="where to write")
+    export.set_defaults(handler=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from pytest_accel.files import dumps, parse_json, read_bytes, write_atomic
+    from pytest_accel.perf.formats.export import export_rows
+    from pytest_accel.perf.formats.record import check_record
+    from pytest_accel.store.history import newest_runs
+    from pytest_accel.store.location import StoreError, open_store
+
+    if not args.records and not args.store:
+        raise CliError("nothing to export: give RECORD files or --from URL")
+    sources = [(path, read_bytes(path)) for path in args.records]
+    if args.store:
+        try:
+            store = open_store(args.store)
+            keys = [args.key] if args.key else store.hardware_keys()
+            for key in keys:
+                stored = newest_runs(store, key, args.last)
+                sources += list(stored.objects)
+        except StoreError as exc:
+            raise CliError(str(exc)) from None
+    records = [(where, check_record(where, parse_json(where, raw))) for where, raw in sources]
+    # ``dumps`` ends each object with its newline: one object a line.
+    lines = [dumps(row) for where, record in records for row in export_rows(record, where)]
+    write_atomic(args.output, lines)
+    sys.stdout.write(
+        line_start(f"{args.output}: {len(lines)} line(s) from {len(records)} run(s)") + "\n"
+    )
     return EXIT_OK
