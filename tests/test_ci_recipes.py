@@ -110,12 +110,14 @@ def check_cli_args(args: list[str]) -> None:
         pytest.fail(f"pytest-accel {' '.join(args)}: rejected by the CLI parser ({exc})")
 
 
-def test_there_are_workflows_for_the_three_tiers_and_the_sharded_matrix() -> None:
+def test_there_are_workflows_for_the_three_tiers_the_sharded_matrix_and_the_stores() -> None:
     assert {p.name for p in WORKFLOWS} == {
         "pr-cpu.yml",
         "nightly-accel.yml",
         "pr-accel.yml",
         "sharded.yml",
+        "gke-job.yml",  # a Kubernetes Job: the record crosses back through a bucket
+        "container-accel.yml",  # docker run --rm: the history in a store on the host
     }
 
 
@@ -304,3 +306,13 @@ def test_zizmor_finds_nothing_of_medium_severity_or_above(tmp_path: Path) -> Non
     )
     findings = json.loads(completed.stdout or "[]")
     assert findings == [], "\n".join(f"{f['ident']}: {f['desc']}" for f in findings)
+
+
+@pytest.mark.requires("xdist")
+def test_the_kubernetes_jobs_pytest_command_is_accepted_too(pytester: pytest.Pytester) -> None:
+    """The pod's command, which no workflow step spells out (examples/ci/k8s/)."""
+    for path in sorted((ROOT / "examples" / "ci" / "k8s").glob("*.yaml")):
+        job = yaml.safe_load(path.read_text(encoding="utf-8"))
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert container["command"] == ["pytest"], path.name
+        check_pytest_args(pytester, container["args"])
