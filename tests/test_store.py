@@ -22,7 +22,7 @@ from pytest_accel.cli import main
 from pytest_accel.perf.formats.baseline import load_baseline
 from pytest_accel.perf.offline import StoredBaseline, baseline_json, baseline_of_stored
 from pytest_accel.store.history import newest_runs, run_object
-from pytest_accel.store.layout import compact_stamp, parse_name
+from pytest_accel.store.layout import compact_stamp, parse_name, to_prune
 from pytest_accel.store.location import StoreLocation, open_store, parse_location, redact
 
 SUITE = """
@@ -280,6 +280,7 @@ def _records(pytester: pytest.Pytester, count: int) -> list[Path]:
     paths = []
     for index in range(count):
         data["run"]["id"] = f"{index:016x}"
+        data["run"]["started"] = f"2026-11-20T{index // 60:02d}:{index % 60:02d}:00Z"
         path = pytester.path / f"r{index}.json"
         path.write_text(json.dumps(data))
         paths.append(path)
@@ -526,3 +527,26 @@ def test_export_writes_one_typed_line_per_test_per_run(pytester: pytest.Pytester
     assert {row["run_id"] for row in rows} == {
         json.loads((pytester.path / f"r{index}.json").read_text())["run"]["id"] for index in (0, 1)
     }
+
+
+def test_prune_keeps_the_newest_runs_and_their_companions(pytester: pytest.Pytester) -> None:
+    paths = _records(pytester, 5)
+    store = str(pytester.path / "store")
+    assert main(["store", "push", *map(str, paths), "--to", store]) == 0
+    assert len(_objects(store)) == 5
+    assert main(["store", "prune", store, "--keep-runs", "2"]) == 0
+    kept = _objects(store)
+    assert len(kept) == 2
+    assert main(["store", "prune", store, "--keep-days", "1"]) == 0  # all from 2026-11-20
+    assert len(_objects(store)) == 1  # the newest stays: a key keeps a history
+    assert sorted(kept)[-1] == _objects(store)[0]
+
+
+def test_to_prune_by_runs_and_by_days() -> None:
+    runs = [parse_name(f"runs/k/2026112{day}T000000Z-{day:04x}.json") for day in range(5)]
+    assert all(runs)
+    found = [run for run in runs if run is not None]
+    now = time.mktime(time.strptime("20261125T000000", "%Y%m%dT%H%M%S")) - time.timezone
+    assert [r.run_id for r in to_prune(found, 3, None, now)] == ["0000", "0001"]
+    assert [r.run_id for r in to_prune(found, None, 2.5, now)] == ["0000", "0001", "0002"]
+    assert to_prune(found[:1], 0, 0.0, now) == []  # never the last

@@ -26,7 +26,10 @@ def add(commands: Any) -> None:
         ],
     )
     actions = store.add_subparsers(
-        dest="action", metavar="ACTION", required=True, help="push: send records; list: the runs"
+        dest="action",
+        metavar="ACTION",
+        required=True,
+        help="push: send records; list: the runs; prune: delete old runs",
     )
     push = actions.add_parser("push", help="send record files to the store")
     push.add_argument("records", nargs="+", metavar="RECORD", help="records (--perf-record)")
@@ -37,6 +40,17 @@ def add(commands: Any) -> None:
     listing = actions.add_parser("list", help="the runs the store holds, oldest first")
     listing.add_argument("url", metavar="URL", help="the store")
     listing.add_argument("--key", metavar="KEY", help="only this hardware key's runs")
+    prune = actions.add_parser(
+        "prune", help="delete old runs: retention by runs or days (the newest always stays)"
+    )
+    prune.add_argument("url", metavar="URL", help="the store")
+    prune.add_argument("--key", metavar="KEY", help="only this hardware key's runs")
+    prune.add_argument(
+        "--keep-runs", type=positive_int, metavar="N", help="keep the newest N runs of each key"
+    )
+    prune.add_argument(
+        "--keep-days", type=positive_int, metavar="DAYS", help="keep the runs of the last DAYS days"
+    )
     store.set_defaults(handler=run)
     add_export(commands)
 
@@ -45,8 +59,11 @@ def run(args: argparse.Namespace) -> int:
     from pytest_accel.store.location import StoreError, open_store
 
     try:
+        if args.action == "prune" and args.keep_runs is None and args.keep_days is None:
+            raise CliError("prune: give --keep-runs N or --keep-days DAYS")
         store = open_store(args.to if args.action == "push" else args.url)
-        return _push(store, args) if args.action == "push" else _list(store, args)
+        handlers = {"push": _push, "list": _list, "prune": _prune}
+        return handlers[args.action](store, args)
     except StoreError as exc:
         raise CliError(str(exc)) from None
 
@@ -86,6 +103,25 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         sys.stdout.write(line_start(f"{key}: {len(runs)} run(s)") + "\n")
         for found in newest(runs, len(runs)):
             sys.stdout.write(line_start(f"  {found.name}") + "\n")
+    return EXIT_OK
+
+
+def _prune(store: Any, args: argparse.Namespace) -> int:
+    import time
+
+    from pytest_accel.store.layout import ANNOTATIONS, SUMMARY, companion, to_prune
+
+    keys = [args.key] if args.key else store.hardware_keys()
+    for key in keys:
+        gone = to_prune(store.runs_of(key), args.keep_runs, args.keep_days, time.time())
+        names = [
+            name
+            for run in gone
+            for name in (companion(run, SUMMARY), companion(run, ANNOTATIONS), run.name)
+        ]
+        store.remove(names)
+        left = len(store.runs_of(key))
+        sys.stdout.write(line_start(f"{key}: {len(gone)} run(s) deleted, {left} kept") + "\n")
     return EXIT_OK
 
 

@@ -89,3 +89,23 @@ def newest(objects: Iterable[RunObject], count: int) -> list[RunObject]:
     """The last ``count`` runs by time (ties by id), oldest first."""
     ordered = sorted(objects, key=lambda run: (run.started, run.run_id, run.host or 0))
     return ordered[-count:] if count > 0 else []
+
+
+def to_prune(
+    runs: Iterable[RunObject], keep_runs: int | None, keep_days: float | None, now: float
+) -> list[RunObject]:
+    """The runs retention deletes: all but the newest ``keep_runs``, and those that
+    started more than ``keep_days`` before ``now`` (epoch seconds); the newest run is
+    always kept, so a key never loses its whole history."""
+    listed = list(runs)
+    ordered = newest(listed, len(listed))
+    if not ordered:
+        return []
+    gone: set[RunObject] = set()
+    if keep_runs is not None:
+        gone.update(ordered[: max(len(ordered) - keep_runs, 0)])
+    if keep_days is not None:
+        cutoff = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now - keep_days * 86400))
+        gone.update(run for run in ordered if run.started[:15] < cutoff)
+    gone.discard(ordered[-1])
+    return [run for run in ordered if run in gone]

@@ -201,6 +201,22 @@ class Store:
             result[name] = value if isinstance(value, bytes | Exception) else bytes(value)
         return result
 
+    def remove(self, names: Sequence[str]) -> None:
+        """Delete objects (an object gone already is no error): retention's only write
+        that is not a new object."""
+        try:
+            if self.local:
+                for name in names:
+                    Path(self._path(name)).unlink(missing_ok=True)
+            elif names:
+                self.fs.rm([self._path(name) for name in names])
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise StoreError(
+                f"could not delete from {self.location.shown}: {safe_reason(exc)}"
+            ) from None
+
     def put_new(self, name: str, data: bytes) -> str:
         """Write ``data`` as the new object ``name``; its URL (as shown).  An object
         appears whole or not at all: a directory gets a hidden temporary file linked
