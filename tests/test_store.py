@@ -550,3 +550,70 @@ def test_to_prune_by_runs_and_by_days() -> None:
     assert [r.run_id for r in to_prune(found, 3, None, now)] == ["0000", "0001"]
     assert [r.run_id for r in to_prune(found, None, 2.5, now)] == ["0000", "0001", "0002"]
     assert to_prune(found[:1], 0, 0.0, now) == []  # never the last
+
+
+def test_a_run_killed_without_a_word_leaves_its_finished_tests_as_an_interrupted_run(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kill -9 (an OOM kill, a lost node): no session end, no record; the tests finished
+    before it went up as they finished, and are read as an interrupted run."""
+    pytester.makepyfile(
+        test_k="""
+        import os, signal, time
+
+        def test_one():
+            pass
+
+        def test_two():
+            pass
+
+        def test_killed():
+            time.sleep(1)  # it ran a while (the finished tests went up meanwhile)
+            os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    store = str(pytester.path / "store")
+    killed = pytester.runpytest_subprocess(
+        f"--accel-store={store}", "--accel-store-progress=0", "-p", "no:randomly"
+    )
+    assert killed.ret == -9
+    unfinished = open_store(store).unfinished_of("cpu/x1")
+    assert len(unfinished) == 1
+    (parts,) = unfinished.values()
+    rows = [
+        json.loads(line) for part in parts for line in (Path(store) / part).read_text().splitlines()
+    ]
+    assert [(row["test"], row["outcome"]) for row in rows] == [
+        ("test_k.py::test_one", "passed"),
+        ("test_k.py::test_two", "passed"),
+    ]
+    capsys.readouterr()
+    assert main(["store", "list", store]) == 0
+    listed = capsys.readouterr().out
+    assert "cpu/x1: 0 run(s), 1 that never ended" in listed
+    assert "interrupted: no record (the run was killed); 2 test(s) finished" in listed
+    # Never a passing run: the next run has nothing to compare with.
+    pytester.makepyfile(test_k="def test_one():\n    pass\n")
+    following = pytester.runpytest_subprocess(f"--accel-store={store}")
+    following.stdout.fnmatch_lines(
+        ["perf: no run of cpu/x1 in the store * yet (this run starts it)"]
+    )
+    # The page is the newest run that ended, and says a later one never did.
+    capsys.readouterr()
+    assert main(["report", "--from", store, "-o", str(pytester.path / "page.html")]) == 0
+    assert "a later run never ended" not in capsys.readouterr().out  # the killed one is older
+    # A run that ends takes its progress with it.
+    assert len(open_store(store).unfinished_of("cpu/x1")) == 1
+    assert sorted(p.name for p in (Path(store) / "runs" / "cpu%2Fx1").glob("*.progress-*")) == [
+        Path(part).name for part in parts
+    ]
+    # Killed again, after a run that ended: the page of that run says so.
+    pytester.makepyfile(
+        test_k="import os, signal, time\n\ndef test_one():\n    pass\n\n"
+        "def test_killed():\n    time.sleep(1)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    again = pytester.runpytest_subprocess(f"--accel-store={store}", "--accel-store-progress=0")
+    assert again.ret == -9
+    capsys.readouterr()
+    assert main(["report", "--from", store, "-o", str(pytester.path / "page.html")]) == 0
+    assert "pytest-accel: a later run never ended (runs/cpu%2Fx1/" in capsys.readouterr().out

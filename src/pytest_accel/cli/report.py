@@ -91,6 +91,15 @@ def run(args: argparse.Namespace) -> int:
     size = len(page.encode("utf-8"))
     sys.stdout.write(line_start(f"{args.output}: HTML report, {size / 1024:.0f} KiB") + "\n")
     if shown is not None:
+        for name in shown.killed:
+            sys.stdout.write(
+                line_start(
+                    f"pytest-accel: a later run never ended ({name}: killed, no record; its"
+                    " finished tests are in the store as progress): this page shows the"
+                    " newest run that ended"
+                )
+                + "\n"
+            )
         _as_the_run_showed_github(shown)
     return EXIT_OK
 
@@ -104,6 +113,7 @@ class FromStore:
     baseline: Baseline
     summary: str | None
     annotations: list[str] | None
+    killed: tuple[str, ...] = ()  # newer runs that never ended: no record, progress only
 
 
 def _as_the_run_showed_github(shown: FromStore) -> None:
@@ -150,9 +160,12 @@ def _from_store(url: str, key: str | None) -> FromStore:
                 )
             key = keys[0]
         runs = newest(store.runs_of(key), 1)
+        unfinished = store.unfinished_of(key)
         if not runs:
-            raise CliError(f"{store.location.shown}: holds no runs of {key!r}")
+            killed = f" ({len(unfinished)} run(s) that never ended)" if unfinished else ""
+            raise CliError(f"{store.location.shown}: holds no runs of {key!r}{killed}")
         run = runs[0]
+        later = [found.name for found in unfinished if found.started > run.started]
         names = [run.name, companion(run, SUMMARY), companion(run, ANNOTATIONS)]
         fetched = store.read(names)
         where = f"{store.location.shown.rstrip('/')}/{run.name}"
@@ -170,4 +183,5 @@ def _from_store(url: str, key: str | None) -> FromStore:
         folded.baseline,
         summary.decode("utf-8") if isinstance(summary, bytes) else None,
         annotations.decode("utf-8").splitlines() if isinstance(annotations, bytes) else None,
+        tuple(later),
     )

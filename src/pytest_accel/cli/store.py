@@ -100,10 +100,27 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         raise CliError(f"{store.location.shown}: holds no runs")
     for key in keys:
         runs = store.runs_of(key)
-        sys.stdout.write(line_start(f"{key}: {len(runs)} run(s)") + "\n")
+        unfinished = store.unfinished_of(key)
+        killed = f", {len(unfinished)} that never ended" if unfinished else ""
+        sys.stdout.write(line_start(f"{key}: {len(runs)} run(s){killed}") + "\n")
         for found in newest(runs, len(runs)):
             sys.stdout.write(line_start(f"  {found.name}") + "\n")
+        for found, parts in unfinished.items():
+            tests = _finished_tests(store, parts)
+            sys.stdout.write(
+                line_start(
+                    f"  {found.name}: interrupted: no record (the run was killed); {tests}"
+                    f" test(s) finished, in {len(parts)} progress object(s)"
+                )
+                + "\n"
+            )
     return EXIT_OK
+
+
+def _finished_tests(store: Any, parts: list[str]) -> int:
+    """The tests a killed run's progress objects hold (one JSON object a line)."""
+    fetched = store.read(parts)
+    return sum(value.count(b"\n") for value in fetched.values() if isinstance(value, bytes))
 
 
 def _prune(store: Any, args: argparse.Namespace) -> int:

@@ -9,12 +9,25 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from pytest_accel.settings import OptionGroup, OptionSpec, parse_non_negative_int, text_setting
+from pytest_accel.settings import (
+    OptionGroup,
+    OptionSpec,
+    parse_non_negative_float,
+    parse_non_negative_int,
+    text_setting,
+)
 
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "host_index", "pytest_accel_wants_timings", "register", "store_url"]
+__all__ = [
+    "OPTIONS",
+    "host_index",
+    "progress_every",
+    "pytest_accel_wants_timings",
+    "register",
+    "store_url",
+]
 
 OPTIONS = OptionGroup(
     "accel-store",
@@ -27,6 +40,13 @@ OPTIONS = OptionGroup(
             " az://, memory://) and compare with its newest --perf-window runs of this"
             " hardware key; an unreachable store never fails the tests.",
             metavar="URL",
+        ),
+        OptionSpec(
+            "--accel-store-progress",
+            "Send the tests finished so far to the store at most every SECONDS (default 5;"
+            " 0: after each test): what a run killed with no session end leaves there.",
+            metavar="SECONDS",
+            default="5",
         ),
         OptionSpec(
             "--accel-host",
@@ -44,9 +64,14 @@ def store_url(config: pytest.Config) -> str | None:
     return text_setting(config, OPTIONS.specs[0])
 
 
+def progress_every(config: pytest.Config) -> float:
+    given = text_setting(config, OPTIONS.specs[1])
+    return parse_non_negative_float("--accel-store-progress", given) if given else 5.0
+
+
 def host_index(config: pytest.Config) -> int | None:
     """``--accel-host``, else the slice's own variable, else None (one host)."""
-    given = text_setting(config, OPTIONS.specs[1])
+    given = text_setting(config, OPTIONS.specs[2])
     if given:
         return parse_non_negative_int("--accel-host", given)
     for variable in HOST_VARIABLES:
@@ -67,4 +92,4 @@ def register(config: pytest.Config) -> None:
     if url and not config.option.collectonly:
         from pytest_accel.store.plugin import register_feature
 
-        register_feature(config, url, host_index(config))
+        register_feature(config, url, host_index(config), progress_every(config))

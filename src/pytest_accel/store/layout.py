@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote
 RUNS = "runs"
 SUFFIX = ".json"
 _STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$")
+_PROGRESS = re.compile(r"^(.+)\.progress-(\d+)\.jsonl$")
 _NAME = re.compile(r"^(\d{8}T\d{6}(?:\.\d{3})?Z)-([0-9A-Za-z]+)(?:-host(\d+))?\.json$")
 
 
@@ -109,3 +110,13 @@ def to_prune(
         gone.update(run for run in ordered if run.started[:15] < cutoff)
     gone.discard(ordered[-1])
     return [run for run in ordered if run in gone]
+
+
+def parse_progress(name: str) -> tuple[RunObject, int] | None:
+    """The run a progress object (``store.progress``) belongs to, and its number."""
+    folder, _, leaf = name.strip("/").rpartition("/")
+    found = _PROGRESS.match(leaf)
+    if found is None:
+        return None
+    run = parse_name(f"{folder}/{found.group(1)}{SUFFIX}")
+    return None if run is None else (run, int(found.group(2)))

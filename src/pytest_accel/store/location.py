@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pytest_accel.store.layout import RUNS, RunObject, key_folder, parse_name
+from pytest_accel.store.layout import RUNS, RunObject, key_folder, parse_name, parse_progress
 
 # The schemes a store may have, and the extra that installs each one's backend.
 BACKENDS = {
@@ -138,6 +138,26 @@ class Store:
     def runs_of(self, key: str) -> list[RunObject]:
         """Every run of ``key`` the store holds (an absent folder: none)."""
         folder = key_folder(key)
+        found = (parse_name(f"{folder}/{name}") for name in self._names(folder))
+        return [run for run in found if run is not None and run.key == key]
+
+    def unfinished_of(self, key: str) -> dict[RunObject, list[str]]:
+        """The runs of ``key`` that left progress and no record (killed: they never
+        ended), each with its progress objects, oldest first."""
+        folder = key_folder(key)
+        names = self._names(folder)
+        ended = {run for run in (parse_name(f"{folder}/{n}") for n in names) if run is not None}
+        unfinished: dict[RunObject, list[tuple[int, str]]] = {}
+        for name in names:
+            found = parse_progress(f"{folder}/{name}")
+            if found is not None and found[0] not in ended and found[0].key == key:
+                unfinished.setdefault(found[0], []).append((found[1], f"{folder}/{name}"))
+        return {
+            run: [name for _, name in sorted(parts)]
+            for run, parts in sorted(unfinished.items(), key=lambda item: item[0].started)
+        }
+
+    def _names(self, folder: str) -> list[str]:
         try:
             if self.local:
                 directory = Path(self._path(folder))
@@ -149,8 +169,7 @@ class Store:
                 names = [str(path).rstrip("/").rsplit("/", 1)[-1] for path in listed]
         except Exception as exc:
             raise StoreError(f"could not list {self.location.shown}: {safe_reason(exc)}") from None
-        found = (parse_name(f"{folder}/{name}") for name in names)
-        return [run for run in found if run is not None and run.key == key]
+        return names
 
     def hardware_keys(self) -> list[str]:
         """The hardware keys the store holds runs of."""

@@ -11,13 +11,16 @@ local disk with the command that sends it later.
 
 from __future__ import annotations
 
+import secrets
 import tempfile
+import time
 from collections.abc import Generator
 from pathlib import Path
 
 import pytest
 
 from pytest_accel.files import write_atomic
+from pytest_accel.hardware.facts import session_facts
 from pytest_accel.reports import (
     is_xdist_worker,
     isolated,
@@ -30,6 +33,7 @@ from pytest_accel.settings import usage_error
 from pytest_accel.store.history import StoredRuns, newest_runs
 from pytest_accel.store.layout import ANNOTATIONS, SUMMARY, RunObject, companion, stamp_of
 from pytest_accel.store.location import Store, StoreError, open_store, parse_location
+from pytest_accel.store.progress import EVERY, ProgressWriter
 from pytest_accel.text import Line, Tone
 
 UNSENT = "pytest-accel-unsent"  # the cache folder that keeps records not sent
@@ -44,6 +48,7 @@ class StorePlugin:
         *,
         problem: str | None = None,
         host: int | None = None,
+        every: float = EVERY,
     ) -> None:
         self.config = config
         self.shown = shown  # the store's URL as outputs show it
@@ -52,6 +57,8 @@ class StorePlugin:
         self.host = host
         self.lines: list[Line] = []
         self.sent: RunObject | None = None  # the run's record, once in the store
+        self.every = every
+        self.progress: ProgressWriter | None = None  # the tests finished, as they finish
         self.annotations: tuple[str, ...] = ()
 
     def pytest_accel_stored_runs(self, key: str, count: int) -> StoredRuns | None:
@@ -67,11 +74,26 @@ class StorePlugin:
             self.lines.append(Line(Tone.FILE, f"store: {exc}; this run is compared with nothing"))
             return None
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.store is not None:
+            key = session_facts(session.config).key
+            run = RunObject(key, stamp_of(time.time()), secrets.token_hex(8), self.host)
+            self.progress = ProgressWriter(self.store, run, self.every)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.progress is not None:
+            self.progress.report(report)
+
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None]:
         result = yield  # every feature's session end: the record is built
+        progress = self.progress
+        if progress is not None:
+            progress.close()  # what finished before the end is in the store, or failed
         with isolated(session, f"send the record to the store {self.shown}"):
             self._send()
+        if progress is not None and self.sent is not None:
+            progress.remove_sent()  # the record holds every test: no run reads these
         return result
 
     def _send(self) -> None:
@@ -155,7 +177,7 @@ class CompanionSender:
         return result
 
 
-def register_feature(config: pytest.Config, url: str, host: int | None) -> None:
+def register_feature(config: pytest.Config, url: str, host: int | None, every: float) -> None:
     if is_xdist_worker(config):
         return
     try:
@@ -163,7 +185,7 @@ def register_feature(config: pytest.Config, url: str, host: int | None) -> None:
     except ValueError as exc:
         raise usage_error(f"--accel-store: {exc}") from None
     try:
-        plugin = StorePlugin(config, location.shown, open_store(url), host=host)
+        plugin = StorePlugin(config, location.shown, open_store(url), host=host, every=every)
     except StoreError as exc:
         if "pip install" in str(exc):  # a backend not installed: the set-up, not the store
             raise usage_error(f"--accel-store: {exc}") from None
