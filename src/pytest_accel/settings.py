@@ -84,6 +84,16 @@ def _dest_of(flag: str) -> str:
 
 # The hardware key is a fact of the session (session.py), an option of the hardware
 # feature (hardware.options): declared here, where both read it.
+# What ``--accel-key-facets`` may add to the hardware key: framework and runtime versions
+# (``hardware.detection.framework_versions``).
+KEY_FACETS = ("jax", "jaxlib", "libtpu", "torch", "torch_xla", "cuda", "rocm")
+HARDWARE_KEY_FACETS_OPTION = OptionSpec(
+    "--accel-key-facets",
+    "Add these versions to the hardware key, comma-separated (jax, jaxlib, libtpu, torch,"
+    " torch_xla, cuda, rocm): tpu/v5e/x4/jax-0.8.1, so a run is judged against runs of"
+    " the same versions; 'pytest-accel compare --accel-key' compares two.",
+    metavar="NAMES",
+)
 HARDWARE_KEY_OPTION = OptionSpec(
     "--accel-key",
     "Name the hardware key the run's timings, costs and flaky history are kept under"

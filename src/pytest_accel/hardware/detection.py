@@ -255,13 +255,24 @@ def module_installed(module: str) -> bool:
         return False
 
 
-def framework_versions() -> dict[str, str]:
-    """Installed framework versions, never by importing them: from the installed
-    distribution's directory name (``jax-0.10.2.dist-info``), which every installer
-    writes; ``importlib.metadata`` (a 20 ms import) only if that is not found."""
+# Runtimes installed as wheels beside the frameworks: libtpu (JAX's TPU runtime) and the
+# CUDA runtime of JAX's and PyTorch's pip installs, by the distributions that carry them.
+RUNTIME_DISTRIBUTIONS = {
+    "libtpu": ("libtpu", "libtpu-nightly"),
+    "cuda": ("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime"),
+}
+ROCM_VERSION_FILE = "/opt/rocm/.info/version"  # ROCm's own install says its version here
+
+
+def framework_versions(sysroot: Path | None = None) -> dict[str, str]:
+    """Installed framework and runtime versions, never by importing them: from the
+    installed distribution's directory name (``jax-0.10.2.dist-info``), which every
+    installer writes; ``importlib.metadata`` (a 20 ms import) only if that is not found.
+    ROCm's from its install (``/opt/rocm/.info/version``, under ``sysroot``)."""
     versions: dict[str, str] = {}
     wanted = {"jax": "jax", "jaxlib": "jaxlib", "torch": "torch", "torch-xla": "torch_xla"}
-    found = _distributions(set(wanted))
+    runtimes = {dist for names in RUNTIME_DISTRIBUTIONS.values() for dist in names}
+    found = _distributions(set(wanted) | runtimes)
     for name, module in wanted.items():
         if name in found:
             versions[module] = found[name]
@@ -272,6 +283,17 @@ def framework_versions() -> dict[str, str]:
                 versions[module] = metadata.version(name)
             except metadata.PackageNotFoundError:
                 continue
+    for runtime, distributions in RUNTIME_DISTRIBUTIONS.items():
+        version = next((found[dist] for dist in distributions if dist in found), None)
+        if version is not None:
+            versions[runtime] = version
+    root = sysroot if sysroot is not None else sysroot_from_env(os.environ)
+    try:
+        rocm = (root / ROCM_VERSION_FILE.lstrip("/")).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        rocm = ""
+    if rocm:
+        versions["rocm"] = rocm.split("-", 1)[0]  # 6.2.1-116: the release, not the build
     return versions
 
 

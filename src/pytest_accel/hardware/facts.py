@@ -10,15 +10,21 @@ feature answers ``pytest_accel_worker_detection``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from pytest_accel.hardware.detection import Detection, DetectionError
+from pytest_accel.hardware.detection import Detection, DetectionError, framework_versions
 from pytest_accel.hardware.options import AccelOptions, known_platforms, resolve_options
 from pytest_accel.hardware.policy import WORKERINPUT_DETECTION, resolve_detection
-from pytest_accel.settings import HARDWARE_KEY_OPTION, raw_setting
+from pytest_accel.settings import (
+    HARDWARE_KEY_FACETS_OPTION,
+    HARDWARE_KEY_OPTION,
+    KEY_FACETS,
+    raw_setting,
+)
 
 
 @dataclass(frozen=True)
@@ -41,15 +47,39 @@ def session_facts(config: pytest.Config) -> SessionFacts:
     return config.stash[_facts_key]
 
 
-def hardware_key(detection: Detection, override: str | None = None) -> str:
-    """``platform/device_kind/xN`` (kind omitted when unknown or the platform itself)."""
+def hardware_key(
+    detection: Detection,
+    override: str | None = None,
+    facets: Sequence[tuple[str, str | None]] = (),
+) -> str:
+    """``platform/device_kind/xN`` (kind omitted when unknown or the platform itself),
+    or ``override``; then each facet as ``name-version`` (``jax-0.8.1``; ``jax-none``
+    where it is not installed): runs of other versions are another key's."""
     if override:
-        return override
-    parts = [detection.platform]
-    if detection.device_kind and detection.device_kind != detection.platform:
-        parts.append(detection.device_kind)
-    parts.append(f"x{detection.device_count}")
-    return "/".join(parts)
+        key = override
+    else:
+        parts = [detection.platform]
+        if detection.device_kind and detection.device_kind != detection.platform:
+            parts.append(detection.device_kind)
+        parts.append(f"x{detection.device_count}")
+        key = "/".join(parts)
+    return "/".join([key, *(f"{name}-{version or 'none'}" for name, version in facets)])
+
+
+def key_facets(config: pytest.Config) -> list[tuple[str, str | None]]:
+    """``--accel-key-facets``: each named framework or runtime and its version here."""
+    given = raw_setting(config, HARDWARE_KEY_FACETS_OPTION)
+    if not given:
+        return []
+    names = [name.strip().lower().replace("-", "_") for name in str(given).split(",")]
+    unknown = [name for name in names if name not in KEY_FACETS]
+    if unknown or not all(names):
+        raise pytest.UsageError(
+            f"--accel-key-facets: {', '.join(unknown) or 'an empty name'}: not a facet"
+            f" (known: {', '.join(KEY_FACETS)})"
+        )
+    versions = framework_versions()
+    return [(name, versions.get(name)) for name in dict.fromkeys(names)]
 
 
 def _key_override(config: pytest.Config) -> str | None:
@@ -75,7 +105,7 @@ def setup(config: pytest.Config) -> SessionFacts:
     except DetectionError as exc:
         raise pytest.UsageError(str(exc)) from None
     facts = config.stash[_facts_key] = SessionFacts(
-        options, detection, hardware_key(detection, _key_override(config))
+        options, detection, hardware_key(detection, _key_override(config), key_facets(config))
     )
     return facts
 

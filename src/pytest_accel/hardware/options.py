@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_accel.settings import (
+    HARDWARE_KEY_FACETS_OPTION,
     HARDWARE_KEY_OPTION,
     OptionGroup,
     OptionSpec,
@@ -86,6 +87,7 @@ OPTIONS = OptionGroup(
             metavar="SPEC",
         ),
         HARDWARE_KEY_OPTION,
+        HARDWARE_KEY_FACETS_OPTION,
     ),
 )
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 EXPORT_VERSION = 1
+FRAMEWORKS = ("jax", "jaxlib", "libtpu", "torch", "cuda", "rocm")  # null where not installed
 # The record's per-test maps, as columns (seconds; null where the run has none).
 _MAPS = ("compile_seconds", "trace_seconds", "call_compile_seconds")
 
@@ -35,9 +36,7 @@ def export_rows(record: Mapping[str, Any], source: str) -> Iterator[dict[str, An
         "device_count": env.get("device_count"),
         "python": env.get("python"),
         "pytest": env.get("pytest"),
-        "jax": frameworks.get("jax"),
-        "jaxlib": frameworks.get("jaxlib"),
-        "torch": frameworks.get("torch"),
+        **{name: frameworks.get(name) for name in FRAMEWORKS},
     }
     warmup = set(tests.get("warmup", ()))
     quarantined = set(tests.get("quarantined", ()))
