@@ -94,6 +94,25 @@ HARDWARE_KEY_FACETS_OPTION = OptionSpec(
     " the same versions; 'pytest-accel compare --accel-key' compares two.",
     metavar="NAMES",
 )
+HOST_OPTION = OptionSpec(
+    "--accel-host",
+    "This host's index in a multi-host run (a TPU slice runs one pytest per host), from 0"
+    " (default: TPU_WORKER_ID or CLOUD_TPU_TASK_ID; none on a host of its own): in the"
+    " record and the store's object name.",
+    metavar="N",
+)
+HOSTS_OPTION = OptionSpec(
+    "--accel-hosts",
+    "How many hosts the multi-host run has (default: TPU_WORKER_HOSTNAMES counted): a"
+    " host that never reported is named.",
+    metavar="N",
+)
+RUN_NAME_OPTION = OptionSpec(
+    "--accel-run-name",
+    "The name every host of a multi-host run gives (default: GITHUB_RUN_ID-"
+    "GITHUB_RUN_ATTEMPT): their records are joined by it.",
+    metavar="NAME",
+)
 HARDWARE_KEY_OPTION = OptionSpec(
     "--accel-key",
     "Name the hardware key the run's timings, costs and flaky history are kept under"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +138,31 @@ def _as_the_run_showed_github(shown: FromStore) -> None:
         sys.stdout.write(line_start(said) + "\n")
 
 
+def _joined(
+    where: str, record: dict[str, Any], named: str, objects: Sequence[tuple[str, bytes]]
+) -> tuple[str, dict[str, Any]]:
+    """The newest run's hosts joined (``merge.join_hosts``): its other hosts' records
+    among the store's newest runs; what joining found is said on stdout."""
+    from pytest_accel.files import parse_json
+    from pytest_accel.perf.formats.merge import MergeError, join_hosts
+    from pytest_accel.perf.formats.record import check_record
+
+    hosts = []
+    for url, raw in objects:
+        data = check_record(url, parse_json(url, raw))
+        if (data["run"].get("slice") or {}).get("name") == named and data["env"]["key"] == (
+            record["env"]["key"]
+        ):
+            hosts.append((url, data))
+    try:
+        joined = join_hosts(hosts or [(where, record)])
+    except MergeError as exc:
+        raise CliError(f"run {named}: {exc}") from None
+    for note in joined.notes:
+        sys.stdout.write(line_start(f"pytest-accel: run {named}: {note}") + "\n")
+    return f"{where} (run {named}, {len(hosts)} host(s))", joined.record
+
+
 def _from_store(url: str, key: str | None) -> FromStore:
     """A store's newest run of ``key`` (the store's only key where not given): judged
     against the store's runs before it, as it was."""
@@ -178,6 +204,9 @@ def _from_store(url: str, key: str | None) -> FromStore:
         raise CliError(str(exc)) from None
     folded = baseline_of_stored(stored.name, key, stored.objects, DEFAULT_WINDOW + 1)
     summary, annotations = (fetched[name] for name in names[1:])
+    named = (record["run"].get("slice") or {}).get("name")
+    if record["run"].get("host") is not None and named:
+        where, record = _joined(where, record, named, stored.objects)
     return FromStore(
         (where, record),
         folded.baseline,

@@ -239,6 +239,7 @@ def _add_merge(commands: Any) -> None:
             "pytest-accel merge -o build/record.json shard-1.json shard-2.json",
             "pytest-accel merge --by-env -o build/record.json tpu-*.json cpu-*.json",
             "pytest-accel merge -o ci/map.db map-shard-1.db map-shard-2.db",
+            "pytest-accel merge --hosts -o build/record.json host-0.json host-1.json",
         ],
     )
     merge.add_argument(
@@ -256,11 +257,18 @@ def _add_merge(commands: Any) -> None:
         help="records of different hardware keys: write one OUT.<key>.json per key"
         " (default: refuse to mix them)",
     )
+    merge.add_argument(
+        "--hosts",
+        action="store_true",
+        help="the records of one multi-host run's hosts (run.host): a test failed if it"
+        " failed on any host, its times are its slowest host's; a host that never reported"
+        " is named (default: shards, each test from the later run)",
+    )
     merge.set_defaults(handler=merge_files)
 
 
 def merge_files(args: argparse.Namespace) -> int:
-    from pytest_accel.perf.formats.merge import MergeError, merge_records
+    from pytest_accel.perf.formats.merge import MergeError, join_hosts, merge_records
     from pytest_accel.selection.mapfile import is_map, merge_maps
 
     maps = [is_map(path) for path in args.records]
@@ -283,8 +291,12 @@ def merge_files(args: argparse.Namespace) -> int:
     refuse_shared_files([*reading, FileUse("-o", args.output, writes=True)])
     check_writable(args.output)
     records = [(path, check_record(path, read_json(path))) for path in args.records]
+    if args.hosts and args.by_env:
+        raise CliError("--hosts joins one run's hosts, of one hardware key: drop --by-env")
     try:
-        results = merge_records(records, by_env=args.by_env)
+        results = (
+            [join_hosts(records)] if args.hosts else merge_records(records, by_env=args.by_env)
+        )
     except MergeError as exc:
         raise CliError(str(exc)) from None
     outputs = _output_paths(args.output, [result.key for result in results])

@@ -10,7 +10,8 @@ feature answers ``pytest_accel_worker_detection``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +23,25 @@ from pytest_accel.hardware.policy import WORKERINPUT_DETECTION, resolve_detectio
 from pytest_accel.settings import (
     HARDWARE_KEY_FACETS_OPTION,
     HARDWARE_KEY_OPTION,
+    HOST_OPTION,
+    HOSTS_OPTION,
     KEY_FACETS,
+    RUN_NAME_OPTION,
+    parse_non_negative_int,
+    parse_positive_int,
     raw_setting,
 )
+
+
+@dataclass(frozen=True)
+class Slice:
+    """This session as one host of a multi-host run (a TPU slice runs one pytest per
+    host): its index, how many hosts the run has (None: not known), and the name all
+    of them share, which joins their records (None: not given)."""
+
+    host: int
+    hosts: int | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -32,6 +49,7 @@ class SessionFacts:
     options: AccelOptions
     detection: Detection
     key: str  # the hardware key timings and histories are kept under
+    slice: Slice | None = None  # one host of several; None: the only one
 
     @property
     def targets_accelerator(self) -> bool:
@@ -105,9 +123,40 @@ def setup(config: pytest.Config) -> SessionFacts:
     except DetectionError as exc:
         raise pytest.UsageError(str(exc)) from None
     facts = config.stash[_facts_key] = SessionFacts(
-        options, detection, hardware_key(detection, _key_override(config), key_facets(config))
+        options,
+        detection,
+        hardware_key(detection, _key_override(config), key_facets(config)),
+        slice_of(config, os.environ),
     )
     return facts
+
+
+# Where a multi-host TPU slice says which host this is, and which hosts it has.
+HOST_VARIABLES = ("TPU_WORKER_ID", "CLOUD_TPU_TASK_ID")
+HOSTS_VARIABLE = "TPU_WORKER_HOSTNAMES"  # comma-separated, one per host
+
+
+def slice_of(config: pytest.Config, environ: Mapping[str, str]) -> Slice | None:
+    """``--accel-host`` (else the slice's own variable), ``--accel-hosts`` (else the
+    slice's host names, counted) and ``--accel-run-name`` (else GitHub's run id and
+    attempt); None on a host of its own (no index given or found)."""
+    given = raw_setting(config, HOST_OPTION)
+    host = parse_non_negative_int("--accel-host", str(given)) if given else None
+    if host is None:
+        found = next((environ[v].strip() for v in HOST_VARIABLES if v in environ), "")
+        host = int(found) if found.isdigit() else None
+    if host is None:
+        return None
+    counted = raw_setting(config, HOSTS_OPTION)
+    hosts = parse_positive_int("--accel-hosts", str(counted)) if counted else None
+    if hosts is None and environ.get(HOSTS_VARIABLE, "").strip():
+        hosts = len([h for h in environ[HOSTS_VARIABLE].split(",") if h.strip()])
+    if hosts is not None and host >= hosts:
+        raise pytest.UsageError(f"--accel-host: host {host} of {hosts}: hosts count from 0")
+    name = raw_setting(config, RUN_NAME_OPTION)
+    if not name and environ.get("GITHUB_RUN_ID"):
+        name = f"{environ['GITHUB_RUN_ID']}-{environ.get('GITHUB_RUN_ATTEMPT', '1')}"
+    return Slice(host, hosts, (str(name).strip() or None) if name else None)
 
 
 def configure_node(node: Any) -> None:

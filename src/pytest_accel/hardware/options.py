@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 from pytest_accel.settings import (
     HARDWARE_KEY_FACETS_OPTION,
     HARDWARE_KEY_OPTION,
+    HOST_OPTION,
+    HOSTS_OPTION,
+    RUN_NAME_OPTION,
     OptionGroup,
     OptionSpec,
     parse_choice,
@@ -88,6 +91,9 @@ OPTIONS = OptionGroup(
         ),
         HARDWARE_KEY_OPTION,
         HARDWARE_KEY_FACETS_OPTION,
+        HOST_OPTION,
+        HOSTS_OPTION,
+        RUN_NAME_OPTION,
     ),
 )
 

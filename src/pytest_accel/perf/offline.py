@@ -167,6 +167,38 @@ class StoredBaseline:
     notes: tuple[str, ...]
 
 
+def join_slices(
+    records: Sequence[tuple[str, Mapping[str, Any]]], notes: list[str]
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """``records`` with the hosts of each named multi-host run (``run.slice.name``)
+    joined into one record (``merge.join_hosts``), in the place of its first host's;
+    what joining found goes into ``notes``."""
+    from pytest_accel.perf.formats.merge import MergeError, join_hosts
+
+    slices: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for where, data in records:
+        run = data["run"]
+        named = (run.get("slice") or {}).get("name") if run.get("host") is not None else None
+        if named:
+            slices.setdefault(named, []).append((where, dict(data)))
+    joined: list[tuple[str, Mapping[str, Any]]] = []
+    done: set[str] = set()
+    for where, data in records:
+        named = (data["run"].get("slice") or {}).get("name")
+        if data["run"].get("host") is None or not named:
+            joined.append((where, data))
+        elif named not in done:
+            done.add(named)
+            try:
+                result = join_hosts(slices[named])
+            except MergeError as exc:
+                notes.append(f"run {named}: its hosts' records not joined: {exc}")
+                continue
+            notes += [f"run {named}: {note}" for note in result.notes]
+            joined.append((f"{where} (run {named}, {len(slices[named])} host(s))", result.record))
+    return joined
+
+
 def baseline_of_stored(
     name: str,
     key: str,
@@ -189,6 +221,7 @@ def baseline_of_stored(
             notes.append(f"{exc}: passed over")
             continue
         records.append((where, data))
+    records = join_slices(records, notes)
     folded = baseline_of_records(records, name, window, time)
     notes += folded.notes
     return StoredBaseline(name, folded.baseline, folded.added, tuple(notes))

@@ -86,6 +86,7 @@ class PerfPlugin:
         self.results = results
         self.key = key
         self.wanted = wanted  # another feature reads this run's timings (the HTML report)
+        self.slice = session_facts(config).slice  # one host of several, or None
         self.started = time.time()
         self.started_monotonic = time.perf_counter()
         self.run_id = new_run_id()
@@ -286,6 +287,9 @@ class PerfPlugin:
             exitstatus=int(exitstatus),
             run_id=identity.run_id,
             threads_wait=self.results.threads_wait(),
+            host=None if self.slice is None else self.slice.host,
+            hosts=None if self.slice is None else self.slice.hosts,
+            slice_name=None if self.slice is None else self.slice.name,
         )
 
     def _run_columns(

@@ -6,14 +6,12 @@ keep their history there; ``pytest-accel store`` and ``report --from`` read it b
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from pytest_accel.settings import (
     OptionGroup,
     OptionSpec,
     parse_non_negative_float,
-    parse_non_negative_int,
     text_setting,
 )
 
@@ -22,7 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OPTIONS",
-    "host_index",
     "progress_every",
     "pytest_accel_wants_timings",
     "register",
@@ -48,16 +45,8 @@ OPTIONS = OptionGroup(
             metavar="SECONDS",
             default="5",
         ),
-        OptionSpec(
-            "--accel-host",
-            "This host's index in a multi-host run, in its record's name (default: from"
-            " TPU_WORKER_ID or CLOUD_TPU_TASK_ID; none on one host).",
-            metavar="N",
-        ),
     ),
 )
-# Where a multi-host TPU slice says which host this is.
-HOST_VARIABLES = ("TPU_WORKER_ID", "CLOUD_TPU_TASK_ID")
 
 
 def store_url(config: pytest.Config) -> str | None:
@@ -67,18 +56,6 @@ def store_url(config: pytest.Config) -> str | None:
 def progress_every(config: pytest.Config) -> float:
     given = text_setting(config, OPTIONS.specs[1])
     return parse_non_negative_float("--accel-store-progress", given) if given else 5.0
-
-
-def host_index(config: pytest.Config) -> int | None:
-    """``--accel-host``, else the slice's own variable, else None (one host)."""
-    given = text_setting(config, OPTIONS.specs[2])
-    if given:
-        return parse_non_negative_int("--accel-host", given)
-    for variable in HOST_VARIABLES:
-        value = os.environ.get(variable, "").strip()
-        if value.isdigit():
-            return int(value)
-    return None
 
 
 def pytest_accel_wants_timings(config: pytest.Config) -> bool:
@@ -92,4 +69,4 @@ def register(config: pytest.Config) -> None:
     if url and not config.option.collectonly:
         from pytest_accel.store.plugin import register_feature
 
-        register_feature(config, url, host_index(config), progress_every(config))
+        register_feature(config, url, progress_every(config))

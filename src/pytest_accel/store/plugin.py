@@ -177,13 +177,15 @@ class CompanionSender:
         return result
 
 
-def register_feature(config: pytest.Config, url: str, host: int | None, every: float) -> None:
+def register_feature(config: pytest.Config, url: str, every: float) -> None:
     if is_xdist_worker(config):
         return
     try:
         location = parse_location(url)
     except ValueError as exc:
         raise usage_error(f"--accel-store: {exc}") from None
+    found = session_facts(config).slice
+    host = None if found is None else found.host
     try:
         plugin = StorePlugin(config, location.shown, open_store(url), host=host, every=every)
     except StoreError as exc:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_accel.fields import MAX_SECONDS, utc_timestamp
-from pytest_accel.outcomes import EXIT_INTERRUPTED, interrupted
+from pytest_accel.outcomes import EXIT_INTERRUPTED, OUTCOME_RANK, interrupted
 from pytest_accel.perf.formats.record import (
     COMPILE_MAPS,
     DEVICE_MEMORY,
@@ -67,11 +67,78 @@ def merge_records(
     return [_merge_key(key, group) for key, group in keyed.items()]
 
 
-def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged:
+def join_hosts(inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged:
+    """The records of one multi-host run's hosts (``run.host``), joined: every host ran
+    the suite, so a test failed if it failed on any host (its worst outcome), and its
+    times are its slowest host's.  A host the run has (``run.slice.hosts``) that left no
+    record is named, and the joined run is incomplete: marked interrupted (it adds
+    nothing to a baseline, and no gate passes on it)."""
+    if not inputs:
+        raise MergeError("no records to join")
+    keys = sorted({data["env"]["key"] for _, data in inputs})
+    if len(keys) > 1:
+        raise MergeError(f"the hosts' records are of different hardware keys: {', '.join(keys)}")
+    hosts: dict[int, str] = {}
+    for path, data in inputs:
+        host = data["run"].get("host")
+        if host is None:
+            raise MergeError(f"{path}: no run.host: not a record of one host of several")
+        if host in hosts:
+            raise MergeError(f"{path} and {hosts[host]} are both host {host}")
+        hosts[host] = path
+    names = {data["run"].get("slice", {}).get("name") for _, data in inputs}
+    if len(names) > 1:
+        raise MergeError(f"the records name different runs: {', '.join(map(str, names))}")
+    rows: dict[str, tuple[int, int]] = {}  # test -> its slowest host's (input, row)
+    worst: dict[str, str] = {}
+    seen: dict[str, list[int]] = {}
+    for position, (_, data) in enumerate(inputs):
+        tests = data["tests"]
+        for row, nodeid in enumerate(tests["id"]):
+            outcome = tests["outcome"][row]
+            if OUTCOME_RANK[outcome] > OUTCOME_RANK.get(worst.get(nodeid, "passed"), 0):
+                worst[nodeid] = outcome
+            worst.setdefault(nodeid, outcome)
+            seen.setdefault(nodeid, []).append(data["run"]["host"])
+            kept = rows.get(nodeid)
+            if kept is None or tests["total"][row] > inputs[kept[0]][1]["tests"]["total"][kept[1]]:
+                rows[nodeid] = (position, row)
+    merged = _merge_key(keys[0], inputs, rows, worst)
+    merged.notes = [
+        f"{nodeid}: ran on host(s) {', '.join(map(str, sorted(on)))} only"
+        for nodeid, on in seen.items()
+        if len(on) < len(hosts)
+    ]
+    expected = max((d["run"].get("slice", {}).get("hosts") or 0 for _, d in inputs), default=0)
+    missing = [host for host in range(expected) if host not in hosts]
+    run = merged.record["run"]
+    run["hosts"] = [{"host": h, "path": hosts[h]} for h in sorted(hosts)]
+    run["slice"] = {"name": names.pop(), "hosts": expected or None}
+    if missing:
+        run["missing_hosts"] = missing
+        run["exitstatus"] = EXIT_INTERRUPTED
+        merged.notes.append(
+            f"host(s) {', '.join(map(str, missing))} of {expected} never reported: an"
+            " infrastructure failure (the host, its pod or its runner); the joined run is"
+            " incomplete, marked interrupted"
+        )
+    return merged
+
+
+def _merge_key(
+    key: str,
+    inputs: Sequence[tuple[str, dict[str, Any]]],
+    chosen: Mapping[str, tuple[int, int]] | None = None,
+    outcomes: Mapping[str, str] | None = None,
+) -> Merged:
+    """One key's records merged: each test from the later run that has it, or from
+    ``chosen`` (test -> (input, row)), with ``outcomes`` over its own where given."""
     merged = Merged(key, {})
     order = sorted(range(len(inputs)), key=lambda i: (started(*inputs[i]), i))
     rows: dict[str, tuple[int, int]] = {}  # test -> (input, row in it)
-    for position in order:
+    if chosen is not None:
+        rows = dict(chosen)
+    for position in order if chosen is None else ():
         path, data = inputs[position]
         for row, nodeid in enumerate(data["tests"]["id"]):
             if nodeid in rows:
@@ -84,6 +151,10 @@ def _merge_key(key: str, inputs: Sequence[tuple[str, dict[str, Any]]]) -> Merged
     for name in TEST_COLUMNS:
         tests[name] = [
             (inputs[i][1]["tests"].get(name) or [None] * (r + 1))[r] for i, r in rows.values()
+        ]
+    if outcomes is not None:
+        tests["outcome"] = [
+            outcomes.get(nodeid, o) for nodeid, o in zip(rows, tests["outcome"], strict=True)
         ]
     tests[PAUSES] = [
         (inputs[i][1]["tests"].get(PAUSES) or [0.0] * (r + 1))[r] for i, r in rows.values()

@@ -105,6 +105,11 @@ class RunInfo:
     run_id: str | None = None
     # Seconds the processes' threads ran and waited for a CPU (``perf.waits``).
     threads_wait: tuple[float, float] | None = None
+    # One host of a multi-host run: its index, the run's hosts (None: not known) and
+    # the name every host gives (None: not given), which joins their records.
+    host: int | None = None
+    hosts: int | None = None
+    slice_name: str | None = None
 
 
 def compilation_json(compilation: RunCompilation) -> dict[str, float | int]:
@@ -162,7 +167,14 @@ def run_json(run: RunInfo) -> dict[str, Any]:
         "workers": run.workers,
         "exitstatus": run.exitstatus,
         **_threads_json(run.threads_wait),
+        **_slice_json(run),
     }
+
+
+def _slice_json(run: RunInfo) -> dict[str, Any]:
+    if run.host is None:
+        return {}
+    return {"host": run.host, "slice": {"name": run.slice_name, "hosts": run.hosts}}
 
 
 def _threads_json(found: tuple[float, float] | None) -> dict[str, Any]:
@@ -370,6 +382,13 @@ def _check_run(path: str, run: Mapping[str, Any]) -> None:
         threads = expect_object(path, f"run.{THREADS_WAIT}", run[THREADS_WAIT])
         for name in ("ran", "waited"):
             expect_seconds(path, f"run.{THREADS_WAIT}.{name}", threads.get(name))
+    if run.get("host") is not None:
+        expect_int(path, "run.host", run["host"], minimum=0)
+    if run.get("slice") is not None:
+        part = expect_object(path, "run.slice", run["slice"])
+        expect_text(path, "run.slice.name", part.get("name"), optional=True)
+        if part.get("hosts") is not None:
+            expect_int(path, "run.slice.hosts", part["hosts"], minimum=1)
     merged = run.get("merged_from", [])
     if not isinstance(merged, list):
         raise InputError(path, f"run.merged_from: expected a list, got {kind_of(merged)}")
