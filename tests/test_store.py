@@ -617,3 +617,42 @@ def test_a_run_killed_without_a_word_leaves_its_finished_tests_as_an_interrupted
     capsys.readouterr()
     assert main(["report", "--from", store, "-o", str(pytester.path / "page.html")]) == 0
     assert "pytest-accel: a later run never ended (runs/cpu%2Fx1/" in capsys.readouterr().out
+
+
+WOBBLY = """
+import pathlib
+
+def test_wobbly():
+    count = pathlib.Path("count")
+    n = int(count.read_text()) if count.exists() else 0
+    count.write_text(str(n + 1))
+    assert n > 0  # fails on its very first try only
+
+def test_fine():
+    pass
+"""
+
+
+@pytest.mark.requires("xdist")
+def test_the_flaky_history_is_the_stores_runs(pytester: pytest.Pytester) -> None:
+    """No --flaky-history: the history is the store's runs (and this one); under xdist
+    the workers know the store's tests (--flaky-new-runs reruns only a test the store
+    has never seen)."""
+    pytester.makepyfile(test_f=WOBBLY)
+    store = f"--accel-store={pytester.path / 'store'}"
+    first = pytester.runpytest_subprocess(store, "--flaky-reruns=1", "-p", "no:randomly")
+    first.stdout.fnmatch_lines(["FLAKY test_f.py::test_wobbly (2 attempts: failed, passed)"])
+    pytester.makepyfile(test_new="def test_added():\n    pass\n")
+    second = pytester.runpytest_subprocess(
+        store, "--flaky-reruns=1", "--flaky-new-runs=3", "-n", "2"
+    )
+    second.assert_outcomes(passed=3)
+    # The history is the store's run and this one, as a history file of them would be.
+    second.stdout.fnmatch_lines(
+        [
+            # The workers knew the store's tests: one new test, not three.
+            "new tests: 1 ran 3 times each (--flaky-new-runs); 0 of them flaky",
+            "flaky: 0 of 3 test(s) (0.00%) on cpu: 0 in this run, 0 more across the history's"
+            " 2 run(s)",
+        ]
+    )

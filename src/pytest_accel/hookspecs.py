@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # types for checking only, as pytest-xdist's newhooks.py has 
     from pytest_accel.flaky.findings import Findings
     from pytest_accel.hardware.detection import Detection, DetectionContext
     from pytest_accel.hardware.platforms import Platform
-    from pytest_accel.outcomes import RunColumns
+    from pytest_accel.outcomes import RecordedOutcomes, RunColumns
     from pytest_accel.perf.result import TimingResult
     from pytest_accel.store.history import StoredRuns
 
@@ -120,6 +120,17 @@ def pytest_accel_stored_runs(config: pytest.Config, key: str, count: int) -> Sto
     The store feature answers it under ``--accel-store``; the timing feature asks while
     it configures, where no ``--perf-baseline`` is given, and folds them (records, as a
     baseline file of them would be).
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_stored_outcomes(config: pytest.Config) -> Sequence[RecordedOutcomes] | None:
+    """The outcomes of the store's runs the timing feature read (``outcomes.RecordedOutcomes``,
+    oldest first; the hosts of a multi-host run joined; no interrupted run), or None
+    (no store, or it could not be read).
+
+    The timing feature answers it under ``--accel-store``; the flaky feature asks while
+    it configures, where no ``--flaky-history`` is given: its history is the store's.
     """
 
 

@@ -164,6 +164,20 @@ PLATFORM_SKIP_PROPERTY = "accel_platform_skip"
 
 
 @dataclass(frozen=True)
+class RecordedOutcomes:
+    """One earlier run's tests as the flaky history reads them: each test's final
+    outcome and, for those that ran more than once, every attempt's, oldest first
+    (the timing feature reads them from a store's records)."""
+
+    started: str
+    source: str  # where the run was read: a store object's URL
+    key: str
+    platform: str | None
+    outcomes: Mapping[str, str]
+    attempts: Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
 class RunColumns:
     """One run's tests as the features that account for a run read them (cost,
     coverage): what ``pytest_accel_record_sections`` is given, and what a record read

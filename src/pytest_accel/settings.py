@@ -94,6 +94,15 @@ HARDWARE_KEY_FACETS_OPTION = OptionSpec(
     " the same versions; 'pytest-accel compare --accel-key' compares two.",
     metavar="NAMES",
 )
+# The run store (the store feature's; the flaky feature reads it too: with a store, its
+# history is the store's runs).
+STORE_OPTION = OptionSpec(
+    "--accel-store",
+    "Keep this run's record in the store at URL (a directory, file://, s3://, gs://,"
+    " az://, memory://) and compare with its newest --perf-window runs of this"
+    " hardware key; an unreachable store never fails the tests.",
+    metavar="URL",
+)
 HOST_OPTION = OptionSpec(
     "--accel-host",
     "This host's index in a multi-host run (a TPU slice runs one pytest per host), from 0"

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 
 from pytest_accel.file_uses import FileUse
 from pytest_accel.settings import (
+    STORE_OPTION,
     OptionGroup,
     OptionSpec,
     list_setting,
     parse_non_negative_float,
     parse_non_negative_int,
     parse_positive_int,
+    raw_setting,
     spec_in,
     text_setting,
     usage_error,
@@ -182,10 +184,10 @@ def resolve(config: pytest.Config) -> FlakyOptions:
     history = get("--flaky-history")
     new_runs_text = get("--flaky-new-runs")
     new_runs = parse_positive_int("--flaky-new-runs", new_runs_text) if new_runs_text else 1
-    if new_runs > 1 and not history:
+    if new_runs > 1 and not history and not raw_setting(config, STORE_OPTION):
         raise usage_error(
-            "--flaky-new-runs needs --flaky-history PATH: a test is new when the history"
-            " has never seen it"
+            "--flaky-new-runs needs --flaky-history PATH (or --accel-store URL): a test is"
+            " new when the history has never seen it"
         )
     count = parse_non_negative_int("--flaky-reruns", reruns) if reruns else 0
     return FlakyOptions(

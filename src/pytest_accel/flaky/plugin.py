@@ -23,8 +23,12 @@ from pytest_accel.flaky.findings import Findings, build_findings, outcomes_from_
 from pytest_accel.flaky.history import (
     History,
     HistoryRead,
+    RecordedRun,
+    add_run,
+    combine,
     load_history,
     read_history,
+    run_letters,
     update_history_file,
 )
 from pytest_accel.flaky.options import FlakyOptions
@@ -57,6 +61,10 @@ from pytest_accel.text import Line, Tone, one_line
 
 if TYPE_CHECKING:
     from pytest_accel.flaky.reruns import Rerunner
+
+
+# xdist ``workerinput``: what a worker needs of a history that is the store's runs.
+WORKERINPUT_STORED_HISTORY = "pytest_accel_stored_history"
 
 
 class FlakyQuarantineWarning(pytest.PytestWarning):
@@ -92,6 +100,10 @@ class FlakyPlugin:
         self.settled_failures: frozenset[str] = frozenset()  # quarantined ones tried once
         # The history as read before the run: reused at the end if the file is unchanged.
         self.history_read = history_read
+        # With --accel-store and no --flaky-history: what xdist workers need of the
+        # store's history (settled failures, known tests); the history itself is the
+        # store's runs, to which this run's record adds itself.
+        self.stored_history: dict[str, Any] | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.stats = report_stats(self.config)
@@ -111,6 +123,8 @@ class FlakyPlugin:
         """xdist: each worker takes reruns from the session's one budget."""
         if self.budget is not None:
             node.workerinput[WORKERINPUT_BUDGET] = self.budget.path
+        if self.stored_history is not None:
+            node.workerinput[WORKERINPUT_STORED_HISTORY] = self.stored_history
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -154,6 +168,8 @@ class FlakyPlugin:
         was; None without a history, or when it could not be updated.  A mass failure
         is recorded as a run without outcomes: nothing is inferred from it."""
         path = self.options.history
+        if path is None and self.stored_history is not None and self.history_read is not None:
+            return self._stored_with_this_run(letters, session, mass_failure=mass_failure)
         if path is None:
             return None
         history = None
@@ -179,6 +195,24 @@ class FlakyPlugin:
             self.history_read = None  # folded into: not to be reused again
             self.history_written = True
         return history
+
+    def _stored_with_this_run(
+        self, letters: Mapping[str, str], session: pytest.Session, *, mass_failure: bool
+    ) -> History:
+        """The store's history with this run added in memory (its record adds it to the
+        store): what this run's findings are judged on."""
+        assert self.history_read is not None
+        stored = self.history_read[1]
+        if session.exitstatus != pytest.ExitCode.INTERRUPTED:
+            add_run(
+                stored,
+                self.key,
+                platform=self.platform,
+                outcomes={} if mass_failure else letters,
+                run={"started": utc_timestamp(self.started), "source": "this run"},
+                window=self.options.window,
+            )
+        return stored
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -299,10 +333,13 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
     settles = bool(options.reruns) and quarantine is not None
     needed = not worker or options.new_runs > 1 or settles
     history_read = _read_history(options) if needed else None
+    stored = _stored_history(config, options) if options.history is None and not worker else None
+    history_read = history_read if stored is None else (None, stored)
+    handed = getattr(config, "workerinput", {}).get(WORKERINPUT_STORED_HISTORY)
     settled = (
         settled_failures(history_read[1], facts.key)
         if settles and history_read is not None
-        else frozenset()
+        else frozenset(handed["settled"] if handed is not None else ())
     )
     runner = QuarantineRunner(config, quarantine, facts.detection.platform)
     if quarantine is not None:
@@ -320,6 +357,8 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
         from pytest_accel.flaky.reruns import Rerunner
 
         known = _known_tests(history_read, facts.key) if options.new_runs > 1 else None
+        if handed is not None and handed["known"] is not None:  # a worker, from the store
+            known = frozenset(handed["known"])
         rerunner = Rerunner(
             config,
             options.policy,
@@ -355,7 +394,32 @@ def register_feature(config: pytest.Config, options: FlakyOptions) -> None:
     )
     plugin.budget = budget
     plugin.settled_failures = settled
+    if stored is not None:
+        known_here = _known_tests(history_read, facts.key)
+        plugin.stored_history = {
+            "settled": sorted(settled),
+            "known": None if known_here is None else sorted(known_here),
+        }
     config.pluginmanager.register(plugin, "pytest_accel:flaky")
+
+
+def _stored_history(config: pytest.Config, options: FlakyOptions) -> History | None:
+    """The history of the store's runs (``--accel-store``: the timing feature read them),
+    as a history file of those runs would hold it; None without a store."""
+    stored = config.hook.pytest_accel_stored_outcomes(config=config)
+    if stored is None:
+        return None
+    runs = [
+        RecordedRun(
+            run.started,
+            run.source,
+            run.key,
+            run.platform,
+            run_letters(run.outcomes, run.attempts),
+        )
+        for run in stored
+    ]
+    return combine([], runs, options.window)
 
 
 def _others_run_tests(config: pytest.Config) -> bool:

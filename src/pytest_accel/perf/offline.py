@@ -12,7 +12,7 @@ from typing import Any
 from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, dumps, parse_json, read_json
 from pytest_accel.locking import update_locked
-from pytest_accel.outcomes import interrupted
+from pytest_accel.outcomes import RecordedOutcomes, interrupted
 from pytest_accel.perf.analysis.comparison import changes_in_runs, compare_with_baseline
 from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.analysis.summary import (
@@ -32,6 +32,7 @@ from pytest_accel.perf.formats.baseline import (
 )
 from pytest_accel.perf.formats.record import (
     RECORD_SCHEMA,
+    attempts_of,
     check_record,
     judgement_of,
     load_record,
@@ -165,6 +166,7 @@ class StoredBaseline:
     baseline: Baseline
     runs: int
     notes: tuple[str, ...]
+    outcomes: tuple[RecordedOutcomes, ...] = ()  # the runs' tests, for the flaky history
 
 
 def join_slices(
@@ -224,7 +226,19 @@ def baseline_of_stored(
     records = join_slices(records, notes)
     folded = baseline_of_records(records, name, window, time)
     notes += folded.notes
-    return StoredBaseline(name, folded.baseline, folded.added, tuple(notes))
+    outcomes = tuple(
+        RecordedOutcomes(
+            data["run"]["started"],
+            where,
+            data["env"]["key"],
+            data["env"].get("platform"),
+            dict(zip(data["tests"]["id"], data["tests"]["outcome"], strict=True)),
+            attempts_of(data),
+        )
+        for where, data in records
+        if not interrupted(data)
+    )
+    return StoredBaseline(name, folded.baseline, folded.added, tuple(notes), outcomes)
 
 
 def baseline_of_records(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from pytest_accel.fields import utc_timestamp
 from pytest_accel.files import InputError, check_writable, gc_paused, resolved, write_atomic
 from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.hardware.facts import session_facts
-from pytest_accel.outcomes import RunColumns
+from pytest_accel.outcomes import RecordedOutcomes, RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
 from pytest_accel.perf.formats.record import TIMING_SECTIONS, RunInfo, culprits
 from pytest_accel.perf.model.findings import Override
@@ -336,6 +337,9 @@ class PerfPlugin:
 
     def pytest_accel_timing_result(self) -> TimingResult | None:
         return self.result
+
+    def pytest_accel_stored_outcomes(self) -> Sequence[RecordedOutcomes] | None:
+        return None if self.stored is None else self.stored.outcomes
 
     # --- rendering the result ---------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_accel.settings import (
+    STORE_OPTION,
     OptionGroup,
     OptionSpec,
     parse_non_negative_float,
@@ -31,13 +32,7 @@ OPTIONS = OptionGroup(
     "Store",
     "the run store (pytest-accel)",
     (
-        OptionSpec(
-            "--accel-store",
-            "Keep this run's record in the store at URL (a directory, file://, s3://, gs://,"
-            " az://, memory://) and compare with its newest --perf-window runs of this"
-            " hardware key; an unreachable store never fails the tests.",
-            metavar="URL",
-        ),
+        STORE_OPTION,
         OptionSpec(
             "--accel-store-progress",
             "Send the tests finished so far to the store at most every SECONDS (default 5;"
