@@ -959,3 +959,33 @@ def test_merged_shard_records_keep_the_one_decision_and_every_failure(
     capsys.readouterr()
     assert main(["selection", "merged.json"]) == 0
     assert "merged.json: changed: ran 2 of 4 test(s) (50.0%)" in capsys.readouterr().out
+
+
+def test_a_branch_selects_from_the_map_of_its_nearest_commit_in_the_store(
+    project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The mapping run on main sends its map as its commit's; a branch that forked
+    after it fetches that map (the nearest commit the store has) and selects from it;
+    a commit from before any map finds none, and says what to do."""
+    store = str(project.parent / f"{project.name}-store")  # outside the checkout
+    first = git(project, "rev-parse", "HEAD").strip()
+    edit(project / "pkg" / "ops.py", "return a + b", "return b + a")
+    commit(project, "before the map")
+    pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
+    mapped_at = git(project, "rev-parse", "HEAD").strip()
+    assert main(["store", "push-map", "map.db", "--to", store]) == 0
+    (project / "map.db").unlink()
+    git(project, "checkout", "-q", "-b", "feature")
+    edit(project / "pkg" / "ops.py", "return a * b", "return a * b * 1")
+    commit(project, "feature work")
+    capsys.readouterr()
+    assert main(["store", "pull-map", store, "-o", "map.db"]) == 0
+    said = capsys.readouterr().out
+    assert f"map.db: the map of {mapped_at[:12]} (1 commit(s) before HEAD)" in said
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", "--accel-select=changed", "-v"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["kept tests/test_ops.py::test_mul: changed since the map of *"])
+    assert main(["store", "pull-map", store, "-o", "old.db", "--ref", first]) == 2
+    assert "no map of" in capsys.readouterr().err

@@ -46,3 +46,24 @@ def _git_head(cwd: str | None) -> tuple[str | None, str | None]:
         return None, None
     commit, branch = lines
     return commit, None if branch == "HEAD" else branch
+
+
+def ancestors(ref: str, cwd: str | None = None, depth: int = 1000) -> list[str] | None:
+    """``ref`` and the commits before it, nearest first (``git rev-list``), at most
+    ``depth``; None where git cannot say (no repository, an unknown ref)."""
+    import subprocess
+
+    try:
+        completed = subprocess.run(
+            ["git", "rev-list", f"--max-count={depth}", ref, "--"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if completed.returncode != 0:
+        return None
+    return completed.stdout.split()

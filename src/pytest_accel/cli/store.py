@@ -29,7 +29,8 @@ def add(commands: Any) -> None:
         dest="action",
         metavar="ACTION",
         required=True,
-        help="push: send records; list: the runs; prune: delete old runs",
+        help="push: send records; list: the runs; prune: delete old runs; push-map, pull-map:"
+        " dependency maps by commit",
     )
     push = actions.add_parser("push", help="send record files to the store")
     push.add_argument("records", nargs="+", metavar="RECORD", help="records (--perf-record)")
@@ -51,6 +52,26 @@ def add(commands: Any) -> None:
     prune.add_argument(
         "--keep-days", type=positive_int, metavar="DAYS", help="keep the runs of the last DAYS days"
     )
+    push_map = actions.add_parser(
+        "push-map", help="send a dependency map (--accel-map) as its commit's"
+    )
+    push_map.add_argument("map", metavar="MAP", help="a map a mapping run wrote")
+    push_map.add_argument("--to", required=True, metavar="URL", help="the store")
+    pull_map = actions.add_parser(
+        "pull-map", help="fetch the map of the nearest commit at or before REF the store has"
+    )
+    pull_map.add_argument("url", metavar="URL", help="the store")
+    pull_map.add_argument("-o", "--output", required=True, metavar="MAP", help="where to write it")
+    pull_map.add_argument(
+        "--ref", default="HEAD", metavar="REF", help="the commit to start from (default HEAD)"
+    )
+    pull_map.add_argument(
+        "--depth",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="commits before REF to look through (default 1000)",
+    )
     store.set_defaults(handler=run)
     add_export(commands)
 
@@ -61,8 +82,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "prune" and args.keep_runs is None and args.keep_days is None:
             raise CliError("prune: give --keep-runs N or --keep-days DAYS")
-        store = open_store(args.to if args.action == "push" else args.url)
-        handlers = {"push": _push, "list": _list, "prune": _prune}
+        store = open_store(args.to if args.action in ("push", "push-map") else args.url)
+        handlers = {
+            "push": _push,
+            "list": _list,
+            "prune": _prune,
+            "push-map": _push_map,
+            "pull-map": _pull_map,
+        }
         return handlers[args.action](store, args)
     except StoreError as exc:
         raise CliError(str(exc)) from None
@@ -139,6 +166,58 @@ def _prune(store: Any, args: argparse.Namespace) -> int:
         store.remove(names)
         left = len(store.runs_of(key))
         sys.stdout.write(line_start(f"{key}: {len(gone)} run(s) deleted, {left} kept") + "\n")
+    return EXIT_OK
+
+
+def _push_map(store: Any, args: argparse.Namespace) -> int:
+    import hashlib
+    import time
+
+    from pytest_accel.files import read_bytes
+    from pytest_accel.selection.mapfile import open_map, read_info
+    from pytest_accel.store.layout import map_name, stamp_of
+
+    connection = open_map(args.map)
+    try:
+        info = read_info(connection, args.map)
+    finally:
+        connection.close()
+    if not info.commit:
+        raise CliError(f"{args.map}: a map made outside git: no commit to keep it under")
+    data = read_bytes(args.map, limit=1 << 34)
+    name = map_name(info.commit, stamp_of(time.time()), hashlib.sha256(data).hexdigest())
+    url = store.put_new(name, data)
+    sys.stdout.write(line_start(f"{args.map}: the map of {info.commit[:12]} sent to {url}") + "\n")
+    return EXIT_OK
+
+
+def _pull_map(store: Any, args: argparse.Namespace) -> int:
+    from pytest_accel.files import write_atomic
+    from pytest_accel.vcs import ancestors
+
+    commits = ancestors(args.ref, depth=args.depth)
+    if commits is None:
+        raise CliError(f"git rev-list {args.ref}: not a commit git knows here")
+    found = store.maps_of(commits)
+    if found is None:
+        raise CliError(
+            f"{store.location.shown}: no map of {args.ref} or of the {len(commits) - 1}"
+            " commit(s) before it git knows here (a shallow clone? fetch more history:"
+            " actions/checkout's fetch-depth: 0); run a mapping run (--accel-map) first"
+        )
+    commit, name = found
+    value = store.read([name])[name]
+    if isinstance(value, Exception):
+        raise CliError(f"{store.location.shown}/{name}: could not be read ({type(value).__name__})")
+    write_atomic(args.output, [value])
+    behind = commits.index(commit)
+    sys.stdout.write(
+        line_start(
+            f"{args.output}: the map of {commit[:12]} ({behind} commit(s) before {args.ref})"
+            f" from {store.location.shown}"
+        )
+        + "\n"
+    )
     return EXIT_OK
 
 

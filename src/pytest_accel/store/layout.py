@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 RUNS = "runs"
+MAPS = "maps"  # maps/<commit>/<made, UTC, to the ms>-<content hash>.db
 SUFFIX = ".json"
 _STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z$")
 _PROGRESS = re.compile(r"^(.+)\.progress-(\d+)\.jsonl$")
@@ -120,3 +121,9 @@ def parse_progress(name: str) -> tuple[RunObject, int] | None:
         return None
     run = parse_name(f"{folder}/{found.group(1)}{SUFFIX}")
     return None if run is None else (run, int(found.group(2)))
+
+
+def map_name(commit: str, made: str, digest: str) -> str:
+    """Where a dependency map of ``commit`` goes: a folder per commit, a new object per
+    map (its time, then its content's hash), so the newest of a commit is the last."""
+    return f"{MAPS}/{commit}/{made}-{digest[:16]}.db"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pytest_accel.store.layout import RUNS, RunObject, key_folder, parse_name, parse_progress
+from pytest_accel.store.layout import MAPS, RUNS, RunObject, key_folder, parse_name, parse_progress
 
 # The schemes a store may have, and the extra that installs each one's backend.
 BACKENDS = {
@@ -185,6 +185,17 @@ class Store:
         except Exception as exc:
             raise StoreError(f"could not list {self.location.shown}: {safe_reason(exc)}") from None
         return sorted(unquote(name) for name in names if not name.startswith("."))
+
+    def maps_of(self, commits: Sequence[str]) -> tuple[str, str] | None:
+        """The newest map of the first of ``commits`` the store holds a map of: (the
+        commit, the object's name); None where it holds none of theirs."""
+        held = set(self._names(MAPS))
+        for commit in commits:
+            if commit in held:
+                names = sorted(n for n in self._names(f"{MAPS}/{commit}") if n.endswith(".db"))
+                if names:
+                    return commit, f"{MAPS}/{commit}/{names[-1]}"
+        return None
 
     def _exists(self, name: str) -> bool:
         try:
