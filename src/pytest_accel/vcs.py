@@ -28,21 +28,8 @@ def vcs_info(environ: Mapping[str, str], cwd: str | None = None) -> tuple[str | 
 def _git_head(cwd: str | None) -> tuple[str | None, str | None]:
     """The commit and branch of ``cwd``'s checkout, from one ``git`` process (a detached
     HEAD has no branch)."""
-    import subprocess  # only without CI variables; `compare` never asks
-
-    try:
-        completed = subprocess.run(
-            ["git", "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    lines = completed.stdout.split()
-    if completed.returncode != 0 or len(lines) != 2:
+    lines = (_git(["rev-parse", "HEAD", "--abbrev-ref", "HEAD"], cwd, timeout=5) or "").split()
+    if len(lines) != 2:
         return None, None
     commit, branch = lines
     return commit, None if branch == "HEAD" else branch
@@ -51,19 +38,18 @@ def _git_head(cwd: str | None) -> tuple[str | None, str | None]:
 def ancestors(ref: str, cwd: str | None = None, depth: int = 1000) -> list[str] | None:
     """``ref`` and the commits before it, nearest first (``git rev-list``), at most
     ``depth``; None where git cannot say (no repository, an unknown ref)."""
-    import subprocess
+    out = _git(["rev-list", f"--max-count={depth}", ref, "--"], cwd, timeout=30)
+    return None if out is None else out.split()
+
+
+def _git(args: list[str], cwd: str | None, *, timeout: float) -> str | None:
+    """``git``'s output, or None where it failed or is not there."""
+    import subprocess  # only without CI variables; `compare` never asks
 
     try:
         completed = subprocess.run(
-            ["git", "rev-list", f"--max-count={depth}", ref, "--"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if completed.returncode != 0:
-        return None
-    return completed.stdout.split()
+    return completed.stdout if completed.returncode == 0 else None
