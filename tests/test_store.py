@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,9 +21,16 @@ import pytest
 from pytest_accel.cli import main
 from pytest_accel.perf.formats.baseline import load_baseline
 from pytest_accel.perf.offline import StoredBaseline, baseline_json, baseline_of_stored
-from pytest_accel.store.history import newest_runs, run_object
+from pytest_accel.store.history import compact, newest_runs, run_object
+from pytest_accel.store.index import INDEX, index_bytes, parse_index
 from pytest_accel.store.layout import compact_stamp, parse_name, to_prune
-from pytest_accel.store.location import StoreLocation, open_store, parse_location, redact
+from pytest_accel.store.location import (
+    Store,
+    StoreLocation,
+    open_store,
+    parse_location,
+    redact,
+)
 
 SUITE = """
 import os, time
@@ -656,3 +663,61 @@ def test_the_flaky_history_is_the_stores_runs(pytester: pytest.Pytester) -> None
             " 2 run(s)",
         ]
     )
+
+
+def _indexed_store(url: str, pytester: pytest.Pytester, runs: int) -> list[str]:
+    paths = _records(pytester, runs)
+    assert main(["store", "push", *map(str, paths), "--to", url]) == 0
+    return sorted(_objects(url))
+
+
+@pytest.mark.parametrize(
+    "where", ["directory", pytest.param("s3", marks=pytest.mark.requires("s3fs", "moto"))]
+)
+def test_the_index_serves_reads_and_a_lost_race_costs_only_a_compaction(
+    pytester: pytest.Pytester,
+    where: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = (
+        f"s3://{request.getfixturevalue('bucket')}/repo"
+        if where == "s3"
+        else str(pytester.path / "store")
+    )
+    names = _indexed_store(url, pytester, 8)
+    store = open_store(url)
+    before = newest_runs(store, "cpu/x1", 6)
+    assert compact(store, "cpu/x1", 6) == 6
+    assert compact(store, "cpu/x1", 6) is None  # nothing new: nothing to rewrite
+    asked: list[str] = []
+    read = Store.read
+
+    def counted(self: Store, wanted: Sequence[str]) -> dict[str, bytes | Exception]:
+        asked.extend(wanted)
+        return read(self, wanted)
+
+    monkeypatch.setattr(Store, "read", counted)
+    after = newest_runs(store, "cpu/x1", 6)
+    assert after == before  # the same records, byte for byte
+    assert [name for name in asked if not name.endswith(INDEX)] == []  # one object read
+    # Two writers read the index at once; the first to write wins, the other's
+    # conditional write finds it changed and leaves it.
+    held = store.read_versioned(f"runs/cpu%2Fx1/{INDEX}")
+    assert held is not None
+    assert store.replace_if(f"runs/cpu%2Fx1/{INDEX}", index_bytes([]), held[1]) is True
+    assert store.replace_if(f"runs/cpu%2Fx1/{INDEX}", index_bytes([]), held[1]) is False
+    assert store.replace_if(f"runs/cpu%2Fx1/{INDEX}", index_bytes([]), None) is False  # exists
+    # An index that holds nothing (or is damaged) only costs the fetches.
+    assert newest_runs(store, "cpu/x1", 6) == before
+    assert len(names) == 8
+
+
+def test_a_damaged_index_is_passed_over(pytester: pytest.Pytester) -> None:
+    url = str(pytester.path / "store")
+    _indexed_store(url, pytester, 3)
+    store = open_store(url)
+    before = newest_runs(store, "cpu/x1", 3)
+    (pytester.path / "store" / "runs" / "cpu%2Fx1" / INDEX).write_text("{not json")
+    assert newest_runs(store, "cpu/x1", 3) == before
+    assert parse_index(b'{"schema": "pytest-accel/store-index", "version": 99}') is None

@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_accel.store.layout import RunObject, compact_stamp, newest
+from pytest_accel.store.index import COMPACT_AFTER, INDEX, index_bytes, parse_index
+from pytest_accel.store.layout import RunObject, compact_stamp, key_folder, newest
+from pytest_accel.store.location import StoreError
 
 if TYPE_CHECKING:
     from pytest_accel.store.location import Store
@@ -35,11 +37,13 @@ def run_object(record: Mapping[str, Any], data: bytes, host: int | None = None) 
 
 
 def newest_runs(store: Store, key: str, count: int) -> StoredRuns:
-    """The newest ``count`` runs of ``key`` (StoreError where the store cannot be
-    listed or read)."""
+    """The newest ``count`` runs of ``key``: those the key's index holds from it, the
+    others fetched together (StoreError where the store cannot be listed or read)."""
     shown = store.location.shown.rstrip("/")
     runs = newest(store.runs_of(key), count)
-    fetched = store.read([run.name for run in runs])
+    indexed = _indexed(store, key)
+    fetched: dict[str, bytes | Exception] = dict(indexed)
+    fetched.update(store.read([run.name for run in runs if run.name not in indexed]))
     objects: list[tuple[str, bytes]] = []
     unread: list[str] = []
     for run in runs:
@@ -49,3 +53,40 @@ def newest_runs(store: Store, key: str, count: int) -> StoredRuns:
         else:
             objects.append((where, value))
     return StoredRuns(shown, key, tuple(objects), tuple(unread))
+
+
+def _indexed(store: Store, key: str) -> dict[str, bytes]:
+    """The runs the key's index holds (none where there is no index, or it cannot be
+    read: the runs are fetched on their own then)."""
+    name = f"{key_folder(key)}/{INDEX}"
+    try:
+        value = store.read([name])[name]
+    except StoreError:
+        return {}
+    if isinstance(value, Exception):
+        return {}
+    return parse_index(value) or {}
+
+
+def compact(store: Store, key: str, count: int) -> int | None:
+    """Rewrite the key's index to hold its newest ``count`` runs, where at least
+    ``COMPACT_AFTER`` of them are not in it yet and the backend can write it
+    conditionally: how many runs it holds now, or None (not needed, not possible, or
+    another writer came first)."""
+    if not store.conditional:
+        return None
+    name = f"{key_folder(key)}/{INDEX}"
+    runs = newest(store.runs_of(key), count)
+    held = store.read_versioned(name)
+    indexed = (parse_index(held[0]) or {}) if held is not None else {}
+    missing = [run.name for run in runs if run.name not in indexed]
+    if len(missing) < min(COMPACT_AFTER, len(runs)) or not missing:
+        return None
+    fetched = store.read(missing)
+    bodies = []
+    for run in runs:
+        body = indexed.get(run.name) or fetched.get(run.name)
+        if isinstance(body, bytes):
+            bodies.append((run.name, body))
+    written = store.replace_if(name, index_bytes(bodies), None if held is None else held[1])
+    return len(bodies) if written else None

@@ -9,6 +9,7 @@ line with anything that looks like a secret taken out.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from pytest_accel.files import write_atomic
 from pytest_accel.store.layout import MAPS, RUNS, RunObject, key_folder, parse_name, parse_progress
 
 # The schemes a store may have, and the extra that installs each one's backend.
@@ -247,6 +249,72 @@ class Store:
                 f"could not delete from {self.location.shown}: {safe_reason(exc)}"
             ) from None
 
+    @property
+    def conditional(self) -> bool:
+        """Whether this backend's writes can be made conditional here (the index)."""
+        return self.local or self.location.protocol in ("s3", "s3a", "memory")
+
+    def read_versioned(self, name: str) -> tuple[bytes, str] | None:
+        """An object's bytes and the tag ``replace_if`` checks (S3's ETag; elsewhere the
+        content's hash); None where it is absent or cannot be read."""
+        if not self.local and self.location.protocol in ("s3", "s3a"):
+            try:
+                tag = str(self.fs.info(self._path(name))["ETag"])
+            except Exception:
+                return None
+        else:
+            tag = ""
+        value = self.read([name])[name]
+        if isinstance(value, Exception):
+            return None
+        return value, tag or hashlib.sha256(value).hexdigest()
+
+    def replace_if(self, name: str, data: bytes, tag: str | None) -> bool:
+        """Write ``name`` only if it is still at ``tag`` (None: only if absent): False
+        where another writer came first (a lost race, no error).  S3 checks the ETag
+        (``If-Match``, ``If-None-Match``); a directory a file lock and the content."""
+        try:
+            if self.local:
+                return self._replace_local(name, data, tag)
+            if self.location.protocol in ("s3", "s3a"):
+                if tag is None:
+                    self.fs.pipe_file(self._path(name), data, mode="create")
+                else:
+                    self.fs.pipe_file(self._path(name), data, IfMatch=tag)
+                return True
+            held = self.read_versioned(name)  # memory: one process, no race to lose
+            if (held[1] if held else None) != tag:
+                return False
+            self.fs.pipe_file(self._path(name), data)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if "pre-condition" in str(exc).lower() or "precondition" in str(exc).lower():
+                return False
+            raise StoreError(
+                f"could not write to {self.location.shown}: {safe_reason(exc)}"
+            ) from None
+        except Exception as exc:
+            raise StoreError(
+                f"could not write to {self.location.shown}: {safe_reason(exc)}"
+            ) from None
+
+    def _replace_local(self, name: str, data: bytes, tag: str | None) -> bool:
+        from filelock import FileLock
+
+        target = Path(self._path(name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent / f".{target.name}.lock"), timeout=30):
+            try:
+                held: str | None = hashlib.sha256(target.read_bytes()).hexdigest()
+            except FileNotFoundError:
+                held = None
+            if held != tag:
+                return False
+            write_atomic(target, [data])
+        return True
+
     def put_new(self, name: str, data: bytes) -> str:
         """Write ``data`` as the new object ``name``; its URL (as shown).  An object
         appears whole or not at all: a directory gets a hidden temporary file linked
@@ -255,6 +323,8 @@ class Store:
         try:
             if self.local:
                 self._put_local(name, data)
+            elif self.location.protocol in ("s3", "s3a"):  # If-None-Match: never a rewrite
+                self.fs.pipe_file(self._path(name), data, mode="create")
             else:
                 self.fs.pipe_file(self._path(name), data)
         except FileExistsError:

@@ -30,13 +30,14 @@ from pytest_accel.reports import (
     write_section,
 )
 from pytest_accel.settings import usage_error
-from pytest_accel.store.history import StoredRuns, newest_runs
+from pytest_accel.store.history import StoredRuns, compact, newest_runs
 from pytest_accel.store.layout import ANNOTATIONS, SUMMARY, RunObject, companion, stamp_of
 from pytest_accel.store.location import Store, StoreError, open_store, parse_location
 from pytest_accel.store.progress import EVERY, ProgressWriter
 from pytest_accel.text import Line, Tone
 
 UNSENT = "pytest-accel-unsent"  # the cache folder that keeps records not sent
+DEFAULT_INDEXED = 20  # runs an index keeps where no run asked for its window
 
 
 class StorePlugin:
@@ -58,6 +59,7 @@ class StorePlugin:
         self.lines: list[Line] = []
         self.sent: RunObject | None = None  # the run's record, once in the store
         self.every = every
+        self.window = DEFAULT_INDEXED  # runs the key's index keeps (the timing window)
         self.progress: ProgressWriter | None = None  # the tests finished, as they finish
         self.annotations: tuple[str, ...] = ()
 
@@ -68,6 +70,7 @@ class StorePlugin:
                 Line(Tone.FILE, f"store: {self.problem}; this run is compared with nothing")
             )
             return None
+        self.window = count  # what the index keeps for this key
         try:
             return newest_runs(self.store, key, count)
         except StoreError as exc:
@@ -94,7 +97,23 @@ class StorePlugin:
             self._send()
         if progress is not None and self.sent is not None:
             progress.remove_sent()  # the record holds every test: no run reads these
+        if self.sent is not None:
+            with isolated(session, f"compact the store's index {self.shown}"):
+                self._compact(self.sent.key)
         return result
+
+    def _compact(self, key: str) -> None:
+        """Every few runs, the key's newest runs into its index (a lost race, a store
+        that fails: the next run's compaction does it; readers never depend on it)."""
+        assert self.store is not None
+        try:
+            held = compact(self.store, key, self.window)
+        except StoreError:
+            return
+        if held is not None:
+            self.lines.append(
+                Line(Tone.DETAIL, f"store: the index of {key} now holds its newest {held} run(s)")
+            )
 
     def _send(self) -> None:
         timing = self.config.hook.pytest_accel_timing_result(config=self.config)
