@@ -11,7 +11,7 @@
 
     python bench/store_cost.py --tests 10000 --runs 1000 --run-tests 1000 --repeat 3
 
-There is no index object yet (issue 58): every read lists the key's objects.
+Each store is read cold (every run fetched), then again once its index holds the runs.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from bench import synthetic
 from pytest_accel.files import read_json, write_atomic
 from pytest_accel.perf.formats.record import check_record
 from pytest_accel.perf.offline import baseline_of_records, baseline_of_stored
-from pytest_accel.store.history import newest_runs, run_object
+from pytest_accel.store.history import compact, newest_runs, run_object
 from pytest_accel.store.location import Store, open_store
 
 
@@ -129,7 +129,11 @@ def read_back(stores: dict[str, str], root: Path, runs: int, tests: int, repeat:
             assert folded.runs == runs, folded.notes[:3]
 
         wall = _median(from_store, repeat)
-        print(f"| {label} (listed, fetched, folded) | {wall:.2f} | {wall / local:.2f} |")
+        print(f"| {label}, cold (listed, fetched, folded) | {wall:.2f} | {wall / local:.2f} |")
+        held = compact(open_store(url), "cpu/x1", runs)
+        assert held == runs, held
+        wall = _median(from_store, repeat)
+        print(f"| {label}, with its index | {wall:.2f} | {wall / local:.2f} |")
 
 
 def main() -> int:
