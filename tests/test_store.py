@@ -144,6 +144,13 @@ def test_a_directory_store_keeps_each_run_and_judges_the_next_against_them(
         ]
     )
     assert len(_objects(store)) == 5
+    # The page of the newest three runs, side by side, each judged as it was.
+    page = pytester.path / "page.html"
+    assert main(["report", "--from", store, "--last", "3", "-o", str(page)]) == 0
+    shown = page.read_text()
+    newest_three = sorted(_objects(store))[-3:]
+    assert all(Path(name).name in shown for name in newest_three)
+    assert Path(sorted(_objects(store))[0]).name not in shown
 
 
 def test_a_store_folds_the_baseline_a_file_of_the_same_records_holds(

@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_accel.cli.common import EXIT_OK, CliError, add_command, add_rule_options, given_of
+from pytest_accel.cli.common import (
+    EXIT_OK,
+    CliError,
+    add_command,
+    add_rule_options,
+    given_of,
+    positive_int,
+)
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import check_writable, read_json, write_atomic
 from pytest_accel.text import line_start
@@ -53,6 +60,13 @@ def add(commands: Any) -> None:
         "--key", metavar="KEY", help="with --from: the hardware key (needed where it holds several)"
     )
     report.add_argument(
+        "--last",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="with --from: the newest N runs on the page, side by side (default 1: the newest)",
+    )
+    report.add_argument(
         "-o", "--output", required=True, metavar="HTML", help="where to write the page"
     )
     add_rule_options(report)
@@ -68,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not (args.records or args.baseline or args.history or args.store):
         raise CliError("nothing to report: give RECORD files, --from, --baseline or --history")
-    if args.key and not args.store:
-        raise CliError("--key picks a hardware key of a store: give --from URL")
+    if (args.key or args.last != 1) and not args.store:
+        raise CliError("--key and --last pick runs of a store: give --from URL")
     inputs = (("--baseline", args.baseline), ("--history", args.history))
     refuse_shared_files(
         [
@@ -83,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline) if args.baseline else None
     shown = None
     if args.store:
-        shown = _from_store(args.store, args.key)
-        records.append(shown.record)
+        shown = _from_store(args.store, args.key, args.last)
+        records += [*shown.earlier, shown.record]
         baseline = baseline if baseline is not None else shown.baseline
     history = load_history(args.history) if args.history else None
     page = render(build(records, baseline, history, given_of(args)))
@@ -115,6 +129,7 @@ class FromStore:
     summary: str | None
     annotations: list[str] | None
     killed: tuple[str, ...] = ()  # newer runs that never ended: no record, progress only
+    earlier: tuple[tuple[str, Any], ...] = ()  # the runs before it on the page (--last)
 
 
 def _as_the_run_showed_github(shown: FromStore) -> None:
@@ -163,7 +178,7 @@ def _joined(
     return f"{where} (run {named}, {len(hosts)} host(s))", joined.record
 
 
-def _from_store(url: str, key: str | None) -> FromStore:
+def _from_store(url: str, key: str | None, last: int = 1) -> FromStore:
     """A store's newest run of ``key`` (the store's only key where not given): judged
     against the store's runs before it, as it was."""
     from pytest_accel.files import parse_json
@@ -199,18 +214,43 @@ def _from_store(url: str, key: str | None) -> FromStore:
         if isinstance(value, Exception):
             raise CliError(f"{where}: could not be read ({type(value).__name__})")
         record = check_record(where, parse_json(where, value))
-        stored = newest_runs(store, key, DEFAULT_WINDOW + 1)
+        stored = newest_runs(store, key, max(DEFAULT_WINDOW, last) + 1)
     except StoreError as exc:
         raise CliError(str(exc)) from None
-    folded = baseline_of_stored(stored.name, key, stored.objects, DEFAULT_WINDOW + 1)
+    window = max(DEFAULT_WINDOW, last) + 1
+    folded = baseline_of_stored(stored.name, key, stored.objects, window)
     summary, annotations = (fetched[name] for name in names[1:])
     named = (record["run"].get("slice") or {}).get("name")
     if record["run"].get("host") is not None and named:
         where, record = _joined(where, record, named, stored.objects)
+    earlier = _earlier(stored.objects, record, last - 1)
     return FromStore(
         (where, record),
         folded.baseline,
         summary.decode("utf-8") if isinstance(summary, bytes) else None,
         annotations.decode("utf-8").splitlines() if isinstance(annotations, bytes) else None,
         tuple(later),
+        tuple(earlier),
     )
+
+
+def _earlier(
+    objects: Sequence[tuple[str, bytes]], newest: dict[str, Any], count: int
+) -> list[tuple[str, Any]]:
+    """The ``count`` runs before ``newest`` among a store's objects (oldest first), the
+    hosts of a multi-host run joined, as records."""
+    if count <= 0:
+        return []
+    from pytest_accel.files import parse_json
+    from pytest_accel.perf.formats.record import check_record
+    from pytest_accel.perf.offline import join_slices
+
+    checked = [(url, check_record(url, parse_json(url, raw))) for url, raw in objects]
+    own = {newest["run"].get("id"), (newest["run"].get("slice") or {}).get("name")} - {None}
+    others = [
+        (url, data)
+        for url, data in checked
+        if data["run"].get("id") not in own
+        and (data["run"].get("slice") or {}).get("name") not in own
+    ]
+    return list(join_slices(others, []))[-count:]
