@@ -106,6 +106,7 @@ def test_each_file_format_is_named_by_one_module_that_reads_and_writes_it() -> N
         "pytest-accel/map",
         "pytest-accel/quarantine",
         "pytest-accel/record",
+        "pytest-accel/store-index",
     ]
     assert all(len(modules) == 1 for modules in owners.values()), owners
     for schema, (module,) in owners.items():

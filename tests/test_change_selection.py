@@ -989,3 +989,33 @@ def test_a_branch_selects_from_the_map_of_its_nearest_commit_in_the_store(
     result.stdout.fnmatch_lines(["kept tests/test_ops.py::test_mul: changed since the map of *"])
     assert main(["store", "pull-map", store, "-o", "old.db", "--ref", first]) == 2
     assert "no map of" in capsys.readouterr().err
+
+
+def test_with_a_store_the_runs_send_and_fetch_the_map_themselves(
+    project: Path, pytester: pytest.Pytester
+) -> None:
+    """--accel-store beside --accel-map: the mapping run sends its map as its commit's,
+    a selecting run whose map file is not there fetches the nearest one; a store with
+    no map of its commits leaves the selection without one (every test runs), said."""
+    store = f"--accel-store={project.parent / f'{project.name}-store'}"
+    cold = pytester.runpytest(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", "--accel-select=changed", store
+    )
+    cold.assert_outcomes(passed=4)
+    cold.stdout.fnmatch_lines(["store: *: no map of HEAD or of the 0 commit(s) before it *"])
+    (project / "map.db").unlink(missing_ok=True)
+    mapping = pytester.runpytest(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS, store
+    )
+    mapping.stdout.fnmatch_lines(["store: the dependency map of * sent to *"])
+    (project / "map.db").unlink()
+    git(project, "checkout", "-q", "-b", "feature")
+    edit(project / "pkg" / "ops.py", "return a * b", "return a * b * 1")
+    commit(project, "feature work")
+    selecting = pytester.runpytest(
+        "-p", "no:cacheprovider", "--accel-map", "map.db", "--accel-select=changed", store
+    )
+    selecting.assert_outcomes(passed=1)
+    selecting.stdout.fnmatch_lines(
+        ["store: the map of * (1 commit(s) before HEAD) fetched to map.db"]
+    )

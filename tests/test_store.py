@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_accel.cli import main
+from pytest_accel.files import InputError
 from pytest_accel.perf.formats.baseline import load_baseline
 from pytest_accel.perf.offline import StoredBaseline, baseline_json, baseline_of_stored
 from pytest_accel.store.history import compact, newest_runs, run_object
@@ -727,4 +728,5 @@ def test_a_damaged_index_is_passed_over(pytester: pytest.Pytester) -> None:
     before = newest_runs(store, "cpu/x1", 3)
     (pytester.path / "store" / "runs" / "cpu%2Fx1" / INDEX).write_text("{not json")
     assert newest_runs(store, "cpu/x1", 3) == before
-    assert parse_index(b'{"schema": "pytest-accel/store-index", "version": 99}') is None
+    with pytest.raises(InputError, match="index of another version"):
+        parse_index("i.json", b'{"schema": "pytest-accel/store-index", "version": 99}')

@@ -135,6 +135,26 @@ def pytest_accel_stored_outcomes(config: pytest.Config) -> Sequence[RecordedOutc
 
 
 @pytest.hookspec(firstresult=True)
+def pytest_accel_map_to_fetch(config: pytest.Config) -> str | None:
+    """The dependency map this selecting run reads (``--accel-map``), where no file is
+    there yet; None otherwise.
+
+    The selection feature answers it; the store feature asks while it configures
+    (before the selection reads the map), and fetches the map of the nearest commit the
+    store holds to that path.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_map_written(config: pytest.Config) -> tuple[str, str | None] | None:
+    """The dependency map this mapping run wrote and the commit it is of, or None.
+
+    The selection feature answers it once the map is written; the store feature asks
+    at the session's end, and keeps the map as that commit's.
+    """
+
+
+@pytest.hookspec(firstresult=True)
 def pytest_accel_timing_result(config: pytest.Config) -> TimingResult | None:
     """This session's timing result, built once at its end (``perf.result.TimingResult``:
     the run as compared, its comparison, the record's header), or None.

@@ -51,7 +51,7 @@ FEATURE_PLUGIN_PREFIX = "pytest_accel:"
 
 # Features that answer another's question (``hookspecs``) whatever their options: the
 # asker may ask before they register their own hooks.
-ANSWERING_FEATURES = (report, cost, coverage, flaky, store)
+ANSWERING_FEATURES = (report, cost, coverage, flaky, store, selection)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

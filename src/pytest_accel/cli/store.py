@@ -170,12 +170,9 @@ def _prune(store: Any, args: argparse.Namespace) -> int:
 
 
 def _push_map(store: Any, args: argparse.Namespace) -> int:
-    import hashlib
-    import time
-
     from pytest_accel.files import read_bytes
     from pytest_accel.selection.mapfile import open_map, read_info
-    from pytest_accel.store.layout import map_name, stamp_of
+    from pytest_accel.store.maps import send_map
 
     connection = open_map(args.map)
     try:
@@ -184,37 +181,24 @@ def _push_map(store: Any, args: argparse.Namespace) -> int:
         connection.close()
     if not info.commit:
         raise CliError(f"{args.map}: a map made outside git: no commit to keep it under")
-    data = read_bytes(args.map, limit=1 << 34)
-    name = map_name(info.commit, stamp_of(time.time()), hashlib.sha256(data).hexdigest())
-    url = store.put_new(name, data)
+    url = send_map(store, read_bytes(args.map, limit=1 << 34), info.commit)
     sys.stdout.write(line_start(f"{args.map}: the map of {info.commit[:12]} sent to {url}") + "\n")
     return EXIT_OK
 
 
 def _pull_map(store: Any, args: argparse.Namespace) -> int:
     from pytest_accel.files import write_atomic
-    from pytest_accel.vcs import ancestors
+    from pytest_accel.store.maps import NoMap, fetch_map
 
-    commits = ancestors(args.ref, depth=args.depth)
-    if commits is None:
-        raise CliError(f"git rev-list {args.ref}: not a commit git knows here")
-    found = store.maps_of(commits)
-    if found is None:
-        raise CliError(
-            f"{store.location.shown}: no map of {args.ref} or of the {len(commits) - 1}"
-            " commit(s) before it git knows here (a shallow clone? fetch more history:"
-            " actions/checkout's fetch-depth: 0); run a mapping run (--accel-map) first"
-        )
-    commit, name = found
-    value = store.read([name])[name]
-    if isinstance(value, Exception):
-        raise CliError(f"{store.location.shown}/{name}: could not be read ({type(value).__name__})")
-    write_atomic(args.output, [value])
-    behind = commits.index(commit)
+    try:
+        found = fetch_map(store, args.ref, depth=args.depth)
+    except NoMap as exc:
+        raise CliError(str(exc)) from None
+    write_atomic(args.output, [found.data])
     sys.stdout.write(
         line_start(
-            f"{args.output}: the map of {commit[:12]} ({behind} commit(s) before {args.ref})"
-            f" from {store.location.shown}"
+            f"{args.output}: the map of {found.commit[:12]} ({found.behind} commit(s) before"
+            f" {args.ref}) from {store.location.shown}"
         )
         + "\n"
     )

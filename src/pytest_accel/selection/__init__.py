@@ -12,7 +12,7 @@ from pytest_accel.selection.options import ALWAYS_MARKER, OPTIONS, file_uses, op
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "file_uses", "register", "start_early"]
+__all__ = ["OPTIONS", "file_uses", "pytest_accel_map_to_fetch", "register", "start_early"]
 
 
 def start_early(early_config: pytest.Config) -> None:
@@ -23,6 +23,16 @@ def start_early(early_config: pytest.Config) -> None:
         from pytest_accel.selection.mapping import start_early as start
 
         start(early_config)
+
+
+def pytest_accel_map_to_fetch(config: pytest.Config) -> str | None:
+    """A selecting run's map, where no file is there yet (a store may hold one)."""
+    from pytest_accel.files import resolved
+
+    options = resolve(config)
+    if options.selecting and options.map is not None and not resolved(options.map).exists():
+        return options.map
+    return None
 
 
 def register(config: pytest.Config) -> None:

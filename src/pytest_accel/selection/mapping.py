@@ -571,6 +571,9 @@ class MapWriter:
             update_map(self.path, run)
             self.written = run
 
+    def pytest_accel_map_written(self) -> tuple[str, str | None] | None:
+        return None if self.written is None else (self.path, self.written.commit)
+
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         lines = []
         if self.interrupted:

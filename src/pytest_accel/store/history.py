@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_accel.files import InputError
 from pytest_accel.store.index import COMPACT_AFTER, INDEX, index_bytes, parse_index
 from pytest_accel.store.layout import RunObject, compact_stamp, key_folder, newest
 from pytest_accel.store.location import StoreError
@@ -65,7 +66,10 @@ def _indexed(store: Store, key: str) -> dict[str, bytes]:
         return {}
     if isinstance(value, Exception):
         return {}
-    return parse_index(value) or {}
+    try:
+        return parse_index(name, value)
+    except InputError:
+        return {}
 
 
 def compact(store: Store, key: str, count: int) -> int | None:
@@ -78,7 +82,10 @@ def compact(store: Store, key: str, count: int) -> int | None:
     name = f"{key_folder(key)}/{INDEX}"
     runs = newest(store.runs_of(key), count)
     held = store.read_versioned(name)
-    indexed = (parse_index(held[0]) or {}) if held is not None else {}
+    try:
+        indexed = parse_index(name, held[0]) if held is not None else {}
+    except InputError:
+        indexed = {}  # a damaged index: rewritten whole
     missing = [run.name for run in runs if run.name not in indexed]
     if len(missing) < min(COMPACT_AFTER, len(runs)) or not missing:
         return None

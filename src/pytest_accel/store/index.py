@@ -16,6 +16,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_accel.files import InputError
+
 INDEX = "index.json"
 INDEX_SCHEMA = "pytest-accel/store-index"
 INDEX_VERSION = 1
@@ -29,23 +31,23 @@ def index_bytes(runs: Sequence[tuple[str, bytes]]) -> bytes:
     return json.dumps(document, ensure_ascii=False).encode("utf-8")
 
 
-def parse_index(data: bytes) -> dict[str, bytes] | None:
-    """Each run's bytes by object name; None for what is not an index of this version
-    (a reader then fetches every run on its own)."""
+def parse_index(where: str, data: bytes) -> dict[str, bytes]:
+    """Each run's bytes by object name (InputError, naming ``where``, for what is not
+    an index of this version: a reader then fetches every run on its own)."""
     try:
         document: Any = json.loads(data)
     except (ValueError, UnicodeDecodeError):
-        return None
+        raise InputError(where, "is not JSON: not an index") from None
     if not isinstance(document, Mapping) or document.get("schema") != INDEX_SCHEMA:
-        return None
+        raise InputError(where, f"is not an index (schema {INDEX_SCHEMA!r})")
     if document.get("version") != INDEX_VERSION or not isinstance(document.get("runs"), list):
-        return None
+        raise InputError(where, f"is an index of another version than {INDEX_VERSION}")
     runs: dict[str, bytes] = {}
-    for entry in document["runs"]:
+    for at, entry in enumerate(document["runs"]):
         if not isinstance(entry, Mapping):
-            return None
+            raise InputError(where, f"runs[{at}]: expected an object")
         name, record = entry.get("name"), entry.get("record")
         if not isinstance(name, str) or not isinstance(record, str):
-            return None
+            raise InputError(where, f"runs[{at}]: expected a name and a record, as text")
         runs[name] = record.encode("utf-8")
     return runs

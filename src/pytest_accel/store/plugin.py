@@ -33,6 +33,7 @@ from pytest_accel.settings import usage_error
 from pytest_accel.store.history import StoredRuns, compact, newest_runs
 from pytest_accel.store.layout import ANNOTATIONS, SUMMARY, RunObject, companion, stamp_of
 from pytest_accel.store.location import Store, StoreError, open_store, parse_location
+from pytest_accel.store.maps import NoMap, fetch_map, send_map
 from pytest_accel.store.progress import EVERY, ProgressWriter
 from pytest_accel.text import Line, Tone
 
@@ -100,7 +101,47 @@ class StorePlugin:
         if self.sent is not None:
             with isolated(session, f"compact the store's index {self.shown}"):
                 self._compact(self.sent.key)
+        with isolated(session, f"send the dependency map to the store {self.shown}"):
+            self._send_map()
         return result
+
+    def fetch_map(self) -> None:
+        """Before a selecting run reads its map: where no file is there, the map of the
+        nearest commit the store holds (none: the selection keeps every test, said)."""
+        wanted = self.config.hook.pytest_accel_map_to_fetch(config=self.config)
+        if wanted is None or self.store is None:
+            return
+        try:
+            found = fetch_map(self.store, "HEAD", cwd=str(self.config.rootpath))
+            write_atomic(wanted, [found.data])
+        except (NoMap, StoreError) as exc:
+            self.lines.append(Line(Tone.FILE, f"store: {exc}; no map: every test runs"))
+            return
+        self.lines.append(
+            Line(
+                Tone.FILE,
+                f"store: the map of {found.commit[:12]} ({found.behind} commit(s) before HEAD)"
+                f" fetched to {wanted}",
+            )
+        )
+
+    def _send_map(self) -> None:
+        """After a mapping run: its map, as the map of the commit it was made at."""
+        written = self.config.hook.pytest_accel_map_written(config=self.config)
+        if written is None or self.store is None:
+            return
+        path, commit = written
+        if not commit:
+            self.lines.append(Line(Tone.CHANGE, f"store: {path} was made outside git: not sent"))
+            return
+        try:
+            url = send_map(self.store, Path(path).read_bytes(), commit)
+        except (OSError, StoreError) as exc:
+            self.lines.append(Line(Tone.FILE, f"store: the map {path} not sent: {exc}"))
+            return
+        self.lines.append(
+            Line(Tone.FILE, f"store: the dependency map of {commit[:12]} sent to {url}")
+        )
 
     def _compact(self, key: str) -> None:
         """Every few runs, the key's newest runs into its index (a lost race, a store
@@ -211,6 +252,7 @@ def register_feature(config: pytest.Config, url: str, every: float) -> None:
         if "pip install" in str(exc):  # a backend not installed: the set-up, not the store
             raise usage_error(f"--accel-store: {exc}") from None
         plugin = StorePlugin(config, location.shown, None, problem=str(exc), host=host)
+    plugin.fetch_map()  # before the selection (configured after) reads it
     kept_job_summary(config)  # kept for the runner, where no GITHUB_STEP_SUMMARY names a file
     config.pluginmanager.register(plugin, "pytest_accel:store")
     config.pluginmanager.register(CompanionSender(plugin), "pytest_accel:store_companions")
