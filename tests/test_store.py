@@ -730,3 +730,24 @@ def test_a_damaged_index_is_passed_over(pytester: pytest.Pytester) -> None:
     assert newest_runs(store, "cpu/x1", 3) == before
     with pytest.raises(InputError, match="index of another version"):
         parse_index("i.json", b'{"schema": "pytest-accel/store-index", "version": 99}')
+
+
+def test_coverage_and_flaky_read_a_stores_runs(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``coverage --from`` and ``flaky --from``: the trends and the flaky share of the
+    store's runs, as of the same records given as files."""
+    pytester.makepyfile(test_f=WOBBLY)
+    store = str(pytester.path / "store")
+    for index in range(3):
+        pytester.runpytest_inprocess(
+            f"--accel-store={store}", "--flaky-reruns=1", f"--perf-record=r{index}.json"
+        )
+    files = [f"r{index}.json" for index in range(3)]
+    for command in (["coverage"], ["flaky"]):
+        capsys.readouterr()
+        assert main([*command, *files]) == 0
+        from_files = capsys.readouterr().out
+        assert main([*command, "--from", store, "--last", "3"]) == 0
+        assert capsys.readouterr().out == from_files
+        assert "cpu" in from_files

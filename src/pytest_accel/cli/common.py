@@ -121,3 +121,38 @@ def given_of(args: argparse.Namespace) -> Given:
     if new_slow is not None:
         flags.append(f"--new-slow {new_slow:g}")
     return Given(rule_settings(values, cli_flag), new_slow, tuple(flags))
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """``--from URL [--key KEY] [--last N]``: a run store's runs as records, beside (or
+    in the place of) record files."""
+    parser.add_argument("--from", dest="store", metavar="URL", help="a run store's runs")
+    parser.add_argument(
+        "--key", metavar="KEY", help="with --from: one hardware key's runs (default: every key's)"
+    )
+    parser.add_argument(
+        "--last",
+        type=positive_int,
+        default=20,
+        metavar="N",
+        help="with --from: the newest N runs of each key (default 20)",
+    )
+
+
+def stored_records(args: argparse.Namespace) -> list[tuple[str, bytes]]:
+    """The newest ``--last`` runs of each key (or ``--key``'s) of the store ``--from``
+    names, each its object's URL and bytes; none without ``--from``."""
+    if not getattr(args, "store", None):
+        return []
+    from pytest_accel.store.history import newest_runs
+    from pytest_accel.store.location import StoreError, open_store
+
+    try:
+        store = open_store(args.store)
+        keys = [args.key] if args.key else store.hardware_keys()
+        found: list[tuple[str, bytes]] = []
+        for key in keys:
+            found += newest_runs(store, key, args.last).objects
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    return found

@@ -8,8 +8,17 @@ import json
 import sys
 from typing import Any
 
-from pytest_accel.cli.common import EXIT_FINDINGS, EXIT_OK, add_command, percentage, positive_int
-from pytest_accel.files import read_json
+from pytest_accel.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    CliError,
+    add_command,
+    add_store_options,
+    percentage,
+    positive_int,
+    stored_records,
+)
+from pytest_accel.files import parse_json, read_json
 from pytest_accel.text import one_line
 
 
@@ -27,11 +36,13 @@ def add(commands: Any) -> None:
         [
             "pytest-accel coverage records/cpu-*.json records/tpu-*.json",
             "pytest-accel coverage records/*.json --min-pct 80 --format markdown",
+            "pytest-accel coverage --from s3://ci-state/my-repo --last 10",
         ],
     )
     cover.add_argument(
-        "records", nargs="+", metavar="RECORD", help="records written by --perf-record"
+        "records", nargs="*", metavar="RECORD", help="records written by --perf-record"
     )
+    add_store_options(cover)
     cover.add_argument(
         "--format",
         choices=("text", "json", "markdown"),
@@ -59,9 +70,11 @@ def run(args: argparse.Namespace) -> int:
     from pytest_accel.coverage.model import by_key, coverage_of, gaps
     from pytest_accel.perf.formats.record import check_record, run_columns
 
-    keyed = by_key(
-        coverage_of(run_columns(check_record(path, read_json(path)))) for path in args.records
-    )
+    if not args.records and not args.store:
+        raise CliError("nothing to cover: give RECORD files or --from URL")
+    sources = [(path, read_json(path)) for path in args.records]
+    sources += [(url, parse_json(url, raw)) for url, raw in stored_records(args)]
+    keyed = by_key(coverage_of(run_columns(check_record(where, data))) for where, data in sources)
     latest = {key: runs[-1] for key, runs in keyed.items()}
     found = gaps(latest)
     below = sorted(

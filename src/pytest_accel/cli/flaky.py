@@ -15,13 +15,16 @@ from pytest_accel.cli.common import (
     EXIT_OK,
     CliError,
     add_command,
+    add_store_options,
     percentage,
     positive_int,
+    stored_records,
 )
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import (
     InputError,
     check_writable,
+    parse_json,
     read_json,
     write_json_atomic,
 )
@@ -43,11 +46,13 @@ def add(commands: Any) -> None:
         [
             "pytest-accel flaky ci/state/flaky-history.json --max-pct 5",
             "pytest-accel flaky history.json --write-quarantine ci/quarantine.json",
+            "pytest-accel flaky --from s3://ci-state/my-repo --last 50 --max-pct 5",
         ],
     )
     flaky.add_argument(
-        "files", nargs="+", metavar="HISTORY_OR_RECORD", help="flaky histories and records"
+        "files", nargs="*", metavar="HISTORY_OR_RECORD", help="flaky histories and records"
     )
+    add_store_options(flaky)
     flaky.add_argument(
         "--format",
         choices=("text", "json", "markdown"),
@@ -92,8 +97,11 @@ def add(commands: Any) -> None:
     flaky.set_defaults(handler=run)
 
 
-def history_inputs(paths: Sequence[str], window: int | None) -> History:
-    """Histories and records (each record one run) as one history."""
+def history_inputs(
+    paths: Sequence[str], window: int | None, stored: Sequence[tuple[str, bytes]] = ()
+) -> History:
+    """Histories and records (each record one run; ``stored``: a store's, as their URLs
+    and bytes) as one history."""
     from pytest_accel.flaky.history import (
         HISTORY_SCHEMA,
         RecordedRun,
@@ -105,8 +113,9 @@ def history_inputs(paths: Sequence[str], window: int | None) -> History:
     from pytest_accel.perf.formats.record import RECORD_SCHEMA, attempts_of, check_record
 
     histories, runs = [], []
-    for path in paths:
-        data = read_json(path)
+    inputs = [(path, read_json(path)) for path in paths]
+    inputs += [(url, parse_json(url, raw)) for url, raw in stored]
+    for path, data in inputs:
         schema = data.get("schema") if isinstance(data, dict) else None
         if schema == RECORD_SCHEMA:
             record = check_record(path, data)
@@ -174,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
         if os.path.exists(args.write_quarantine):
             sources.append(args.write_quarantine)
         kept = [entry for path in sources for entry in load_quarantine(path).entries]
-    report = analysis(history_inputs(args.files, args.window))
+    if not args.files and not args.store:
+        raise CliError("nothing to classify: give HISTORY_OR_RECORD files or --from URL")
+    report = analysis(history_inputs(args.files, args.window, stored_records(args)))
     over = {
         platform: pct
         for platform, pct in report["flaky_pct"].items()

@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from pytest_accel.cli.common import EXIT_OK, CliError, add_command, positive_int
+from pytest_accel.cli.common import (
+    EXIT_OK,
+    CliError,
+    add_command,
+    add_store_options,
+    positive_int,
+    stored_records,
+)
 from pytest_accel.text import line_start
 
 
@@ -222,17 +229,7 @@ def add_export(commands: Any) -> None:
         ],
     )
     export.add_argument("records", nargs="*", metavar="RECORD", help="records (--perf-record)")
-    export.add_argument("--from", dest="store", metavar="URL", help="a run store's runs")
-    export.add_argument(
-        "--key", metavar="KEY", help="with --from: one hardware key's runs (default: every key's)"
-    )
-    export.add_argument(
-        "--last",
-        type=positive_int,
-        default=20,
-        metavar="N",
-        help="with --from: the newest N runs of each key (default 20)",
-    )
+    add_store_options(export)
     export.add_argument("-o", "--output", required=True, metavar="JSONL", help="where to write")
     export.set_defaults(handler=run_export)
 
@@ -241,21 +238,10 @@ def run_export(args: argparse.Namespace) -> int:
     from pytest_accel.files import dumps, parse_json, read_bytes, write_atomic
     from pytest_accel.perf.formats.export import export_rows
     from pytest_accel.perf.formats.record import check_record
-    from pytest_accel.store.history import newest_runs
-    from pytest_accel.store.location import StoreError, open_store
 
     if not args.records and not args.store:
         raise CliError("nothing to export: give RECORD files or --from URL")
-    sources = [(path, read_bytes(path)) for path in args.records]
-    if args.store:
-        try:
-            store = open_store(args.store)
-            keys = [args.key] if args.key else store.hardware_keys()
-            for key in keys:
-                stored = newest_runs(store, key, args.last)
-                sources += list(stored.objects)
-        except StoreError as exc:
-            raise CliError(str(exc)) from None
+    sources = [(path, read_bytes(path)) for path in args.records] + stored_records(args)
     records = [(where, check_record(where, parse_json(where, raw))) for where, raw in sources]
     # ``dumps`` ends each object with its newline: one object a line.
     lines = [dumps(row) for where, record in records for row in export_rows(record, where)]
