@@ -123,19 +123,24 @@ def given_of(args: argparse.Namespace) -> Given:
     return Given(rule_settings(values, cli_flag), new_slow, tuple(flags))
 
 
-def add_store_options(parser: argparse.ArgumentParser) -> None:
+def add_store_options(
+    parser: argparse.ArgumentParser,
+    *,
+    store: str = "a run store's runs",
+    key: str = "one hardware key's runs (default: every key's)",
+    last: int = 20,
+    newest: str = "the newest N runs of each key",
+) -> None:
     """``--from URL [--key KEY] [--last N]``: a run store's runs as records, beside (or
-    in the place of) record files."""
-    parser.add_argument("--from", dest="store", metavar="URL", help="a run store's runs")
-    parser.add_argument(
-        "--key", metavar="KEY", help="with --from: one hardware key's runs (default: every key's)"
-    )
+    in the place of) record files; each command words them for what it does."""
+    parser.add_argument("--from", dest="store", metavar="URL", help=store)
+    parser.add_argument("--key", metavar="KEY", help=f"with --from: {key}")
     parser.add_argument(
         "--last",
         type=positive_int,
-        default=20,
+        default=last,
         metavar="N",
-        help="with --from: the newest N runs of each key (default 20)",
+        help=f"with --from: {newest} (default {last})",
     )
 
 

@@ -14,8 +14,8 @@ from pytest_accel.cli.common import (
     CliError,
     add_command,
     add_rule_options,
+    add_store_options,
     given_of,
-    positive_int,
 )
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import check_writable, read_json, write_atomic
@@ -50,21 +50,12 @@ def add(commands: Any) -> None:
     report.add_argument(
         "--history", metavar="PATH", help="a flaky history (--flaky-history): the grid"
     )
-    report.add_argument(
-        "--from",
-        dest="store",
-        metavar="URL",
-        help="a run store (--accel-store): its newest run, judged against its runs before it",
-    )
-    report.add_argument(
-        "--key", metavar="KEY", help="with --from: the hardware key (needed where it holds several)"
-    )
-    report.add_argument(
-        "--last",
-        type=positive_int,
-        default=1,
-        metavar="N",
-        help="with --from: the newest N runs on the page, side by side (default 1: the newest)",
+    add_store_options(
+        report,
+        store="a run store (--accel-store): its newest run, judged against its runs before it",
+        key="the hardware key (needed where it holds several)",
+        last=1,
+        newest="the newest N runs on the page, side by side",
     )
     report.add_argument(
         "-o", "--output", required=True, metavar="HTML", help="where to write the page"
