@@ -402,3 +402,16 @@ def test_a_new_built_in_platform_is_its_probe_and_its_row(
     pinned.assert_outcomes(passed=4, skipped=4)
     seen = {(pytester.path / f"seen-gw{i}").read_text() for i in (0, 1)}
     assert seen == {"0,1", "2,3"}  # each worker its own half of the NPUs
+
+
+def test_one_platform_table_names_the_visibility_variables() -> None:
+    """Which variable masks which platform's devices is said once, in the hardware's
+    platform table (and the detection and pinning beside it): no other package keeps a
+    second table that could drift from it (device memory names devices through it)."""
+    variables = re.compile(r'"(?:CUDA|HIP|ROCR)_VISIBLE_DEVICES"|"TPU_VISIBLE_CHIPS"')
+    elsewhere = sorted(
+        name
+        for name, text in sources().items()
+        if not name.startswith("hardware/") and variables.search(text)
+    )
+    assert elsewhere == []

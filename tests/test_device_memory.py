@@ -71,6 +71,24 @@ def test_a_device_is_named_by_its_index_on_the_machine() -> None:
     assert device_name("gpu", 2, {"CUDA_VISIBLE_DEVICES": "0"}) == "gpu:2"  # beyond the mask
 
 
+@pytest.mark.parametrize("framework", ["rocm", "gpu"])  # JAX says rocm; PyTorch's ROCm build, gpu
+def test_a_pinned_rocm_workers_devices_are_named_through_both_masks(framework: str) -> None:
+    """The ROCm pinning gives a worker ROCR_VISIBLE_DEVICES=2,3 and HIP_VISIBLE_DEVICES
+    =0,1 (HIP indexes into what ROCR leaves): its devices are the machine's 2 and 3, not
+    0 and 1 (which every worker would report alike)."""
+    pinned = {"ROCR_VISIBLE_DEVICES": "2,3", "HIP_VISIBLE_DEVICES": "0,1"}
+    assert [device_name(framework, local, pinned) for local in (0, 1)] == ["gpu:2", "gpu:3"]
+    swapped = {"ROCR_VISIBLE_DEVICES": "4,5,6", "HIP_VISIBLE_DEVICES": "2,0"}
+    assert device_name(framework, 0, swapped) == "gpu:6"
+    # HIP reads HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES, within ROCR's.
+    assert device_name("rocm", 0, {"ROCR_VISIBLE_DEVICES": "1,2", "CUDA_VISIBLE_DEVICES": "1"}) == (
+        "gpu:2"
+    )
+    assert device_name("rocm", 0, {"HIP_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0"}) == (
+        "gpu:1"
+    )
+
+
 def test_two_frameworks_on_one_device_add_up_and_the_highest_over_a_limit_is_named() -> None:
     peaks = combined(
         [Peak("gpu:0", 3 * GIB, True), Peak("gpu:1", GIB, True), Peak("gpu:0", GIB, False)]

@@ -113,7 +113,10 @@ class Platform:
     name: str
     family: str | None = None  # a name that matches it and its siblings ("gpu")
     probe: Probe | None = None  # its system probe; None: not probed (cpu, or a plugin's)
-    masks: tuple[str, ...] = ()  # its visibility variables, in the order the runtime reads
+    # Its visibility variables, outermost first; the variables of one level are
+    # alternatives, the first one set applies (HIP reads HIP_VISIBLE_DEVICES, else
+    # CUDA_VISIBLE_DEVICES, within what ROCR_VISIBLE_DEVICES leaves).
+    masks: tuple[tuple[str, ...], ...] = ()
     jax_name: str | None = None  # its name in JAX_PLATFORMS; None: JAX does not run it
     marker: str | None = None  # its shorthand marker's help ("tpu(...): ..."); None: none
     aliases: tuple[tuple[str, str], ...] = ()  # other markers meaning it: (name, help)
@@ -126,7 +129,7 @@ PLATFORMS: tuple[Platform, ...] = (
     Platform(
         "tpu",
         probe=probe_tpu,
-        masks=("TPU_VISIBLE_CHIPS",),
+        masks=(("TPU_VISIBLE_CHIPS",),),
         jax_name="tpu",
         marker="tpu(min_devices=1, kind=None): run only on TPU; shorthand for accel('tpu').",
         aliases=(("tpu_ci", "tpu_ci(min_devices=1, kind=None): TPU CI tier; alias of tpu."),),
@@ -136,7 +139,7 @@ PLATFORMS: tuple[Platform, ...] = (
         "cuda",
         family="gpu",
         probe=probe_cuda,
-        masks=("CUDA_VISIBLE_DEVICES",),
+        masks=(("CUDA_VISIBLE_DEVICES",),),
         jax_name="cuda",
         marker="cuda(min_devices=1, kind=None): run only on NVIDIA CUDA GPUs.",
         pinning=mask_pinning("CUDA_VISIBLE_DEVICES"),
@@ -146,7 +149,7 @@ PLATFORMS: tuple[Platform, ...] = (
         family="gpu",
         probe=probe_rocm,
         # HIP indexes into what ROCR leaves (and honours CUDA_VISIBLE_DEVICES).
-        masks=("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
+        masks=(("ROCR_VISIBLE_DEVICES",), ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")),
         jax_name="rocm",
         marker="rocm(min_devices=1, kind=None): run only on AMD ROCm GPUs.",
         pinning=Pinning(_rocm_shareable, _rocm_variables),
@@ -210,3 +213,30 @@ def rows(extra: Iterable[Platform] = ()) -> dict[str, Platform]:
 def pinning_of(platform: str, extra: Iterable[Platform] = ()) -> Pinning | None:
     row = rows(extra).get(platform)
     return None if row is None else row.pinning
+
+
+def machine_device(platform: str, local: int, environ: Mapping[str, str]) -> str:
+    """``gpu:3``: the device a process knows as ``local`` of ``platform`` (a framework's
+    name: ``gpu``, ``cuda``, ``rocm``, ``tpu``), named by its index on the machine
+    through the platform's masks, innermost first (an xdist worker pinned to
+    ``ROCR_VISIBLE_DEVICES=2,3`` with ``HIP_VISIBLE_DEVICES=0,1`` has ``gpu:2`` as its
+    first); a mask entry that is a UUID names it; past a mask's end, ``local`` stays."""
+    gpus = families().get("gpu", frozenset())
+    kind = "gpu" if platform == "gpu" or platform in gpus else platform
+    rows = {row.name: row for row in PLATFORMS}
+    if platform == "gpu":  # a framework that does not say (PyTorch's CUDA and ROCm builds)
+        own = {name for level in rows["rocm"].masks for name in level} - {
+            name for level in rows["cuda"].masks for name in level
+        }
+        platform = "rocm" if own & set(environ) else "cuda"
+    row = rows.get(platform)
+    index = str(local)
+    for level in reversed(row.masks if row is not None else ()):
+        variable = next((name for name in level if name in environ), None)
+        if variable is None:
+            continue
+        entries = mask_entries(environ[variable], uuids=variable in UUID_MASKS)
+        if not index.isdigit() or not 0 <= int(index) < len(entries):
+            break
+        index = entries[int(index)]
+    return f"{kind}:{index}"

@@ -29,14 +29,12 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from pytest_accel.hardware.detection import UUID_MASKS, mask_entries
+from pytest_accel.hardware.platforms import machine_device
 from pytest_accel.imports import AfterImport, after_import
 from pytest_accel.outcomes import DEVICE_MEMORY_ATTR, is_subtest
 from pytest_accel.text import size
 
 WORKEROUTPUT_MEMORY_PROBLEM = "pytest_accel_memory_problem"
-# The variable that masks each platform's devices, as the runtime reads it.
-MASKS = {"gpu": ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"), "tpu": ("TPU_VISIBLE_CHIPS",)}
 
 
 class Peak(NamedTuple):
@@ -46,16 +44,9 @@ class Peak(NamedTuple):
 
 
 def device_name(platform: str, local: int, environ: Mapping[str, str] = os.environ) -> str:
-    """``gpu:3`` for the process's device ``local`` where a mask made index 3 its
-    ``local``-th (the mask's own entry, a UUID too; read as detection reads it); else
-    ``gpu:<local>``."""
-    kind = "gpu" if platform in ("gpu", "cuda", "rocm") else platform
-    for variable in MASKS.get(kind, ()):
-        value = environ.get(variable)
-        entries = mask_entries(value, uuids=variable in UUID_MASKS) if value else []
-        if 0 <= local < len(entries):
-            return f"{kind}:{entries[local]}"
-    return f"{kind}:{local}"
+    """``gpu:3``: the process's device ``local`` by its index on the machine, through
+    the masks of the hardware's one platform table (``platforms.machine_device``)."""
+    return machine_device(platform, local, environ)
 
 
 class JaxMemory:
