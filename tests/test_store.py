@@ -278,12 +278,32 @@ def test_the_server_stopped_mid_run_costs_the_upload_only(
     )
 
 
-# A writer process as the plugin writes at a session's end: the store and one object.
-WRITER = """
-import sys
+# Writers as the plugin writes at a session's end, one process each: forked from one
+# that imported the store's backend once (no thread runs yet when it forks), so 32
+# processes cost one import; each opens the store anew, waits for the others, and
+# sends its record.
+WRITERS = """
+import os, sys, time
 from pathlib import Path
 from pytest_accel.store.location import open_store
-open_store(sys.argv[1]).put_new(sys.argv[2], Path(sys.argv[3]).read_bytes())
+
+url, start, pairs = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+if url.startswith("s3://"):
+    import s3fs  # noqa: F401  (imported once, before the fork)
+children = []
+for name, path in zip(pairs[::2], pairs[1::2]):
+    pid = os.fork()
+    if pid == 0:
+        store = open_store(url)
+        data = Path(path).read_bytes()
+        time.sleep(max(0.0, start - time.time()))  # all of them at once
+        try:
+            store.put_new(name, data)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    children.append(pid)
+sys.exit(max(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))
 """
 
 
@@ -316,11 +336,12 @@ def test_32_writers_at_once_lose_nothing(
         url = str(pytester.path / "store")
     paths = _records(pytester, 32)
     names = [run_object(json.loads(path.read_text()), path.read_bytes()).name for path in paths]
-    writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, url, name, str(path)])
-        for name, path in zip(names, paths, strict=True)
-    ]
-    assert [writer.wait(timeout=120) for writer in writers] == [0] * 32
+    pairs = [part for name, path in zip(names, paths, strict=True) for part in (name, str(path))]
+    start = str(time.time() + 1.0)
+    writers = subprocess.run(
+        [sys.executable, "-c", WRITERS, url, start, *pairs], timeout=120, check=False
+    )
+    assert writers.returncode == 0
     assert sorted(_objects(url)) == sorted(names)
     history = load_history(url, 40)
     assert history.runs == 32
