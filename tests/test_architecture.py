@@ -415,3 +415,37 @@ def test_one_platform_table_names_the_visibility_variables() -> None:
         if not name.startswith("hardware/") and variables.search(text)
     )
     assert elsewhere == []
+
+
+def test_the_plugin_wires_each_feature_through_its_declared_surface() -> None:
+    """Each feature package says what it offers (``__all__``, every name of it defined),
+    and the plugin module reaches a feature only through those names: what a feature
+    keeps to itself can change without the core noticing."""
+    import ast
+    import importlib
+
+    import pytest_accel.plugin as plugin
+
+    tree = ast.parse(Path(plugin.__file__).read_text(encoding="utf-8"))
+    features = {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module == "pytest_accel"
+        for alias in node.names
+    } & (FEATURES | {"report"})
+    packages = {name: importlib.import_module(f"pytest_accel.{name}") for name in features}
+    for name, package in packages.items():
+        declared = getattr(package, "__all__", None)
+        assert declared is not None, f"pytest_accel.{name} declares no __all__"
+        assert [n for n in declared if not hasattr(package, n)] == [], name
+    used = sorted(
+        (node.value.id, node.attr)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in packages
+        and not node.attr.startswith("__")
+    )
+    outside = [(f, a) for f, a in used if a not in packages[f].__all__]
+    assert outside == []
+    assert used  # the check looked at something
