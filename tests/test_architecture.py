@@ -424,7 +424,7 @@ def test_the_plugin_wires_each_feature_through_its_declared_surface() -> None:
     import ast
     import importlib
 
-    import pytest_accel.plugin as plugin
+    from pytest_accel import plugin
 
     tree = ast.parse(Path(plugin.__file__).read_text(encoding="utf-8"))
     features = {
