@@ -65,7 +65,7 @@ class StorePlugin:
         self.annotations: tuple[str, ...] = ()
 
     def pytest_accel_stored_runs(self, key: str, count: int) -> StoredRuns | None:
-        """The newest runs of ``key``, fetched once; None where the store failed (said)."""
+        """The newest ``count`` runs of ``key``; None where the store failed (said)."""
         if self.store is None:
             self.lines.append(
                 Line(Tone.FILE, f"store: {self.problem}; this run is compared with nothing")
