@@ -260,12 +260,23 @@ def test_the_server_stopped_mid_run_costs_the_upload_only(
         _s3_environment(monkeypatch, endpoint)
         s3fs.S3FileSystem(skip_instance_cache=True).mkdir("kept")
         monkeypatch.setenv("SERVER_PID", str(server.pid))
+        monkeypatch.setenv("SERVER_PORT", endpoint.rsplit(":", 1)[1])
         pytester.makepyfile(
             test_s="""
-            import os, signal
+            import os, signal, socket, time
 
             def test_stops_the_server():
                 os.kill(int(os.environ["SERVER_PID"]), signal.SIGKILL)
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:  # gone once nothing answers
+                    try:
+                        socket.create_connection(
+                            ("127.0.0.1", int(os.environ["SERVER_PORT"])), timeout=1
+                        ).close()
+                    except OSError:
+                        return
+                    time.sleep(0.05)
+                raise AssertionError("the server still answers")
             """
         )
         result = pytester.runpytest_inprocess("--accel-store=s3://kept/repo")

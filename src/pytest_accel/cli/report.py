@@ -198,19 +198,19 @@ def _from_store(url: str, key: str | None, last: int = 1) -> FromStore:
             raise CliError(f"{store.location.shown}: holds no runs of {key!r}{killed}")
         run = runs[0]
         later = [found.name for found in unfinished if found.started > run.started]
-        names = [run.name, companion(run, SUMMARY), companion(run, ANNOTATIONS)]
-        fetched = store.read(names)
-        where = f"{store.location.shown.rstrip('/')}/{run.name}"
-        value = fetched[run.name]
-        if isinstance(value, Exception):
-            raise CliError(f"{where}: could not be read ({type(value).__name__})")
-        record = check_record(where, parse_json(where, value))
-        stored = newest_runs(store, key, max(DEFAULT_WINDOW, last) + 1)
+        window = max(DEFAULT_WINDOW, last) + 1
+        stored = newest_runs(store, key, window)  # the newest run among them
+        beside = [companion(run, SUMMARY), companion(run, ANNOTATIONS)]
+        fetched = store.read(beside)
+        summary, annotations = (fetched[name] for name in beside)
     except StoreError as exc:
         raise CliError(str(exc)) from None
-    window = max(DEFAULT_WINDOW, last) + 1
+    where = f"{stored.name}/{run.name}"
+    value = dict(stored.objects).get(where)
+    if value is None:
+        raise CliError(f"{where}: could not be read")
+    record = check_record(where, parse_json(where, value))
     folded = baseline_of_stored(stored.name, key, stored.objects, window)
-    summary, annotations = (fetched[name] for name in names[1:])
     named = (record["run"].get("slice") or {}).get("name")
     if record["run"].get("host") is not None and named:
         where, record = _joined(where, record, named, stored.objects)

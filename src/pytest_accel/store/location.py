@@ -177,16 +177,7 @@ class Store:
         """The hardware keys the store holds runs of."""
         from urllib.parse import unquote
 
-        try:
-            if self.local:
-                folder = Path(self._path(RUNS))
-                names = [entry.name for entry in folder.iterdir()] if folder.is_dir() else []
-            else:
-                listed = self.fs.ls(self._path(RUNS), detail=False) if self._exists(RUNS) else []
-                names = [str(path).rstrip("/").rsplit("/", 1)[-1] for path in listed]
-        except Exception as exc:
-            raise StoreError(f"could not list {self.location.shown}: {safe_reason(exc)}") from None
-        return sorted(unquote(name) for name in names if not name.startswith("."))
+        return sorted(unquote(name) for name in self._names(RUNS) if not name.startswith("."))
 
     def maps_of(self, commits: Sequence[str]) -> tuple[str, str] | None:
         """The newest map of the first of ``commits`` the store holds a map of: (the

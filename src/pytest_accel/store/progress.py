@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_accel.outcomes import PHASES
 from pytest_accel.store.layout import RunObject
 
 if TYPE_CHECKING:
@@ -125,6 +126,3 @@ class ProgressWriter:
 
         with contextlib.suppress(StoreError):
             self.store.remove(self.sent)
-
-
-PHASES = ("setup", "call", "teardown")
