@@ -72,20 +72,24 @@ def commit(root: Path, message: str = "change") -> None:
     git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> Path:
-    """A git repository with a package, its tests, and pytest's configuration."""
-    root = pytester.path
+def git_project(root: Path, ops: str, tests: str) -> Path:
+    """A git repository at ``root`` with a package (``pkg/ops.py``: ``ops``), its tests
+    (``tests/test_ops.py``: ``tests``), and pytest's configuration."""
     (root / "pkg").mkdir()
     (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "ops.py").write_text(OPS)
+    (root / "pkg" / "ops.py").write_text(ops)
     (root / "tests").mkdir()
-    (root / "tests" / "test_ops.py").write_text(TESTS)
+    (root / "tests" / "test_ops.py").write_text(tests)
     (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
-    (root / ".gitignore").write_text("*.db\n.*.lock\n*.json\n*.html\n__pycache__/\n")
+    (root / ".gitignore").write_text("*.db\n.*.lock\n*.json\n*.html\n*.md\n__pycache__/\n")
     git(root, "init", "-q", "-b", "main")
     commit(root, "start")
     return root
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Path:
+    return git_project(pytester.path, OPS, TESTS)
 
 
 def edit(path: Path, old: str, new: str) -> None:

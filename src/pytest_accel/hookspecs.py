@@ -146,6 +146,19 @@ def pytest_accel_map_to_fetch(config: pytest.Config) -> str | None:
 
 
 @pytest.hookspec(firstresult=True)
+def pytest_accel_changed_code(
+    config: pytest.Config, since: str, until: str | None, tests: Sequence[str]
+) -> Mapping[str, tuple[str, ...]] | None:
+    """The code that changed between the commits ``since`` and ``until`` (None: the
+    work tree) that each of ``tests`` runs, as ``path:qualified name``; None where
+    nothing can say (no dependency map).
+
+    The selection feature answers it from the map (``--accel-map``) and git; the timing
+    feature asks for the tests of its alarms, and names that code beneath each.
+    """
+
+
+@pytest.hookspec(firstresult=True)
 def pytest_accel_map_written(config: pytest.Config) -> tuple[str, str | None] | None:
     """The dependency map this mapping run wrote and the commit it is of, or None.
 

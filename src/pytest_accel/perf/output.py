@@ -214,7 +214,8 @@ def cause_lines(alarm: Alarm, compile_time: str | None = None) -> list[str]:
     their slower tracing and execution, the suite total they moved, ``compile_time``)."""
     culprit = alarm.culprit
     if culprit is None:
-        return [_describe_finding(alarm)]
+        said = [_describe_finding(alarm)]
+        return said if alarm.changed is None else [*said, alarm.changed.describe()]
     head = (
         f"function {culprit.describe()}: compiled anew on every call in"
         f" {alarm.recompiling_tests} test(s)"
@@ -569,7 +570,14 @@ def _alarm_rows(alarm: Alarm) -> list[str]:
     tests' and their symptoms' rows, each ``same cause: ...``."""
     culprit = alarm.culprit
     if culprit is None:
-        return [_alarm_row(alarm)]
+        code = alarm.changed
+        if code is None:
+            return [_alarm_row(alarm)]
+        return [
+            _alarm_row(alarm),
+            f"| changed code it runs | {alarm.scope} | {escape_cell(', '.join(code.names))}"
+            f" | | | | changed since {code.since[:12]} |",
+        ]
     head = (
         f"| recompiled | function | {escape_cell(culprit.describe())} | | | |"
         f" compiled anew on every call in {alarm.recompiling_tests} test(s) |"

@@ -55,6 +55,7 @@ from pytest_accel.reports import (
 from pytest_accel.text import Line, Tone
 
 if TYPE_CHECKING:  # the comparison and its output load only with a baseline
+    from pytest_accel.perf.analysis.causes import CommitRange
     from pytest_accel.perf.device_memory import DeviceMemoryMeter
     from pytest_accel.perf.formats.baseline import Baseline
     from pytest_accel.perf.model.findings import Comparison
@@ -143,6 +144,10 @@ class PerfPlugin:
         if run is not None:
             with isolated(session, "compare the timings with the baseline"):
                 comparison = self._compare(run)
+        if comparison is not None and comparison.alarms:
+            with isolated(session, "name the changed code the alarms' tests run"):
+                newest = env.runs[-1].identity.commit if env is not None and env.runs else None
+                comparison = self._with_changed_code(comparison, commit, newest)
         compilation = table.compilation()
         info = self._run_info(session.exitstatus, identity, shard)
         # Perf's rows first in the job summary; the features called below add theirs.
@@ -276,6 +281,28 @@ class PerfPlugin:
         return compare_with_baseline(
             run, self.baseline, self.options.rule, self.overrides(), new_slow=self.options.new_slow
         )
+
+    def _with_changed_code(
+        self, comparison: Comparison, commit: str | None, baseline_commit: str | None
+    ) -> Comparison:
+        """``comparison`` with the changed code each alarm's tests ran, where a feature
+        can say (the selection's dependency map: ``pytest_accel_changed_code``)."""
+        from pytest_accel.perf.analysis.causes import changed_code_of, code_questions
+
+        questions = code_questions(comparison, run_commit=commit, baseline_commit=baseline_commit)
+        asked: dict[CommitRange, set[str]] = {}
+        for question in questions.values():
+            asked.setdefault(question.between, set()).update(question.tests)
+        answers = {}
+        for (since, until), tests in asked.items():
+            found = self.config.hook.pytest_accel_changed_code(
+                config=self.config, since=since, until=until, tests=sorted(tests)
+            )
+            if found is None:
+                return comparison  # nothing answers: no map
+            answers[(since, until)] = found
+        found_code = changed_code_of(questions, answers)
+        return replace(comparison, changed_code=found_code) if found_code else comparison
 
     def _run_info(self, exitstatus: int, identity: RunIdentity, shard: str | None) -> RunInfo:
         return RunInfo(

@@ -5,6 +5,7 @@ and says what it saved."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_accel.selection.options import ALWAYS_MARKER, OPTIONS, file_uses, option, resolve
@@ -12,7 +13,14 @@ from pytest_accel.selection.options import ALWAYS_MARKER, OPTIONS, file_uses, op
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["OPTIONS", "file_uses", "pytest_accel_map_to_fetch", "register", "start_early"]
+__all__ = [
+    "OPTIONS",
+    "file_uses",
+    "pytest_accel_changed_code",
+    "pytest_accel_map_to_fetch",
+    "register",
+    "start_early",
+]
 
 
 def start_early(early_config: pytest.Config) -> None:
@@ -33,6 +41,20 @@ def pytest_accel_map_to_fetch(config: pytest.Config) -> str | None:
     if options.selecting and options.map is not None and not resolved(options.map).exists():
         return options.map
     return None
+
+
+def pytest_accel_changed_code(
+    config: pytest.Config, since: str, until: str | None, tests: Sequence[str]
+) -> dict[str, tuple[str, ...]] | None:
+    """The changed code each test runs, by the run's map (``selection.suspects``)."""
+    options = resolve(config)
+    if options.map is None:
+        return None
+    from pathlib import Path
+
+    from pytest_accel.selection.suspects import changed_code
+
+    return changed_code(Path(str(config.rootpath)), options.map, since, until, tests)
 
 
 def register(config: pytest.Config) -> None:

@@ -329,15 +329,15 @@ def git_changed_files(root: Path, refs: Sequence[str]) -> ChangedFiles:
     ``refs`` that git knows here, untracked ones included; no files when git cannot say
     (no git, not a repository, none of the refs known)."""
     try:
-        top = _git(root, "rev-parse", "--show-toplevel")
-    except _GitError as exc:
+        top = run_git(root, "rev-parse", "--show-toplevel")
+    except GitError as exc:
         return ChangedFiles(None, str(exc))
     known, unknown = [], []
     for ref in refs:
         try:
-            _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+            run_git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
             known.append(ref)
-        except _GitError:
+        except GitError:
             unknown.append(ref)
     if not known:
         why = f"git knows none of {', '.join(refs) or 'the references'} here"
@@ -345,9 +345,9 @@ def git_changed_files(root: Path, refs: Sequence[str]) -> ChangedFiles:
     names: set[str] = set()
     # -z: paths as they are (no quoting of a non-ASCII or odd name), NUL-separated.
     for ref in known:
-        listed = _git(root, "diff", "--name-only", "-z", "--no-renames", ref, "--")
+        listed = run_git(root, "diff", "--name-only", "-z", "--no-renames", ref, "--")
         names.update(filter(None, listed.split("\0")))
-    untracked = _git(root, "ls-files", "-z", "--others", "--exclude-standard", "--full-name")
+    untracked = run_git(root, "ls-files", "-z", "--others", "--exclude-standard", "--full-name")
     names.update(filter(None, untracked.split("\0")))
     toplevel = Path(top.strip())
     found = []
@@ -360,11 +360,11 @@ def git_changed_files(root: Path, refs: Sequence[str]) -> ChangedFiles:
     return ChangedFiles(sorted(found), unknown=tuple(unknown))
 
 
-class _GitError(Exception):
+class GitError(Exception):
     pass
 
 
-def _git(root: Path, *args: str) -> str:
+def run_git(root: Path, *args: str) -> str:
     try:
         done = subprocess.run(
             ["git", "-C", str(root), *args],
@@ -376,8 +376,8 @@ def _git(root: Path, *args: str) -> str:
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise _GitError(f"git cannot run: {exc}") from None
+        raise GitError(f"git cannot run: {exc}") from None
     if done.returncode:
         message = (done.stderr.strip().splitlines() or ["not a git repository"])[-1]
-        raise _GitError(f"git {args[0]}: {message}")
+        raise GitError(f"git {args[0]}: {message}")
     return done.stdout

@@ -697,6 +697,33 @@ def blocks_of_tests(
     return found
 
 
+def blocks_in_files(
+    connection: sqlite3.Connection, nodeids: Iterable[str], paths: Iterable[str]
+) -> dict[str, set[tuple[str, str]]]:
+    """For the tests ``nodeids``, the blocks of ``paths`` each depends on (those it ran,
+    and its collection's and fixtures'): ``{test: {(path, block name)}}``."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    _wanted(connection, "wanted_files", paths)
+    _wanted(connection, "wanted_tests", nodeids)
+    tests_files = (
+        " FROM temp.wanted_tests wt JOIN tests t ON t.nodeid = wt.value{via}"
+        " JOIN blocks b ON b.id = {block} JOIN files f ON f.id = b.file_id"
+        " JOIN temp.wanted_files w ON w.value = f.path"
+    )
+    query = "SELECT t.nodeid, f.path, b.name" + tests_files.format(
+        via=" JOIN test_blocks tb ON tb.test_id = t.id", block="tb.block_id"
+    )
+    if _version(connection) >= 2:
+        query += " UNION SELECT t.nodeid, f.path, b.name" + tests_files.format(
+            via=" JOIN test_units tu ON tu.test_id = t.id"
+            " JOIN unit_blocks ub ON ub.unit_id = tu.unit_id",
+            block="ub.block_id",
+        )
+    for nodeid, path, name in connection.execute(query):
+        found.setdefault(nodeid, set()).add((path, name))
+    return found
+
+
 def programs_of_tests(connection: sqlite3.Connection) -> dict[str, frozenset[Program]]:
     """Each mapped test's programs."""
     found: dict[str, set[Program]] = {}

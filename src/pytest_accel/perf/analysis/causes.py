@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_accel.perf.analysis.changes import Steps
-from pytest_accel.perf.model.findings import Change, Finding
+from pytest_accel.perf.model.findings import Change, ChangedCode, Comparison, Finding
 from pytest_accel.perf.model.samples import EnvHistory
 
 if TYPE_CHECKING:
@@ -137,3 +137,57 @@ def unexplained(judged: Judged, shifts: Mapping[str, float]) -> Judged:
         if not is_explained(c.after - c.before, shifts.get(c.id, 0.0))
     ]
     return judged
+
+
+# Commits between which a finding's step came: (the newest run before it, the first at
+# it; None: this run's work tree).
+CommitRange = tuple[str, str | None]
+
+
+@dataclass(frozen=True)
+class CodeQuestion:
+    """What to ask of the dependency map for one alarm: the changed code its tests ran
+    between the commits of ``between``."""
+
+    between: CommitRange
+    tests: tuple[str, ...]  # a test's own id; a group's tests that moved most
+
+
+def code_questions(
+    comparison: Comparison, *, run_commit: str | None, baseline_commit: str | None
+) -> dict[tuple[str, str], CodeQuestion]:
+    """Per regression or slowdown change (by scope and id), the commits its step came
+    between and the tests whose changed code names its likely cause: a regression, the
+    baseline's newest run and this one; a change, its last run at the old level and its
+    first at the new.  None where a commit is not known, or both are one commit (the
+    runner moved, not the code)."""
+    asked: dict[tuple[str, str], CodeQuestion] = {}
+    findings: list[tuple[Finding | Change, str | None, str | None]] = [
+        (found, baseline_commit, run_commit) for found in comparison.regressions
+    ]
+    for change in comparison.slowdowns:
+        since = change.previous.commit if change.previous is not None else None
+        findings.append((change, since, change.since.commit or run_commit))
+    for found, since, until in findings:
+        if since is None or until is None or since == until:
+            continue
+        tests = (found.id,) if found.kind == "test" else tuple(t for t, _ in found.movers)
+        if tests:
+            asked[(found.kind, found.id)] = CodeQuestion((since, until), tests)
+    return asked
+
+
+def changed_code_of(
+    questions: Mapping[tuple[str, str], CodeQuestion],
+    answers: Mapping[CommitRange, Mapping[str, Sequence[str]]],
+) -> dict[tuple[str, str], ChangedCode]:
+    """Each question's changed code, from the map's answers per commit range (a
+    group's: its tests' in the order they moved, each named once)."""
+    found: dict[tuple[str, str], ChangedCode] = {}
+    for key, question in questions.items():
+        answer = answers.get(question.between, {})
+        names = dict.fromkeys(name for test in question.tests for name in answer.get(test, ()))
+        if names:
+            since, until = question.between
+            found[key] = ChangedCode(since, until, tuple(names))
+    return found

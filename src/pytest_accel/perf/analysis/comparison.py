@@ -117,7 +117,10 @@ def changes_in_runs(env: EnvHistory, rule: Rule) -> list[tuple[str, int, Change]
             if at > 0 and since.same_commit(env.runs[kept[at - 1]].identity):
                 continue  # between two runs of one commit: not a change of the code
             before, after = float(steps.before[row]), float(steps.after[row])
-            change = Change(kind, ids[row], before, after, runs, since, tracing=name == "trace")
+            previous = env.runs[kept[at - 1]].identity if at > 0 else None
+            change = Change(
+                kind, ids[row], before, after, runs, since, name == "trace", previous=previous
+            )
             found.append((name, int(row), change))
     return found
 
@@ -681,7 +684,16 @@ def _judge(
         before, after = float(steps.before[row]), float(steps.after[row])
         if after < before and settled[row]:
             continue  # a speed-up reported when it was found: its level is the reference now
-        change = Change(kind, present[row], before, after, runs, _since(setting, runs), tracing)
+        change = Change(
+            kind,
+            present[row],
+            before,
+            after,
+            runs,
+            _since(setting, runs),
+            tracing,
+            previous=_previous(setting, runs),
+        )
         # Between two runs of one commit the code did not change: the runner or its
         # environment did. Never the commit's change, nor a finding the same way.
         (judged.unattributed if _within_one_commit(setting, runs) else judged.changes).append(
@@ -770,13 +782,18 @@ def _since(setting: _Setting, runs: int) -> RunIdentity:
     return setting.env.runs[columns[cut]].identity if cut < len(columns) else setting.run.identity
 
 
+def _previous(setting: _Setting, runs: int) -> RunIdentity | None:
+    """The run before the first of a change of ``runs`` runs, in the series searched
+    (None: the change began with it)."""
+    columns, cut = _cut(setting, runs)
+    return setting.env.runs[columns[cut - 1]].identity if 0 < cut <= len(columns) else None
+
+
 def _within_one_commit(setting: _Setting, runs: int) -> bool:
     """Whether a change of ``runs`` runs began between two runs of one commit: the run
     before its first, in the series searched, is of the same commit."""
-    columns, cut = _cut(setting, runs)
-    if not 0 < cut <= len(columns):
-        return False
-    return _since(setting, runs).same_commit(setting.env.runs[columns[cut - 1]].identity)
+    previous = _previous(setting, runs)
+    return previous is not None and _since(setting, runs).same_commit(previous)
 
 
 def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[Change]:
@@ -789,7 +806,8 @@ def _suite_change(setting: _Setting, tests: Judged, speeds: FloatArray) -> list[
         return []
     runs = int(steps.runs[0])
     before, after = float(steps.before[0]), float(steps.after[0])
-    return [Change("session", "suite total", before, after, runs, _since(setting, runs))]
+    since, previous = _since(setting, runs), _previous(setting, runs)
+    return [Change("session", "suite total", before, after, runs, since, previous=previous)]
 
 
 def _attributed(result: Comparison, changes: list[Change], setting: _Setting) -> Comparison:

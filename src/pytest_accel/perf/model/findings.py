@@ -3,7 +3,8 @@ comparison that holds them (``compare --format json`` is ``Comparison.to_json``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_accel.perf.model.timings import RunIdentity
@@ -215,6 +216,9 @@ class Change:
     tracing: bool = False  # of the seconds JAX spent tracing (``Finding.tracing``)
     # A class, module or the suite: its tests that moved most, as ``Finding.movers``.
     movers: tuple[tuple[str, float], ...] = ()
+    # The last run at the old level (None: none searched): with ``since``, the commits
+    # between which the code that moved it changed (``ChangedCode``).
+    previous: RunIdentity | None = None
 
     @property
     def ratio(self) -> float:
@@ -242,6 +246,27 @@ class Change:
         }
 
 
+@dataclass(frozen=True)
+class ChangedCode:
+    """The code that changed between two commits (``since``: the newest run before the
+    finding's step; ``until``: the first at it) that a finding's test ran, by the
+    dependency map (``pytest_accel_changed_code``): where a reviewer looks first."""
+
+    since: str
+    until: str | None  # None: this run's work tree
+    names: tuple[str, ...]  # ``pkg/mod.py:Class.method``, the innermost first
+
+    def describe(self, most: int = 3) -> str:
+        """``changed code it runs since abc123def456: pkg/mod.py:f and 2 more``."""
+        extra = f" and {len(self.names) - most} more" if len(self.names) > most else ""
+        return (
+            f"changed code it runs since {self.since[:12]}: {', '.join(self.names[:most])}{extra}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"since": self.since, "until": self.until, "code": list(self.names)}
+
+
 # What --perf-fail fails on: every consumer (the gate, the warnings, the annotations,
 # the job summary, the exit reason, the report) reads ``Comparison.alarm_list``, so a kind
 # added here reaches all of them and none can be forgotten in one.
@@ -258,6 +283,9 @@ class Alarm:
     kind: str
     finding: Finding | Change | Recompiled | MemoryGrowth
     symptoms: tuple[Alarm, ...] = ()
+    # The changed code its test (a group's: its tests that moved most) ran, where a
+    # dependency map can say (``Comparison.changed_code``).
+    changed: ChangedCode | None = None
 
     @property
     def culprit(self) -> Culprit | None:
@@ -272,8 +300,7 @@ class Alarm:
     @property
     def scope(self) -> str:
         """``test``, ``class``, ``module`` or ``session``."""
-        found = self.finding
-        return "test" if isinstance(found, (Recompiled, MemoryGrowth)) else found.kind
+        return scope_of(self.finding)
 
     @property
     def id(self) -> str:
@@ -365,6 +392,9 @@ class Comparison:
     # Steps that began between two runs of one commit: the runner or its environment
     # moved, not the code; never reported as changes (``analysis.comparison``).
     unattributed: list[Change] = field(default_factory=list)
+    # The changed code each alarm's test ran, by (scope, id) (``ChangedCode``): filled
+    # by the run, where it has a dependency map, once the alarms are known.
+    changed_code: Mapping[tuple[str, str], ChangedCode] = field(default_factory=dict)
 
     @property
     def slowdowns(self) -> list[Change]:
@@ -386,7 +416,11 @@ class Comparison:
             "recompiled": self.recompiled,
             "memory": self.memory,
         }
-        found = [Alarm(kind, finding) for kind in ALARM_KINDS for finding in of_kind[kind]]
+        found = [
+            Alarm(kind, finding, changed=self.changed_code.get((scope_of(finding), finding.id)))
+            for kind in ALARM_KINDS
+            for finding in of_kind[kind]
+        ]
         return by_cause(sorted(found, key=lambda alarm: -alarm.severity))
 
     @property
@@ -436,6 +470,10 @@ class Comparison:
             "tracing_judged": self.tracing_judged,
             "tracing_moved": self.tracing_moved,
             "unattributed": [c.to_json() for c in self.unattributed],
+            "changed_code": [
+                {"kind": scope, "id": ident, **code.to_json()}
+                for (scope, ident), code in self.changed_code.items()
+            ],
             "memory": [m.to_json() for m in self.memory],
             "memory_judged": self.memory_judged,
             "memory_runs": self.memory_runs,
@@ -443,6 +481,11 @@ class Comparison:
             if self.memory_peak is None
             else {"id": self.memory_peak[0], "bytes": self.memory_peak[1]},
         }
+
+
+def scope_of(found: Finding | Change | Recompiled | MemoryGrowth) -> str:
+    """A finding's ``test``, ``class``, ``module`` or ``session``."""
+    return "test" if isinstance(found, (Recompiled, MemoryGrowth)) else found.kind
 
 
 def by_cause(alarms: list[Alarm]) -> list[Alarm]:
@@ -473,8 +516,7 @@ def by_cause(alarms: list[Alarm]) -> list[Alarm]:
         else:
             symptoms[culprit].append(alarm)
     return [
-        Alarm(a.kind, a.finding, tuple(symptoms[c])) if (c := a.culprit) in leads else a
-        for a in kept
+        replace(a, symptoms=tuple(symptoms[c])) if (c := a.culprit) in leads else a for a in kept
     ]
 
 
