@@ -22,19 +22,7 @@ git checkout -q -B "injected-$FUNCTION"
 # LINE: what is injected instead of the sleep (a per-call jax.jit, say); a method's name
 # works as FUNCTION too (its first definition in FILE).
 LINE=${LINE:-"import time; time.sleep($SLEEP)  # an injected slowdown"}
-$PYTHON - "$FILE" "$FUNCTION" "$LINE" <<'PY'
-import re, sys
-path, function, injected = sys.argv[1:]
-text = open(path).read()
-match = re.search(rf"^[ \t]*def {re.escape(function)}\(.*?\).*?:\n", text, re.M | re.S)
-assert match, f"no def {function} in {path}"
-body = text[match.end():]
-docstring = re.match(r'(\s+)("""|\'\'\').*?\2\n', body, re.S)
-indent = re.match(r"\s+", body).group(0).split("\n")[-1]
-at = match.end() + (docstring.end() if docstring else 0)
-line = f"{indent}{injected}\n"
-open(path, "w").write(text[:at] + line + text[at:])
-PY
+$PYTHON "$(cd "$(dirname "$0")" && pwd)/inject.py" "$FILE" "$FUNCTION" "$LINE"
 git commit -q -am "Injected in $FUNCTION: $LINE"
 commit=$(git rev-parse --short HEAD)
 echo "slowdown committed as $commit"
