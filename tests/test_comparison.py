@@ -40,12 +40,46 @@ def test_first():
 
 
 def test_a():
-    time.sleep(float(os.environ.get("SLEEP_A", "0.2")))
+    pass  # takes SLEEP_A seconds (STEADY)
 
 
 def test_b():
-    time.sleep(float(os.environ.get("SLEEP_B", "0.15")))
+    pass  # takes SLEEP_B seconds (STEADY)
 """
+
+# The calls of SUITE take what SLEEP_A and SLEEP_B say, whatever the runner's load, and
+# wait for no CPU: these tests judge the rule, not the clock (a 0.2 s sleep took 0.39 s
+# at a load of 8, a regression where none was meant).
+STEADY = """
+import os
+
+import pytest
+
+CALLS = {"test_a": ("SLEEP_A", "0.2"), "test_b": ("SLEEP_B", "0.15")}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    given = CALLS.get(item.name)
+    if call.when == "call" and given is not None and item.path.name == "test_mod.py":
+        report.duration = float(os.environ.get(*given))
+    return report
+"""
+
+
+def make_suite(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, source: str = SUITE
+) -> None:
+    """``source`` as ``test_mod.py``, its calls' times given (``STEADY``), no CPU wait."""
+    pytester.makepyfile(test_mod=source)
+    pytester.makeconftest(STEADY)
+    stat = pytester.path / "sysroot" / "proc" / "thread-self" / "schedstat"
+    stat.parent.mkdir(parents=True)
+    stat.write_text("0 0 0")
+    monkeypatch.setenv("PYTEST_ACCEL_SYSROOT", str(stat.parents[2]))
+
+
 IDS = ("test_mod.py::test_first", "test_mod.py::test_a", "test_mod.py::test_b")
 
 
@@ -96,7 +130,7 @@ def warnings_summary(result: pytest.RunResult) -> str:
 def test_one_slowed_test_is_one_alarm_in_every_output(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     suite_baseline(pytester)
     summary = pytester.path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
@@ -163,7 +197,7 @@ def test_a_class_slowed_as_a_whole_is_one_alarm_at_the_test_file(
 def test_a_slower_suite_without_a_culprit_is_one_suite_alarm_at_the_slowest_module(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     suite_baseline(pytester)
     # Both tests 1.3x, each by less than the smallest change worth acting on: the
     # suite total, by more, and far beyond the noise of the baseline runs' totals.
@@ -193,7 +227,7 @@ def test_a_slower_suite_without_a_culprit_is_one_suite_alarm_at_the_slowest_modu
 def test_warning_filters_silence_perf_warnings_but_not_the_perf_section(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, silence: list[str]
 ) -> None:
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     suite_baseline(pytester)
     monkeypatch.setenv("SLEEP_A", "0.45")
     result = pytester.runpytest("--perf-baseline=baseline.json", *silence)
@@ -205,7 +239,7 @@ def test_warning_filters_silence_perf_warnings_but_not_the_perf_section(
 def test_warnings_as_errors_fail_the_run_without_a_traceback(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     suite_baseline(pytester)
     monkeypatch.setenv("SLEEP_A", "0.45")
     result = pytester.runpytest(
@@ -224,7 +258,7 @@ def test_warnings_as_errors_fail_the_run_without_a_traceback(
 def test_a_named_filter_in_the_ini_fails_the_run_and_the_exit_line_names_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     suite_baseline(pytester)
     pytester.makeini("[pytest]\nfilterwarnings =\n    error::pytest_accel.PerfRegressionWarning\n")
     monkeypatch.setenv("SLEEP_A", "0.45")
@@ -244,7 +278,7 @@ def test_a_blanket_error_filter_shows_timing_alarms_without_failing_the_run(
     """A project's ``filterwarnings = error`` is strictness about its own code: the
     alarm is a warning in the summary, the run passes, and a note says how to fail on
     timings."""
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     suite_baseline(pytester)
     pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
     monkeypatch.setenv("SLEEP_A", "0.45")
@@ -427,9 +461,9 @@ def jit():
 
 
 def test_a_new_slow_test_is_named_and_a_quick_one_only_counted(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_mod=SUITE + "\ndef test_new():\n    time.sleep(0.3)\n")
+    make_suite(pytester, monkeypatch, SUITE + "\ndef test_new():\n    time.sleep(0.3)\n")
     suite_baseline(pytester)
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-new-slow=0.25")
     result.stdout.fnmatch_lines(
@@ -457,7 +491,7 @@ def changed_suite(pytester: pytest.Pytester, runs_after: int = 2) -> Path:
 def test_a_step_over_runs_is_one_change_since_its_first_commit_and_fails_with_perf_fail(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     changed_suite(pytester)
     monkeypatch.setenv("SLEEP_A", "0.25")
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
@@ -522,10 +556,10 @@ def test_compare_json_lists_changes_and_an_accepted_change_stops_alarming(
     assert "has no runs for 'tpu/x4' (it has: cpu/x1)" in capsys.readouterr().err
 
 
-def sped_up(pytester: pytest.Pytester, runs_since: int) -> None:
+def sped_up(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, runs_since: int) -> None:
     """SUITE and a baseline where test_a went from 0.4 s to 0.2 s ``runs_since`` runs ago
     (c12 the first at 0.2 s), and nobody accepted it."""
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     before = dict(zip(IDS, (0.0002, 0.4, 0.15), strict=True))
     after = {**before, IDS[1]: 0.2}
     runs = [before] * 12 + [after] * runs_since
@@ -535,7 +569,7 @@ def sped_up(pytester: pytest.Pytester, runs_since: int) -> None:
 def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sped_up(pytester, runs_since=2)  # this run is the third at the new level
+    sped_up(pytester, monkeypatch, runs_since=2)  # this run is the third at the new level
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
     assert result.ret == 0
     # The test sleeps for real, and the sleep overshoots on a loaded machine: this run's
@@ -556,7 +590,7 @@ def test_a_test_that_became_faster_is_a_change_that_does_not_fail_the_run(
 def test_a_speed_up_is_reported_once_and_a_slowdown_from_its_level_is_a_regression(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sped_up(pytester, runs_since=5)  # found by an earlier run
+    sped_up(pytester, monkeypatch, runs_since=5)  # found by an earlier run
     result = pytester.runpytest("--perf-baseline=baseline.json", "--perf-fail")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["perf: 0 regression(s), 0 change(s), 0 improvement(s)*"])
@@ -808,7 +842,7 @@ def test_a_run_at_the_commit_of_its_baseline_says_environment_never_changed(
     --perf-fail; the environment note, and the record's ``unattributed``."""
     import subprocess
 
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     for args in (
         ["init", "-q"],
         ["add", "-A"],
@@ -931,7 +965,7 @@ def test_a_regression_row_is_red_and_minus_q_keeps_only_what_matters(
 ) -> None:
     """Regression rows were never red: the colour was chosen by matching a word no row
     had.  It comes from the row's tone now, as pytest's from a status's category."""
-    pytester.makepyfile(test_mod=SUITE)
+    make_suite(pytester, monkeypatch)
     suite_baseline(pytester)
     monkeypatch.setenv("SLEEP_A", "0.45")
     args = ["--perf-baseline=baseline.json", "--perf-record=r.json", "--color=yes"]
