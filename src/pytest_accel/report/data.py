@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from pytest_accel.perf.offline import Given
     from pytest_accel.perf.result import TimingResult
+    from pytest_accel.selection.section import SelectionSection
 
 TRENDS = 30  # findings drawn with their trend; the rest are listed
 THIS_RUN = "this run"  # a chart's last run, where the report is of one record
@@ -132,7 +133,7 @@ class ReportData:
     coverage_gaps: list[Gap] = field(default_factory=list)
     costs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # record, its cost
     # record, what change-aware selection did in its run (the record's section)
-    selections: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    selections: list[tuple[str, SelectionSection]] = field(default_factory=list)
     baseline_only: bool = False  # no record: the baseline's newest run is the latest
     # When the newest run shown ended (UTC, ISO 8601); the page says how long ago when
     # it is opened, not when it was written.
@@ -154,7 +155,7 @@ class RecordView:
     comparison: Comparison | None = None  # as judged already (the session's own)
     cost: Mapping[str, Any] | None = None  # the record's cost section
     compilation: RunCompilation | None = None
-    selection: Mapping[str, Any] | None = None  # the record's selection section
+    selection: SelectionSection | None = None  # the record's selection section
     # A record's: what its run was judged by (the rule, its @perf overrides, the new-slow
     # threshold), what a command gave on top applied (``offline.judged_like_its_run``).
     judged: tuple[Rule, Mapping[str, Override], float] | None = None
@@ -196,21 +197,16 @@ def view_of_session(path: str, result: TimingResult) -> RecordView | None:
         comparison=result.comparison,
         cost=cost if isinstance(cost, dict) else None,
         compilation=compilation,
-        selection=_section(result.sections, "selection"),
+        selection=_selection_of("this run", result.sections),
     )
 
 
-def _selection_of(path: str, record: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _selection_of(path: str, record: Mapping[str, Any]) -> SelectionSection | None:
     """A record's selection section, checked (InputError naming the field)."""
-    from pytest_accel.selection.section import check_selection
+    from pytest_accel.selection.section import section_of
 
     found = record.get("selection")
-    return None if found is None else check_selection(path, found)
-
-
-def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
-    found = record.get(name)
-    return found if isinstance(found, dict) else None
+    return None if found is None else section_of(path, found)
 
 
 def build(
@@ -274,7 +270,7 @@ def build_views(
         if view.cost is not None:
             data.costs.append((view.path, dict(view.cost)))
         if view.selection is not None:
-            data.selections.append((view.path, dict(view.selection)))
+            data.selections.append((view.path, view.selection))
     _add_coverage(data, [view.columns for view in views])
     data.newest = _newest(
         [(view.info.get("started"), view.info.get("duration")) for view in views]

@@ -316,34 +316,35 @@ def _selections(data: ReportData) -> Iterator[str]:
     with why."""
     if not data.selections:
         return
-    from pytest_accel.selection.output import headline, notes_of
+    from pytest_accel.selection.output import headline
+    from pytest_accel.selection.section import Saved
 
     yield '<h2 id="selection">Change-aware selection</h2>'
     for path, found in data.selections:
-        saved = found.get("saved") or {}
-        yield f"<p><b>{escape(path)}</b>: {escape(headline(found, saved))}</p>"
-        valves = found.get("valves") or []
-        said = [f"kept every test: {v.get('name')}: {v.get('detail')}" for v in valves]
-        said += notes_of(found)
+        yield f"<p><b>{escape(path)}</b>: {escape(headline(found, found.saved or Saved()))}</p>"
+        said = [f"kept every test: {name}: {detail}" for name, detail in found.valves]
+        said += found.notes
         if said:
             yield "<ul>"
             yield from (f"<li>{escape(text)}</li>" for text in said)
             yield "</ul>"
-        failed = set(found.get("failed") or [])
-        missed = [t for t in found.get("deselected", {}) if t in failed]
+        failed = set(found.failed)
+        missed = [t for t in found.deselected if t in failed]
+        shadow_missed = "missed by shadow mode (failed, would have been deselected)"
         parts = [
-            ("missed by shadow mode (failed, would have been deselected)", missed, "deselected"),
-            ("cut by the budget (the nightly bucket)", list(found.get("cut", {})), "cut"),
-            ("deselected by change", list(found.get("deselected", {})), "deselected"),
+            (shadow_missed, missed, found.deselected),
+            ("cut by the budget (the nightly bucket)", list(found.cut), found.cut),
         ]
-        for title, tests, part in parts:
-            if not tests or (part == "deselected" and found.get("mode") == "shadow"):
+        if found.mode != "shadow":
+            parts.append(("deselected by change", list(found.deselected), found.deselected))
+        for title, tests, reasons in parts:
+            if not tests:
                 continue
             listed = sorted(tests)[:SELECTION_LISTED]
             more = len(tests) - len(listed)
             yield f"<details><summary>{escape(title)}: {len(tests)}</summary><ul>"
             for test in listed:
-                why = found.get(part, {}).get(test, "")
+                why = reasons.get(test, "")
                 yield f'<li><span class="id">{escape(test)}</span>: {escape(why)}</li>'
             if more:
                 yield f"<li>and {more} more (the record lists every one)</li>"

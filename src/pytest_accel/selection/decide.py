@@ -35,16 +35,6 @@ class Decision:
     def collected(self) -> int:
         return len(self.kept) + len(self.deselected) + len(self.cut)
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "mode": self.mode,
-            "kept": dict(self.kept),
-            "deselected": dict(self.deselected),
-            "cut": dict(self.cut),
-            "valves": [{"name": v.name, "detail": v.detail} for v in self.valves],
-            "notes": list(self.notes),
-        }
-
 
 def decide(
     mode: str,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Generator, Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from pytest_accel.selection.mapfile import MapInfo
 from pytest_accel.selection.options import ALWAYS_MARKER, SelectionOptions, check_maps
 from pytest_accel.selection.output import RunCounts
 from pytest_accel.selection.planning import select_tests
+from pytest_accel.selection.section import MapOfRun, Saved, SelectionSection, section_of
 from pytest_accel.settings import usage_error
 from pytest_accel.text import Line, Tone
 
@@ -80,19 +82,28 @@ class Selector:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None and self.decision is not None:
-            workeroutput[WORKEROUTPUT_SELECTION] = _wire(self.decision, self.info)
+            section = section_of_decision(self.decision, self.info)
+            workeroutput[WORKEROUTPUT_SELECTION] = section.to_json()
 
 
-def _wire(decision: Decision, info: MapInfo | None) -> dict[str, Any]:
-    data = decision.to_json()
-    if info is not None:
-        data["map"] = {
-            "commit": info.commit,
-            "branch": info.branch,
-            "updated": info.updated,
-            "age_days": map_age_days(info.updated, datetime.now(timezone.utc)),
-        }
-    return data
+def section_of_decision(decision: Decision, info: MapInfo | None) -> SelectionSection:
+    """The run's section, as the decision and the map it read make it."""
+    return SelectionSection(
+        decision.mode,
+        decision.kept,
+        decision.deselected,
+        decision.cut,
+        tuple((v.name, v.detail) for v in decision.valves),
+        decision.notes,
+        None
+        if info is None
+        else MapOfRun(
+            info.commit,
+            info.branch,
+            info.updated,
+            map_age_days(info.updated, datetime.now(timezone.utc)),
+        ),
+    )
 
 
 def plan(
@@ -161,36 +172,36 @@ class SelectionReport:
         self.config = config
         self.options = options
         self.local = local
-        self.remote: dict[str, Any] | None = None
+        self.remote: SelectionSection | None = None  # a worker's
         self.missed: dict[str, str] = {}  # shadow: failed, but would have been left out
         self.nothing_to_run = False  # every test deselected: exit status 0, said so
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        found = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_SELECTION)
-        if found and self.remote is None:
-            self.remote = found
-            if found["mode"] != "shadow":
+        sent = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_SELECTION)
+        if sent and self.remote is None:
+            self.remote = found = section_of(f"worker {getattr(node, 'gateway', node)}", sent)
+            if found.mode != "shadow":
                 # The workers deselected them: pytest's last line here counts them too.
                 reporter = self.config.pluginmanager.get_plugin("terminalreporter")
                 if reporter is not None:
-                    left = [*found["deselected"], *found["cut"]]
+                    left = found.left_out
                     reporter.stats.setdefault("deselected", []).extend(_LeftOut(t) for t in left)
 
     def pytest_accel_left_out(self) -> dict[str, str] | None:
         found = self.summary()
-        if found is None or found["mode"] == "shadow":
+        if found is None or found.mode == "shadow":
             return None
-        return {**found["deselected"], **found["cut"]}
+        return found.left_out
 
     def pytest_accel_budget_cut(self) -> list[str] | None:
         found = self.summary()
-        return None if found is None else list(found["cut"])
+        return None if found is None else list(found.cut)
 
-    def summary(self) -> dict[str, Any] | None:
-        """The decision as the record keeps it (plain values)."""
+    def summary(self) -> SelectionSection | None:
+        """The run's decision: its own, or a worker's."""
         if self.local is not None and self.local.decision is not None:
-            return _wire(self.local.decision, self.local.info)
+            return section_of_decision(self.local.decision, self.local.info)
         return self.remote
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -199,14 +210,14 @@ class SelectionReport:
             return
         if (
             session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
-            and found["mode"] != "shadow"
-            and not found["kept"]
-            and (found["deselected"] or found["cut"])
+            and found.mode != "shadow"
+            and not found.kept
+            and found.left_out
         ):
             # Nothing this change can affect: a run that passes, not "no tests" (5).
             session.exitstatus = pytest.ExitCode.OK
             self.nothing_to_run = True
-        if found["mode"] != "shadow":
+        if found.mode != "shadow":
             return
         stats = report_stats(session.config)
         failed = {
@@ -215,7 +226,7 @@ class SelectionReport:
             for r in stats.get(category, [])
             if getattr(r, "when", None) in ("setup", "call", "teardown")
         }
-        self.missed = {t: found["deselected"][t] for t in failed if t in found["deselected"]}
+        self.missed = {t: found.deselected[t] for t in failed if t in found.deselected}
 
     def pytest_accel_record_sections(
         self, session: pytest.Session, run: RunColumns
@@ -223,23 +234,20 @@ class SelectionReport:
         found = self.summary()
         if found is None:
             return None
-        failed = [t for t, o in zip(run.ids, run.outcomes, strict=True) if o in FAILING]
-        return {"selection": {**found, "failed": failed, "saved": self.saved(found)}}
+        failed = tuple(t for t, o in zip(run.ids, run.outcomes, strict=True) if o in FAILING)
+        return {"selection": replace(found, failed=failed, saved=self.saved(found)).to_json()}
 
-    def saved(self, found: dict[str, Any]) -> dict[str, float | None]:
+    def saved(self, found: SelectionSection) -> Saved:
         """The device-seconds (and dollars, with a price) the deselected tests did not
         take, by their expected durations (the baseline's)."""
         seconds = self.config.hook.pytest_accel_expected_durations(config=self.config) or {}
-        left_out = [*found["deselected"], *found["cut"]]
+        left_out = [*found.deselected, *found.cut]
         known = [seconds[t] for t in left_out if t in seconds]
         devices = max(session_facts(self.config).detection.device_count, 1)
         device_seconds = sum(known) * devices
         price = self.config.hook.pytest_accel_price(config=self.config)
-        return {
-            "device_seconds": round(device_seconds, 6),
-            "usd": None if price is None else round(device_seconds / 3600 * price, 9),
-            "tests_with_durations": len(known),
-        }
+        usd = None if price is None else round(device_seconds / 3600 * price, 9)
+        return Saved(round(device_seconds, 6), usd, len(known))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_accel.selection.output import terminal_lines
@@ -250,11 +258,9 @@ class SelectionReport:
         counts = _counts(terminalreporter, found)
         lines = terminal_lines(found, self.saved(found), self.missed, counts)
         if self.nothing_to_run:
-            why = (
-                "the budget cut every selected test"
-                if found["cut"]
-                else "no test depends on what changed"
-            )
+            why = "no test depends on what changed"
+            if found.cut:
+                why = "the budget cut every selected test"
             lines.append(
                 Line(Tone.OK, f"selection: {why}: exit status 0, not pytest's 5 (no tests ran)")
             )
@@ -273,10 +279,10 @@ class _LeftOut:
         self.nodeid = nodeid
 
 
-def _counts(reporter: pytest.TerminalReporter, found: dict[str, Any]) -> RunCounts:
+def _counts(reporter: pytest.TerminalReporter, found: SelectionSection) -> RunCounts:
     """Of the kept tests, those that were skipped here; and pytest's own deselected
     count (``-k``, ``-m`` and other options' too)."""
-    kept = found["kept"]
+    kept = found.kept
     skipped = {
         test_id(report.nodeid)
         for report in reporter.stats.get("skipped", [])

@@ -1,7 +1,8 @@
-"""The record's ``selection`` section: what change-aware selection did in a run, read
-back and checked (one line naming the record and the field when it is wrong), and the
-sums over runs that ``pytest-accel selection`` reports (the share of tests run, the
-recall of shadow runs).  Written by ``plugin.SelectionReport`` as plain values."""
+"""The record's ``selection`` section, its one reader and writer: what change-aware
+selection did in a run (``SelectionSection``, built once by the run, encoded only when
+a record is written or a worker hands it on), read back and checked (one line naming
+the record and the field when it is wrong), and the sums over runs that
+``pytest-accel selection`` reports (the share of tests run, the recall of shadow runs)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,111 @@ from typing import Any
 
 from pytest_accel.fields import expect_int, expect_object, expect_text, finite_number
 from pytest_accel.files import InputError
+
+
+@dataclass(frozen=True)
+class MapOfRun:
+    """The map a run decided from, as it stood then."""
+
+    commit: str | None  # None: made outside git
+    branch: str | None
+    updated: str | None
+    age_days: float | None  # when the run decided (below 0: a clock that runs ahead)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "branch": self.branch,
+            "updated": self.updated,
+            "age_days": self.age_days,
+        }
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What the tests left out did not spend, by their expected durations."""
+
+    device_seconds: float = 0.0
+    usd: float | None = None
+    tests_with_durations: int = 0  # 0: no durations known, no figure to give
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device_seconds": self.device_seconds,
+            "usd": self.usd,
+            "tests_with_durations": self.tests_with_durations,
+        }
+
+
+@dataclass(frozen=True)
+class SelectionSection:
+    """What selection did in a run: its decision (each test kept, deselected or cut by
+    the budget, and why; the valves that fired; what it did without), the map it read,
+    and, once the run is over, the tests that failed and what it saved."""
+
+    mode: str  # "changed", "programs" or "shadow"
+    kept: Mapping[str, str]
+    deselected: Mapping[str, str]
+    cut: Mapping[str, str]
+    valves: tuple[tuple[str, str], ...] = ()  # (name, detail)
+    notes: tuple[str, ...] = ()
+    map: MapOfRun | None = None
+    failed: tuple[str, ...] = ()
+    saved: Saved | None = None
+
+    @property
+    def left_out(self) -> dict[str, str]:
+        """The tests that did not run: deselected, or cut (shadow mode: none)."""
+        return {} if self.mode == "shadow" else {**self.deselected, **self.cut}
+
+    def to_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "mode": self.mode,
+            "kept": dict(self.kept),
+            "deselected": dict(self.deselected),
+            "cut": dict(self.cut),
+            "valves": [{"name": name, "detail": detail} for name, detail in self.valves],
+            "notes": list(self.notes),
+        }
+        if self.map is not None:
+            found["map"] = self.map.to_json()
+        if self.saved is not None:
+            found["failed"] = list(self.failed)
+            found["saved"] = self.saved.to_json()
+        return found
+
+
+def section_of(path: str, raw: Any) -> SelectionSection:
+    """A ``selection`` section (a record's, or a worker's) checked and typed; an
+    InputError naming ``path`` and the field where it is wrong."""
+    found = check_selection(path, raw)
+    recorded_map = found.get("map")
+    recorded_saved = found.get("saved")
+    age = None if recorded_map is None else recorded_map.get("age_days")
+    return SelectionSection(
+        found["mode"],
+        found["kept"],
+        found["deselected"],
+        found["cut"],
+        tuple((v["name"], v["detail"]) for v in found["valves"]),
+        tuple(found.get("notes", [])),
+        None
+        if recorded_map is None
+        else MapOfRun(
+            recorded_map.get("commit"),
+            recorded_map.get("branch"),
+            recorded_map.get("updated"),
+            None if age is None else float(age),
+        ),
+        tuple(found.get("failed", [])),
+        None
+        if recorded_saved is None
+        else Saved(
+            float(recorded_saved.get("device_seconds", 0.0)),
+            None if recorded_saved.get("usd") is None else float(recorded_saved["usd"]),
+            int(recorded_saved.get("tests_with_durations", 0)),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -57,17 +163,16 @@ def selection_of(path: str, record: Mapping[str, Any]) -> RunSelection | None:
     raw = record.get("selection")
     if raw is None:
         return None
-    section = check_selection(path, raw)
-    seconds = section.get("saved", {}).get("device_seconds", 0.0)
+    section = section_of(path, raw)
     return RunSelection(
         path,
-        section["mode"],
-        section["kept"],
-        section["deselected"],
-        section["cut"],
-        tuple(valve["name"] for valve in section["valves"]),
-        frozenset(section.get("failed", [])),
-        float(seconds),
+        section.mode,
+        section.kept,
+        section.deselected,
+        section.cut,
+        tuple(name for name, _ in section.valves),
+        frozenset(section.failed),
+        0.0 if section.saved is None else section.saved.device_seconds,
     )
 
 
