@@ -449,3 +449,22 @@ def test_the_plugin_wires_each_feature_through_its_declared_surface() -> None:
     outside = [(f, a) for f, a in used if a not in packages[f].__all__]
     assert outside == []
     assert used  # the check looked at something
+
+
+def test_the_core_owns_the_sessions_end() -> None:
+    """No feature calls another's session end: the features' results for a run are
+    asked for, gated and handed to the record by the core's ``session_end`` alone, and
+    no feature implements a hook through which another would call it as an event."""
+    asked = re.compile(
+        r"\.pytest_accel_(run_columns|run_result|finish_timing)\(|\.pytest_accel_run_result\b"
+    )
+    askers = sorted(name for name, text in sources().items() if asked.search(text))
+    assert askers == ["session_end.py"]
+    assert not [name for name, text in sources().items() if "pytest_accel_record_sections" in text]
+    # Each accounting feature answers with a typed result, the timing feature finishes.
+    answering = sorted(
+        name
+        for name, text in sources().items()
+        if re.search(r"def pytest_accel_run_result\(", text) and name != "hookspecs.py"
+    )
+    assert answering == ["cost/plugin.py", "coverage/plugin.py", "selection/plugin.py"]

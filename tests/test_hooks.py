@@ -118,27 +118,50 @@ def test_a_feature_that_wants_the_runs_timings_gets_its_tests_without_timing_opt
     pytester: pytest.Pytester,
 ) -> None:
     """``pytest_accel_wants_timings`` switches the timing feature on for another reader,
-    which gets the run's tests through ``pytest_accel_record_sections``."""
+    which gets the run's tests through ``pytest_accel_run_result``; its typed result
+    adds its section to the record, its job-summary section and its gate."""
     pytester.makeconftest(
         """
         import json
+        from dataclasses import dataclass
+
+        from pytest_accel.github import Section
 
         def pytest_accel_wants_timings(config):
             return True
 
-        def pytest_accel_record_sections(session, run):
-            with open("seen.json", "w") as out:
-                json.dump({"ids": list(run.ids), "outcomes": list(run.outcomes)}, out)
-            return None
+        @dataclass(frozen=True)
+        class Seen:
+            ids: list
+            outcomes: list
+            name: str = "seen"
+
+            def gate(self):
+                return "a test of the seen feature failed" if "failed" in self.outcomes else None
+
+            def summary_section(self):
+                return Section(["### seen", "", f"{len(self.ids)} test(s) seen", ""])
+
+            def record_section(self):
+                return {"ids": self.ids, "outcomes": self.outcomes}
+
+        def pytest_accel_run_result(session, run):
+            return Seen(list(run.ids), list(run.outcomes))
         """
     )
     pytester.makepyfile(test_a="def test_ok(): pass\ndef test_bad(): assert False\n")
-    pytester.runpytest().assert_outcomes(passed=1, failed=1)
-    seen = json.loads((pytester.path / "seen.json").read_text())
+    summary = pytester.path / "summary.md"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+        result = pytester.runpytest("--perf-record=r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*exit status 1: a test of the seen feature failed"])
+    seen = json.loads((pytester.path / "r.json").read_text())["seen"]
     assert sorted(zip(seen["ids"], seen["outcomes"], strict=True)) == [
         ("test_a.py::test_bad", "failed"),
         ("test_a.py::test_ok", "passed"),
     ]
+    assert "2 test(s) seen" in summary.read_text()
 
 
 def test_another_plugin_reads_each_features_one_result_of_the_session(

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # types for checking only, as pytest-xdist's newhooks.py has 
     from pytest_accel.hardware.platforms import Platform
     from pytest_accel.outcomes import RecordedOutcomes, RunColumns
     from pytest_accel.perf.result import TimingResult
+    from pytest_accel.session_end import RunResult
     from pytest_accel.store.history import StoredRuns
 
 
@@ -46,17 +47,35 @@ def pytest_accel_platforms() -> Iterable[str | Platform]:  # type: ignore[empty-
     """
 
 
-@pytest.hookspec
-def pytest_accel_record_sections(
-    session: pytest.Session, run: RunColumns
-) -> Mapping[str, Any] | None:
-    """Return top-level sections to add to this run's timing record (``{"cost": ...}``),
-    worked out from its tests; called once, at session end, in the process that writes
-    the record, also without ``--perf-record`` (the HTML report reads the record).
+@pytest.hookspec(firstresult=True)
+def pytest_accel_run_columns(session: pytest.Session) -> RunColumns | None:
+    """The run's tests as the features that account for runs read them, at the
+    session's end; None where no test ran here (an xdist worker).
 
-    The features that account for a run (cost, coverage) implement it; a name another
-    section already has is an error.  May set the exit status with a reason
-    (``reports.fail_session``).
+    The timing feature answers it (building its result's first half); the core's
+    session end (``session_end``) asks, only where some feature answers
+    ``pytest_accel_run_result``.
+    """
+
+
+@pytest.hookspec
+def pytest_accel_run_result(session: pytest.Session, run: RunColumns) -> RunResult | None:
+    """Return this feature's typed result for the run (``session_end.RunResult``): its
+    gate, its job-summary section and its record section, built once from ``run``.
+
+    The features that account for a run (cost, coverage, selection) answer it; the
+    core's session end asks once, in the process that writes the record, then
+    summarises and gates the results in a fixed order (``session_end.RESULT_ORDER``).
+    A name another result already has is an error.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_accel_finish_timing(session: pytest.Session, sections: Mapping[str, Any]) -> bool | None:
+    """Finish the timing result with the other features' record ``sections``: its
+    alarms and their gate, the record, the baseline's update.  Return True.
+
+    The timing feature answers it; the core's session end calls it last.
     """
 
 

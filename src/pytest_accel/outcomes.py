@@ -180,7 +180,7 @@ class RecordedOutcomes:
 @dataclass(frozen=True)
 class RunColumns:
     """One run's tests as the features that account for a run read them (cost,
-    coverage): what ``pytest_accel_record_sections`` is given, and what a record read
+    coverage): what ``pytest_accel_run_result`` is given, and what a record read
     back gives (``perf.formats.record.run_columns``).  Seconds are each test's final attempt;
     ``earlier`` holds the seconds of attempts that were rerun."""
 

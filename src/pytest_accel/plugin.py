@@ -31,6 +31,7 @@ from pytest_accel import (
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import InputError, names_a_directory
 from pytest_accel.locking import check_lock_timeout
+from pytest_accel.session_end import SessionEnd
 from pytest_accel.settings import OptionGroup, add_group, given, usage_error
 
 OPTION_GROUPS: tuple[OptionGroup, ...] = (
@@ -82,6 +83,8 @@ def pytest_configure(config: pytest.Config) -> None:
         check_lock_timeout()
     except InputError as exc:
         raise usage_error(str(exc)) from None
+    # First: among the session ends pytest calls last, the one registered first is last.
+    config.pluginmanager.register(SessionEnd(), f"{FEATURE_PLUGIN_PREFIX}session_end")
     hardware.setup(config)
     hardware.register(config)
     scaleout.register(config)

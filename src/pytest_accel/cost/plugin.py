@@ -3,6 +3,7 @@ summary's, and the budget, in the process that writes the record."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,10 +22,35 @@ from pytest_accel.files import InputError
 from pytest_accel.github import Section, escape_cell
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RAN_THROUGH, RunColumns
-from pytest_accel.reports import fail_session, is_xdist_worker, job_summary, write_section
+from pytest_accel.reports import is_xdist_worker, write_section
 from pytest_accel.text import Line, Tone
 
 TERMINAL_MODULES = 5
+
+
+@dataclass(frozen=True)
+class CostResult:
+    """The run's cost as the session's end reads it (``session_end.RunResult``)."""
+
+    cost: RunCost
+    budget: float | None
+    unmatched: tuple[str, ...]
+    over_budget: bool
+    name: str = "cost"
+
+    def gate(self) -> str | None:
+        if not self.over_budget or self.budget is None:
+            return None
+        return (
+            f"this run cost {money(self.cost.run.usd)} on {self.cost.key}, over"
+            f" --accel-cost-budget {money(self.budget)}"
+        )
+
+    def summary_section(self) -> Section:
+        return summary_section(self.cost, self.budget, self.unmatched)
+
+    def record_section(self) -> dict[str, Any]:
+        return self.cost.to_json()
 
 
 class CostPlugin:
@@ -37,9 +63,7 @@ class CostPlugin:
         self.cost: RunCost | None = None
         self.over_budget = False
 
-    def pytest_accel_record_sections(
-        self, session: pytest.Session, run: RunColumns
-    ) -> dict[str, Any] | None:
+    def pytest_accel_run_result(self, session: pytest.Session, run: RunColumns) -> CostResult:
         price = self.price
         self.cost = cost = account(
             run,
@@ -49,17 +73,10 @@ class CostPlugin:
         )
         budget = self.options.budget
         ran = session.exitstatus in RAN_THROUGH  # else it failed already, and said why
-        if ran and budget is not None and cost.run.usd is not None and cost.run.usd > budget:
-            self.over_budget = True
-            fail_session(
-                session,
-                f"this run cost {money(cost.run.usd)} on {run.key}, over --accel-cost-budget"
-                f" {money(budget)}",
-            )
-        summary = job_summary(session.config)
-        if summary is not None:
-            summary.add(summary_section(cost, budget, self.unmatched))
-        return {"cost": cost.to_json()}
+        self.over_budget = (
+            ran and budget is not None and cost.run.usd is not None and cost.run.usd > budget
+        )
+        return CostResult(cost, budget, self.unmatched, self.over_budget)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.cost is None:

@@ -3,15 +3,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import pytest
 
 from pytest_accel.coverage.model import Coverage, coverage_of, describe
 from pytest_accel.github import Section, escape_cell
 from pytest_accel.outcomes import RAN_THROUGH, RunColumns
-from pytest_accel.reports import fail_session, is_xdist_worker, job_summary, write_section
+from pytest_accel.reports import is_xdist_worker, write_section
 from pytest_accel.text import Line, Tone
+
+
+@dataclass(frozen=True)
+class CoverageResult:
+    """The run's coverage as the session's end reads it (``session_end.RunResult``)."""
+
+    line: str  # ``coverage: ...; --accel-min-coverage 90: below``
+    failing: str | None  # why it fails the run (an interrupted run is not judged: exit 2)
+    name: str = "coverage"
+
+    def gate(self) -> str | None:
+        return self.failing
+
+    def summary_section(self) -> Section:
+        return Section(["### pytest-accel coverage", "", escape_cell(self.line), ""])
+
+    def record_section(self) -> None:
+        return None
 
 
 class CoverageGate:
@@ -23,22 +41,20 @@ class CoverageGate:
     def below(self) -> bool:
         return self.coverage is not None and self.coverage.below(self.minimum)
 
-    def pytest_accel_record_sections(
+    def pytest_accel_run_result(
         self, session: pytest.Session, run: RunColumns
-    ) -> dict[str, Any] | None:
+    ) -> CoverageResult | None:
         if session.exitstatus not in RAN_THROUGH and not run.interrupted:
             return None  # stopped before its tests: nothing to judge
         self.coverage = coverage = coverage_of(run)
-        if self.below and not coverage.interrupted:  # interrupted: exit status 2 says it
-            fail_session(
-                session,
+        failing = None
+        if self.below and not coverage.interrupted:
+            failing = (
                 f"coverage {coverage.pct:.2f}% on {coverage.key} is below --accel-min-coverage"
-                f" {self.minimum:g}",
+                f" {self.minimum:g}"
             )
-        summary = job_summary(session.config)
-        if summary is not None:
-            summary.add(Section(["### pytest-accel coverage", "", escape_cell(self.line()), ""]))
-        return None  # the record's columns hold it: `pytest-accel coverage` reads them
+        # The record's columns hold it: `pytest-accel coverage` reads them.
+        return CoverageResult(self.line(), failing)
 
     def line(self) -> str:
         assert self.coverage is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ import pytest
 
 from pytest_accel import github, vcs
 from pytest_accel.fields import utc_timestamp
-from pytest_accel.files import InputError, check_writable, gc_paused, resolved, write_atomic
+from pytest_accel.files import InputError, check_writable, resolved, write_atomic
 from pytest_accel.hardware.detection import Detection, framework_versions
 from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RecordedOutcomes, RunColumns
@@ -62,6 +62,23 @@ if TYPE_CHECKING:  # the comparison and its output load only with a baseline
     from pytest_accel.perf.offline import StoredBaseline
 
 
+@dataclass
+class _Built:
+    """The timing result's first half, built once at the session's end."""
+
+    identity: RunIdentity
+    table: TimingTable
+    warmup: list[bool]
+    totals: list[float]
+    groups: GroupSections
+    run: RunTimings | None
+    comparison: Comparison | None
+    compilation: RunCompilation | None
+    info: RunInfo
+    earlier_starts: list[str]
+    columns: RunColumns | None  # built where some feature reads them
+
+
 class PerfPlugin:
     """Runs in the process that owns the session: at the end builds the session's one
     ``TimingResult`` (the table, its groups, the comparison with the baseline, the
@@ -93,6 +110,7 @@ class PerfPlugin:
         self.started_monotonic = time.perf_counter()
         self.run_id = new_run_id()
         self.result: TimingResult | None = None
+        self.built: _Built | None = None  # the result's first half (``_build``)
         self.blanket: str | None = None  # an "error" filter the alarms' warnings did not obey
         self.record_written = False
         # Tests the baseline update left without a sample (its window of runs).
@@ -116,15 +134,29 @@ class PerfPlugin:
 
     # --- at the end: the result, built once ---------------------------------------------
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        # Also after failures, -x and Ctrl-C. What is built here has no reference cycles.
-        with gc_paused(), isolated(session, "finish the timing record and comparison"):
-            self._finish(session)
+    # The core's session end (``session_end``) asks for the run's tests, then finishes
+    # the result with the other features' sections: this plugin never calls them.
 
-    def _finish(self, session: pytest.Session) -> None:
-        """Build the result, then render it and fold the run into the baseline: each
-        piece isolated from the others."""
+    def pytest_accel_run_columns(self, session: pytest.Session) -> RunColumns | None:
+        with isolated(session, "finish the timing record and comparison"):
+            built = self._build(session)
+            if built.columns is None:
+                built.columns = self._run_columns(
+                    built.info, built.identity, built.earlier_starts, built.totals
+                )
+            return built.columns
+        return None
+
+    def pytest_accel_finish_timing(self, session: pytest.Session, sections: dict[str, Any]) -> bool:
+        with isolated(session, "finish the timing record and comparison"):
+            self._complete(session, self._build(session), sections)
+        return True
+
+    def _build(self, session: pytest.Session) -> _Built:
+        """The result's first half, once: the table, the comparison (with the changed
+        code its alarms' tests ran), the job summary's timing rows."""
+        if self.built is not None:
+            return self.built
         commit, branch = vcs.vcs_info(os.environ, cwd=str(self.config.rootpath))
         identity = RunIdentity(commit, branch, utc_timestamp(self.started), self.run_id)
         shard = self.config.hook.pytest_accel_shard(config=self.config)
@@ -150,21 +182,41 @@ class PerfPlugin:
                 comparison = self._with_changed_code(comparison, commit, newest)
         compilation = table.compilation()
         info = self._run_info(session.exitstatus, identity, shard)
-        # Perf's rows first in the job summary; the features called below add theirs.
+        # Perf's rows first in the job summary; the features' results add theirs after.
         self._summarize(comparison, compilation)
         columns = None
-        sections: dict[str, Any] = {}
-        if self.wanted or self.config.hook.pytest_accel_record_sections.get_hookimpls():
-            with isolated(session, "account for the run (cost, coverage)"):
-                columns = self._run_columns(info, identity, earlier_starts, totals)
-                sections = self._sections(session, columns)
-        result = self.result = TimingResult(
-            self.key,
+        if self.wanted:
+            columns = self._run_columns(info, identity, earlier_starts, totals)
+        self.built = _Built(
+            identity,
             table,
             warmup,
             totals,
             groups,
+            run,
+            comparison,
+            compilation,
             info,
+            earlier_starts,
+            columns,
+        )
+        return self.built
+
+    def _complete(self, session: pytest.Session, built: _Built, sections: dict[str, Any]) -> None:
+        """The result with the other features' record sections; rendered: warnings and
+        --perf-fail, the record; then the run folded into the baseline."""
+        for name in sections:
+            if name in TIMING_SECTIONS:
+                raise ValueError(f"a feature adds the timing record's own section {name!r}")
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        comparison, run = built.comparison, built.run
+        result = self.result = TimingResult(
+            self.key,
+            built.table,
+            built.warmup,
+            built.totals,
+            built.groups,
+            built.info,
             self.detection,
             framework_versions(),
             pytest.__version__,
@@ -173,9 +225,9 @@ class PerfPlugin:
             new_slow=self.options.new_slow,
             run=run,
             comparison=comparison,
-            compilation=compilation,
+            compilation=built.compilation,
             sections=sections,
-            columns=columns,
+            columns=built.columns,
             baseline=self.baseline if self.wanted else None,
             baseline_missing=self.baseline_missing,
             compile_problem=self.results.compile_problem(),
@@ -350,17 +402,6 @@ class PerfPlugin:
             left_out=self.config.hook.pytest_accel_left_out(config=self.config) or {},
             cut=frozenset(self.config.hook.pytest_accel_budget_cut(config=self.config) or ()),
         )
-
-    def _sections(self, session: pytest.Session, columns: RunColumns) -> dict[str, Any]:
-        """The sections other features add to the record (``pytest_accel_record_sections``),
-        from this run's tests."""
-        found: dict[str, Any] = {}
-        for sections in self.config.hook.pytest_accel_record_sections(session=session, run=columns):
-            for name, section in (sections or {}).items():
-                if name in found or name in TIMING_SECTIONS:
-                    raise ValueError(f"two features add the record section {name!r}")
-                found[name] = section
-        return found
 
     def pytest_accel_timing_result(self) -> TimingResult | None:
         return self.result

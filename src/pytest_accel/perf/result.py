@@ -49,7 +49,7 @@ class TimingResult:
     new_slow: float = 1.0  # --perf-new-slow
     comparison: Comparison | None = None  # None without a baseline
     compilation: RunCompilation | None = None  # with JAX: the run's
-    # The record sections other features added (``pytest_accel_record_sections``: cost,
+    # The record sections other features' results added (``pytest_accel_run_result``: cost,
     # coverage, selection), as those features encoded them.
     sections: Mapping[str, Any] = field(default_factory=dict)
     # The run's tests as cost, coverage and the HTML report read them; None when none

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Generator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,25 @@ def _budgeted(
     )
 
 
+@dataclass(frozen=True)
+class SelectionResult:
+    """What selection did, as the session's end reads it (``session_end.RunResult``):
+    its job-summary section is written with the terminal's, which counts what pytest
+    skipped and deselected."""
+
+    section: SelectionSection
+    name: str = "selection"
+
+    def gate(self) -> None:
+        return None
+
+    def summary_section(self) -> None:
+        return None
+
+    def record_section(self) -> dict[str, Any]:
+        return self.section.to_json()
+
+
 class SelectionReport:
     """The process that owns the session: what selection did, in every output."""
 
@@ -228,14 +247,14 @@ class SelectionReport:
         }
         self.missed = {t: found.deselected[t] for t in failed if t in found.deselected}
 
-    def pytest_accel_record_sections(
+    def pytest_accel_run_result(
         self, session: pytest.Session, run: RunColumns
-    ) -> dict[str, Any] | None:
+    ) -> SelectionResult | None:
         found = self.summary()
         if found is None:
             return None
         failed = tuple(t for t, o in zip(run.ids, run.outcomes, strict=True) if o in FAILING)
-        return {"selection": replace(found, failed=failed, saved=self.saved(found)).to_json()}
+        return SelectionResult(replace(found, failed=failed, saved=self.saved(found)))
 
     def saved(self, found: SelectionSection) -> Saved:
         """The device-seconds (and dollars, with a price) the deselected tests did not
