@@ -170,6 +170,39 @@ def account(
     )
 
 
+def cost_of_section(section: Mapping[str, Any]) -> RunCost:
+    """A record's ``cost`` section as the type the run built it from, read leniently (as
+    ``merged_section`` reads it): a damaged field reads as nothing (no price, no
+    device-seconds, no entries) rather than stopping a report of many records."""
+    price = _number(section.get("price_per_device_hour"))
+
+    def spend(part: Any) -> Spend:
+        usd = _number(part.get("usd")) if isinstance(part, Mapping) else None
+        return Spend(_seconds(part), usd)
+
+    def named(value: Any) -> list[tuple[str, Spend]]:
+        return [(str(entry["id"]), spend(entry)) for entry in _entries(value)]
+
+    candidates = section.get("cpu_candidates")
+    share = _number(section.get("devices_per_test"))
+    source, as_of = section.get("price_source"), section.get("price_as_of")
+    return RunCost(
+        key=str(section.get("key", "")),
+        price=price,
+        price_source=source if isinstance(source, str) else None,
+        as_of=as_of if isinstance(as_of, str) else None,
+        device_count=_count(section.get("device_count")),
+        devices_per_test=share or 0.0,
+        run=spend(section.get("run")),
+        tests=spend(section.get("tests")),
+        reruns=spend(section.get("reruns")),
+        runs_per_month=_number(section.get("runs_per_month")),
+        modules={name: spend(part) for name, part in _mapping(section.get("modules")).items()},
+        top_tests=named(section.get("top_tests")),
+        cpu_candidates=None if candidates is None else named(candidates),
+    )
+
+
 def merged_section(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The ``cost`` section of merged shards, from theirs (records' ``cost``): each shard
     held its own devices, so device-seconds and dollars add up, and so do the devices;

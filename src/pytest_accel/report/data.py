@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
+from pytest_accel.cost.model import RunCost, cost_of_section
 from pytest_accel.coverage.model import Coverage, Gap, by_key, coverage_of, gaps
 from pytest_accel.flaky.classify import FLAKY_MIN_RUNS, classify
 from pytest_accel.flaky.history import History
@@ -131,7 +132,7 @@ class ReportData:
     suite_trend: Trend | None = None
     coverage: dict[str, list[Coverage]] = field(default_factory=dict)  # key -> runs, oldest first
     coverage_gaps: list[Gap] = field(default_factory=list)
-    costs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # record, its cost
+    costs: list[tuple[str, RunCost]] = field(default_factory=list)  # record, its cost
     # record, what change-aware selection did in its run (the record's section)
     selections: list[tuple[str, SelectionSection]] = field(default_factory=list)
     baseline_only: bool = False  # no record: the baseline's newest run is the latest
@@ -268,7 +269,7 @@ def build_views(
         _add_slowest(data, view, label if len(views) > 1 else "")
         data.shards += _shards(view)
         if view.cost is not None:
-            data.costs.append((view.path, dict(view.cost)))
+            data.costs.append((view.path, cost_of_section(view.cost)))
         if view.selection is not None:
             data.selections.append((view.path, view.selection))
     _add_coverage(data, [view.columns for view in views])

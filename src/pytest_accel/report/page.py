@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from html import escape
 
-from pytest_accel.cost.model import money
+from pytest_accel.cost.model import Spend, money
 from pytest_accel.coverage.model import BUCKETS, LABELS, trend_line
 from pytest_accel.outcomes import tally_words
 from pytest_accel.report import svg
@@ -256,24 +256,20 @@ def _costs(data: ReportData) -> Iterator[str]:
     yield '<h2 id="cost">Cost</h2>'
     heads = ["record", "hardware key", "price", "run", "tests", "reruns", "a month"]
 
-    def cell(section: dict[str, object], name: str) -> str:
-        spent = section.get(name)
-        if not isinstance(spent, dict):
-            return "<td></td>"
-        usd, seconds = spent.get("usd"), spent.get("device_seconds")
-        text = f"{money(_number(usd))}" if usd is not None else f"{_number(seconds):,.1f} device-s"
-        return f'<td class="n" title="{_number(seconds):,.1f} device-seconds">{escape(text)}</td>'
+    def cell(spent: Spend) -> str:
+        usd, seconds = spent.usd, spent.device_seconds
+        text = money(usd) if usd is not None else f"{seconds:,.1f} device-s"
+        return f'<td class="n" title="{seconds:,.1f} device-seconds">{escape(text)}</td>'
 
     def rows() -> Iterator[str]:
         for path, cost in data.costs:
-            price = _usd(cost.get("price_per_device_hour"))
-            per_month = cost.get("per_month_usd")
+            price = _usd(cost.price)
+            per_month = cost.per_month_usd
             month = "" if per_month is None else _usd(per_month)
             yield (
-                f'<tr><td class="id">{escape(path)}</td><td class="id">'
-                f"{escape(str(cost.get('key', '')))}</td>"
+                f'<tr><td class="id">{escape(path)}</td><td class="id">{escape(cost.key)}</td>'
                 f"<td>{escape(price)}{' / device-hour' if price != 'no price' else ''}</td>"
-                f"{cell(cost, 'run')}{cell(cost, 'tests')}{cell(cost, 'reruns')}"
+                f"{cell(cost.run)}{cell(cost.tests)}{cell(cost.reruns)}"
                 f'<td class="n">{escape(month)}</td></tr>'
             )
 
@@ -281,21 +277,15 @@ def _costs(data: ReportData) -> Iterator[str]:
 
     def modules() -> Iterator[str]:
         for path, cost in data.costs:
-            listed = cost.get("modules")
-            if not isinstance(listed, dict):
-                continue
-            for name, spent in list(listed.items())[:COST_MODULES]:
-                if isinstance(spent, dict):
-                    yield _spent_row(name, path, spent)
+            for name, spent in list(cost.modules.items())[:COST_MODULES]:
+                yield _spent_row(name, path, spent)
 
     yield from _table("cost-modules", ["module", "record", "device-seconds", "cost"], modules())
 
     def candidates() -> Iterator[str]:
         for path, cost in data.costs:
-            listed = cost.get("cpu_candidates")
-            for entry in listed if isinstance(listed, list) else []:
-                if isinstance(entry, dict):
-                    yield _spent_row(str(entry.get("id", "")), path, entry)
+            for ident, spent in cost.cpu_candidates or ():
+                yield _spent_row(ident, path, spent)
 
     rows_of_candidates = list(candidates())
     if rows_of_candidates:
@@ -351,12 +341,12 @@ def _selections(data: ReportData) -> Iterator[str]:
             yield "</ul></details>"
 
 
-def _spent_row(name: str, path: str, spent: dict[str, object]) -> str:
+def _spent_row(name: str, path: str, spent: Spend) -> str:
     """A module's or a test's row: what it is, the record, device-seconds, dollars."""
-    seconds = _number(spent.get("device_seconds"))
     return (
         f'<tr><td class="id">{escape(name)}</td><td class="id">{escape(path)}</td>'
-        f'<td class="n">{seconds:,.1f}</td><td class="n">{escape(_usd(spent.get("usd")))}</td></tr>'
+        f'<td class="n">{spent.device_seconds:,.1f}</td>'
+        f'<td class="n">{escape(_usd(spent.usd))}</td></tr>'
     )
 
 
