@@ -210,40 +210,39 @@ def merged_section(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     when the sections cannot be added: a price differs between them."""
     if not sections:
         return None
-    prices = {_number(section.get("price_per_device_hour")) for section in sections}
+    costs = [cost_of_section(section) for section in sections]
+    prices = {cost.price for cost in costs}
     if len(prices) > 1:
         return None
     price = prices.pop()
-    first = sections[0]
+    first = costs[0]
 
-    def added(path: str) -> Spend:
-        return _spend(sum(_seconds(s.get(path)) for s in sections), price)
+    def added(part: str) -> Spend:
+        return _spend(sum(getattr(cost, part).device_seconds for cost in costs), price)
 
     modules: dict[str, float] = {}
     tests: dict[str, float] = {}
     candidates: dict[str, float] | None = None
-    for section in sections:
-        for name, part in _mapping(section.get("modules")).items():
-            modules[name] = modules.get(name, 0.0) + _seconds(part)
-        for entry in _entries(section.get("top_tests")):
-            tests[str(entry["id"])] = _seconds(entry)
-        if "cpu_candidates" in section:
+    for cost in costs:
+        for name, spent in cost.modules.items():
+            modules[name] = modules.get(name, 0.0) + spent.device_seconds
+        tests.update((ident, spent.device_seconds) for ident, spent in cost.top_tests)
+        if cost.cpu_candidates is not None:
             candidates = {} if candidates is None else candidates
-            for entry in _entries(section.get("cpu_candidates")):
-                candidates[str(entry["id"])] = _seconds(entry)
+            candidates.update((ident, spent.device_seconds) for ident, spent in cost.cpu_candidates)
     shares = {_number(section.get("devices_per_test")) for section in sections}
     share = shares.pop() if len(shares) == 1 else None
     merged = RunCost(
-        key=str(first.get("key")),
+        key=first.key,
         price=price,
-        price_source=first.get("price_source"),
-        as_of=first.get("price_as_of"),
-        device_count=sum(_count(s.get("device_count")) for s in sections),
+        price_source=first.price_source,
+        as_of=first.as_of,
+        device_count=sum(cost.device_count for cost in costs),
         devices_per_test=float(share) if isinstance(share, int | float) else 0.0,
         run=added("run"),
         tests=added("tests"),
         reruns=added("reruns"),
-        runs_per_month=_number(first.get("runs_per_month")),
+        runs_per_month=first.runs_per_month,
         modules={
             name: _spend(seconds, price)
             for name, seconds in sorted(modules.items(), key=lambda pair: -pair[1])
