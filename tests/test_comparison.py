@@ -61,9 +61,13 @@ CALLS = {"test_a": ("SLEEP_A", "0.2"), "test_b": ("SLEEP_B", "0.15")}
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    if call.when != "call":
+        return report
     given = CALLS.get(item.name)
-    if call.when == "call" and given is not None and item.path.name == "test_mod.py":
+    if given is not None and item.path.name == "test_mod.py":
         report.duration = float(os.environ.get(*given))
+    elif item.cls is not None and item.cls.__name__ == "TestMany":  # each EACH seconds
+        report.duration = float(os.environ.get("EACH", "0.015"))
     return report
 """
 
@@ -73,6 +77,11 @@ def make_suite(
 ) -> None:
     """``source`` as ``test_mod.py``, its calls' times given (``STEADY``), no CPU wait."""
     pytester.makepyfile(test_mod=source)
+    steady(pytester, monkeypatch)
+
+
+def steady(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calls' times given (``STEADY``), and no CPU wait read."""
     pytester.makeconftest(STEADY)
     stat = pytester.path / "sysroot" / "proc" / "thread-self" / "schedstat"
     stat.parent.mkdir(parents=True)
@@ -163,16 +172,16 @@ def test_one_slowed_test_is_one_alarm_in_every_output(
 def test_a_class_slowed_as_a_whole_is_one_alarm_at_the_test_file(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each test stays far under --perf-min-duration (0.1 s) however loaded the machine:
-    a 35 ms sleep would have to take three times as long to reach it (a 0.08 s sleep
-    once took 0.103 s under a load of 12 on two cores and made a test-level finding).
-    Fewer than 20 tests: no runner-speed estimate explains the class away."""
+    """Each test stays under --perf-min-duration (0.1 s): its time is given, as a 35 ms
+    sleep's is not (one took 0.1 s at a load of 8, a test-level finding).  Fewer than 20
+    tests: no runner-speed estimate explains the class away."""
     tests = 12
-    source = "import os, time\n\ndef test_first():\n    pass\n\nclass TestMany:\n" + "".join(
-        f"    def test_{i}(self): time.sleep(float(os.environ.get('EACH', '0.015')))\n"
+    source = "def test_first():\n    pass\n\nclass TestMany:\n" + "".join(
+        f"    def test_{i}(self): pass  # takes EACH seconds (STEADY)\n"
         for i in range(1, tests + 1)
     )
     pytester.makepyfile(test_cls=source)
+    steady(pytester, monkeypatch)
     ids = ["test_cls.py::test_first"]
     ids += [f"test_cls.py::TestMany::test_{i}" for i in range(1, tests + 1)]
     groups = {i: ("test_cls.py::TestMany" if "Many" in i else None, "test_cls.py") for i in ids}
