@@ -242,3 +242,24 @@ def test_a_third_party_platform_opts_into_pinning_through_its_row(
     )
     result.assert_outcomes(passed=2)
     assert {(pytester.path / f"seen-gw{i}").read_text() for i in (0, 1)} == {"0,1", "2,3"}
+
+
+def test_a_timing_result_that_cannot_be_built_is_said_once_and_the_rest_still_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    """The core's session end asks the timing feature twice (the run's tests for the
+    features that account for it, then the finish): a first half that failed is one line,
+    and the features' own ends (the page) still run."""
+    pytester.makeconftest(
+        "def pytest_accel_shard(config):\n    raise RuntimeError('a broken shard plugin')\n"
+    )
+    pytester.makepyfile(test_a="def test_ok(): pass\n")
+    result = pytester.runpytest(
+        "--perf-record=r.json", "--accel-price=cpu/*=1", "--accel-report=page.html"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    said = result.stdout.str()
+    assert said.count("could not finish the timing record and comparison") == 1, said
+    assert "a broken shard plugin" in said
+    assert "Traceback" not in said
+    assert (pytester.path / "page.html").exists()

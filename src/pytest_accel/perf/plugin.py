@@ -111,6 +111,7 @@ class PerfPlugin:
         self.run_id = new_run_id()
         self.result: TimingResult | None = None
         self.built: _Built | None = None  # the result's first half (``_build``)
+        self.build_failed = False
         self.blanket: str | None = None  # an "error" filter the alarms' warnings did not obey
         self.record_written = False
         # Tests the baseline update left without a sample (its window of runs).
@@ -148,6 +149,8 @@ class PerfPlugin:
         return None
 
     def pytest_accel_finish_timing(self, session: pytest.Session, sections: dict[str, Any]) -> bool:
+        if self.built is None and self.build_failed:
+            return True  # its first half failed, and said so once
         with isolated(session, "finish the timing record and comparison"):
             self._complete(session, self._build(session), sections)
         return True
@@ -157,6 +160,7 @@ class PerfPlugin:
         code its alarms' tests ran), the job summary's timing rows."""
         if self.built is not None:
             return self.built
+        self.build_failed = True  # until it is built
         commit, branch = vcs.vcs_info(os.environ, cwd=str(self.config.rootpath))
         identity = RunIdentity(commit, branch, utc_timestamp(self.started), self.run_id)
         shard = self.config.hook.pytest_accel_shard(config=self.config)
@@ -200,6 +204,7 @@ class PerfPlugin:
             earlier_starts,
             columns,
         )
+        self.build_failed = False
         return self.built
 
     def _complete(self, session: pytest.Session, built: _Built, sections: dict[str, Any]) -> None:
