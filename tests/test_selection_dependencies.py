@@ -437,6 +437,173 @@ def test_a_new_module_found_by_discovery_keeps_the_tests_that_used_its_package(
     )
 
 
+PLUGIN_MODULE = """\
+import os
+
+import pytest
+
+SETTINGS = {}
+
+
+def pytest_configure(config):
+    SETTINGS["factor"] = 2
+    SETTINGS["mode"] = os.environ.get("SUPPORT_MODE", "fast")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "heavy" in item.name:
+            item.add_marker(pytest.mark.heavy)
+"""
+
+PLUGIN_TESTS = """\
+from support.plugin import SETTINGS
+
+
+def test_factor():
+    assert SETTINGS["factor"] == 2
+
+
+def test_heavy_marked(request):
+    assert request.node.get_closest_marker("heavy") is not None
+
+
+def test_mode():
+    assert SETTINGS["mode"] == "fast"
+"""
+
+
+def plugin_project(pytester: pytest.Pytester) -> Path:
+    root = pytester.path
+    write(
+        root,
+        {
+            "support/__init__.py": "",
+            "support/plugin.py": PLUGIN_MODULE,
+            "tests/conftest.py": 'pytest_plugins = ["support.plugin"]\n',
+            "tests/test_plugin.py": PLUGIN_TESTS,
+            "pyproject.toml": (
+                '[tool.pytest.ini_options]\npythonpath = ["."]\nmarkers = ["heavy: heavy"]\n'
+            ),
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=3)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "failing", "hook"),
+    [
+        ('SETTINGS["factor"] = 2', 'SETTINGS["factor"] = 3', "test_factor", "pytest_configure"),
+        (
+            '"heavy" in item.name',
+            '"heavy" in item.name and False',
+            "test_heavy_marked",
+            "pytest_collection_modifyitems",
+        ),
+    ],
+    ids=["pytest_configure", "pytest_collection_modifyitems"],
+)
+def test_a_plugin_modules_hooks_are_a_dependency_of_every_test(
+    pytester: pytest.Pytester, old: str, new: str, failing: str, hook: str
+) -> None:
+    """A project module registered as a plugin (``pytest_plugins``, ``-p``) runs its
+    hooks outside every test, collection and fixture: what they run is every test's."""
+    root = plugin_project(pytester)
+    edit(root / "support" / "plugin.py", old, new)
+    commit(root)
+    run_all(pytester).assert_outcomes(failed=1, passed=2)  # the ground truth
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1, passed=2)
+    result.stdout.fnmatch_lines(
+        [f"kept tests/test_plugin.py::{failing}: changed since *: support/plugin.py::{hook}"]
+    )
+
+
+def test_a_variable_a_plugins_hook_read_is_a_dependency_of_every_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plugin_project(pytester)
+    monkeypatch.setenv("SUPPORT_MODE", "slow")
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1, passed=2)
+    result.stdout.fnmatch_lines(
+        ["kept tests/test_plugin.py::test_mode: *environment variable SUPPORT_MODE differs*"]
+    )
+    reasons = [line for line in result.stdout.lines if line.startswith(("kept", "selection"))]
+    assert reasons, result.stdout.str()
+    assert not [line for line in reasons if "slow" in line.replace("SUPPORT_MODE", "")]
+
+
+def test_what_a_plugin_named_by_p_imports_is_a_dependency_of_every_test(
+    pytester: pytest.Pytester,
+) -> None:
+    """A plugin the session imports itself (``-p``, an entry point) is no test file's
+    import: its import, and what it imports, count for every test."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "support/__init__.py": "",
+            "support/values.py": "FACTOR = 2\n",
+            "support/plugin.py": (
+                "from support import values\n\n\ndef pytest_configure(config):\n"
+                "    config.support_factor = values.FACTOR\n"
+            ),
+            "tests/test_factor.py": (
+                "def test_factor(pytestconfig):\n    assert pytestconfig.support_factor == 2\n"
+            ),
+            "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p support.plugin"\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    pytester.syspathinsert()
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=1)
+    edit(root / "support" / "values.py", "FACTOR = 2", "FACTOR = 3")
+    commit(root)
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["kept tests/test_factor.py::test_factor: changed since *: support/values.py::<import>"]
+    )
+
+
+def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pytester) -> None:
+    """pytest collects a class after its file, and calls ``pytest_generate_tests`` for
+    its methods then: what that runs belongs to the file's tests, not to every test."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": "def sides():\n    return 4\n",
+            "tests/test_shapes.py": (
+                "from pkg import sides\n\n\ndef pytest_generate_tests(metafunc):\n"
+                '    if "side" in metafunc.fixturenames:\n'
+                '        metafunc.parametrize("side", [sides()], ids=["s"])\n\n\n'
+                "class TestShapes:\n    def test_side(self, side):\n        assert side == 4\n"
+            ),
+            "tests/test_other.py": "def test_other():\n    pass\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    edit(root / "pkg" / "__init__.py", "return 4", "return 5")
+    commit(root)
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["kept tests/test_shapes.py::TestShapes::test_side[[]s[]]: *pkg/__init__.py::sides*"]
+    )
+
+
 def test_a_text_file_doctest_is_a_test_file(pytester: pytest.Pytester) -> None:
     root = pytester.path
     write(

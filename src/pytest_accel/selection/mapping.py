@@ -17,6 +17,7 @@ At the end the lines become blocks (``blocks``), and each test depends on:
   (with what running it ran) of every project module the file, its conftests and
   what they import reach, by import statements and by what was seen imported;
 - the setup of every fixture it uses, whatever the fixture's scope;
+- what the session ran outside every other unit (a project plugin's hooks);
 - the files it, its fixtures, its file's collection and those imports read, by hash;
 - the environment variables the project's code read for it (names, a digest of the
   value); whether it started a subprocess.
@@ -47,11 +48,13 @@ from pytest_accel.selection.blocks import IMPORT, WHOLE_FILE, FileBlocks, parse_
 from pytest_accel.selection.changes import file_hash, installed_distributions
 from pytest_accel.selection.mapfile import MapRun, Program, update_map
 from pytest_accel.selection.observe import (
+    SESSION,
     ImportLabeller,
     ProjectFiles,
     Seen,
     Units,
     cached_functions,
+    is_conftest,
     observe,
     static_imports,
 )
@@ -80,6 +83,15 @@ class Observer:
 
     def start(self, cov: Any, *, own: bool, contexts: bool) -> None:
         self.cov, self.own, self.cov_contexts = cov, own, contexts
+        # Imported before measuring could start (a plugin named by ``-p``, the
+        # project's own entry point): by the session itself, so every test's.
+        self.units.of(SESSION).imported.update(
+            relative
+            for module in _project_modules(self.files)
+            if (relative := self.files.relative(str(module.__file__))) is not None
+            and relative.endswith(".py")
+            and not is_conftest(relative)
+        )
         if not contexts:  # pytest-cov's test contexts: ours would overwrite them
             self.units.switch = cov.switch_context
         self.labeller.install()
@@ -172,8 +184,9 @@ class Measurement:
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
         """A test file's collection (its import, parametrize, generated tests) runs as
-        its own unit."""
-        if not isinstance(collector, pytest.File):
+        its own unit, its classes' too (pytest collects them after the file, where
+        ``pytest_generate_tests`` runs for their methods)."""
+        if not isinstance(collector, (pytest.File, pytest.Class)):
             return (yield)
         relative = self.observer.files.relative(str(collector.path))
         if relative is None:
@@ -349,9 +362,12 @@ class Dependencies:
         by_unit = self._lines()
         graph = self._imports()
         imports_of: dict[str, list[str]] = {}  # a test file's collection: the imports it runs
+        session = self._session_blocks(by_unit, graph)
+        if session:
+            run.units[SESSION] = session
         for test in run.tests:
             file, fixtures, doctest = self.m.items.get(test, (test.split("::", 1)[0], (), False))
-            units = [test, *fixtures]
+            units = [test, *fixtures, SESSION]
             collect = COLLECT + file
             if file and file not in imports_of:
                 unit_blocks = set(by_unit.get(collect, ()))
@@ -364,7 +380,9 @@ class Dependencies:
                 run.units[collect] = unit_blocks
             if file:
                 units += [*imports_of[file], collect]
-            run.test_units[test] = {u for u in units[1:] if u.startswith((COLLECT, FIXTURE))}
+            run.test_units[test] = {
+                u for u in units[1:] if u.startswith((COLLECT, FIXTURE)) or u in run.units
+            }
             for fixture in fixtures:
                 if fixture in by_unit:
                     run.units[fixture] = set(by_unit[fixture])
@@ -393,9 +411,8 @@ class Dependencies:
             by_unit: dict[str, set[str]] = {}
             for line, contexts in data.contexts_by_lineno(filename).items():
                 for context in contexts:
-                    unit = context.split("|", 1)[0]
-                    if not unit:
-                        continue
+                    # Coverage's default context is the session's own (SESSION).
+                    unit = context.split("|", 1)[0] or SESSION
                     if unit.startswith((IMPORTING, COLLECT)):
                         names: Iterable[str] = blocks.at_import(line, by_name)
                     else:
@@ -442,6 +459,19 @@ class Dependencies:
                 graph.setdefault(unit.split(":", 1)[1], set()).update(seen.imported)
         return graph
 
+    def _session_blocks(
+        self, by_unit: dict[str, set[tuple[str, str]]], graph: dict[str, set[str]]
+    ) -> set[tuple[str, str]]:
+        """What the session ran outside every other unit, with the import of every
+        project module it imported itself (a plugin named by ``-p``) and what that
+        reaches."""
+        blocks = set(by_unit.get(SESSION, ()))
+        for module in sorted(_closure(self.seen.get(SESSION, _NOTHING).imported, graph)):
+            if self.keep_file(module):
+                blocks.add((module, IMPORT))
+            blocks.update(by_unit.get(IMPORTING + module, ()))
+        return blocks
+
     def _reached(self, test_file: str, graph: dict[str, set[str]]) -> set[str]:
         """The project files a test file, its conftests and what it was seen to import
         reach: each runs at its import."""
@@ -454,15 +484,7 @@ class Dependencies:
             if folder == folder.parent or str(folder) in ("", "."):
                 break
             folder = folder.parent
-        reached: set[str] = set()
-        todo = [s for s in starts if s.endswith(".py")]
-        while todo:
-            current = todo.pop()
-            if current in reached:
-                continue
-            reached.add(current)
-            todo.extend(graph.get(current, set()) - reached)
-        return reached
+        return _closure(starts, graph)
 
     def _cached(self, test: str) -> None:
         for relative, line in self.seen.get(test, _NOTHING).cached:
@@ -515,6 +537,19 @@ class Dependencies:
 
 
 _NOTHING = Seen()
+
+
+def _closure(starts: Iterable[str], graph: dict[str, set[str]]) -> set[str]:
+    """The project files ``starts`` reach through ``graph``, themselves included."""
+    reached: set[str] = set()
+    todo = [s for s in starts if s.endswith(".py")]
+    while todo:
+        current = todo.pop()
+        if current in reached:
+            continue
+        reached.add(current)
+        todo.extend(graph.get(current, set()) - reached)
+    return reached
 
 
 def _has_ctracer() -> bool:

@@ -112,6 +112,16 @@ class ProjectFiles:
         return relative
 
 
+# What the session ran outside every other unit: a plugin module's hooks
+# (``pytest_configure``, ``pytest_collection_modifyitems``, a wrapper of the test
+# protocol), which can change any test.
+SESSION = "session:"
+
+
+def is_conftest(relative: str) -> bool:
+    return relative.rpartition("/")[2] == "conftest.py"
+
+
 class Units:
     """The unit running now (a stack: a fixture set up inside a test, an import inside
     a collection), what each unit saw, and coverage.py's context kept in step."""
@@ -183,10 +193,11 @@ class Units:
             self.of(unit).read.add(relative)
 
     def env_read(self, name: str, value: str | None) -> None:
-        unit = self.current
-        if unit is None or ephemeral(name):
+        if ephemeral(name):
             return
-        self.of(unit).env.setdefault(name, value_digest(value))
+        # Read by the project's code outside every unit (a plugin's pytest_configure):
+        # the session's, which every test depends on.
+        self.of(self.current or SESSION).env.setdefault(name, value_digest(value))
 
 
 # -- the process-wide wrappers -------------------------------------------------------
@@ -387,6 +398,10 @@ class _LabelledLoader:
         importer = self._units.current
         if importer is not None:
             self._units.of(importer).imported.add(self._relative)
+        elif not is_conftest(self._relative):
+            # Imported by the session itself (a plugin named by ``-p`` or an entry
+            # point): every test's.  A conftest is its own directory's tests'.
+            self._units.of(SESSION).imported.add(self._relative)
         with self._units.running(f"import:{self._relative}"):
             self._loader.exec_module(module)
 
