@@ -13,7 +13,8 @@ subprocess, an environment variable) is committed and mapped once (``--accel-map
 Each change in ``CHANGES`` is then committed on a branch of a fresh copy, and judged by
 what runs show, never by coverage: a **full run** says which tests fail (the ground
 truth), and a selecting run (``--accel-select=changed``) from the base map says which
-ran.  A failing test the selecting run did not run is a **miss**.  A change that fails
+ran.  A change whose full run fails where the selecting run passes is a **miss**; a
+failing test the selecting run did not run is named either way.  A change that fails
 no test (``no-fail``) does not count.  Results go to ``WORK/results.json``.
 """
 
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -134,6 +136,10 @@ def table_size(n):
 
 def mode():
     return os.environ.get("CALC_MODE", "fast")
+
+
+def release(value):
+    return value
 
 
 def resource_value():
@@ -308,6 +314,7 @@ def base():
     value = ops.add(1, 1)
     yield value
     assert ops.add(0, 0) == 0
+    ops.release(value)
 
 def setup_module(module):
     module.START = ops.scaled(1)
@@ -491,6 +498,11 @@ CHANGES: dict[str, Change] = {
     "module_fixture_teardown": sub(
         "tests/test_ops.py", "assert ops.add(0, 0) == 0", "assert ops.add(0, 0) == 1"
     ),
+    "fixture_teardown_helper": sub(
+        "src/calc/ops.py",
+        "def release(value):\n    return value",
+        "def release(value):\n    raise ValueError(value)",
+    ),
     "setup_module": sub(
         "tests/test_ops.py", "module.START = ops.scaled(1)", "module.START = ops.scaled(2)"
     ),
@@ -612,7 +624,14 @@ class Verdict:
 
 
 def judge(
-    python: str, base: Path, work: Path, name: str, change: Change, *, mapped: int
+    python: str,
+    base: Path,
+    work: Path,
+    name: str,
+    change: Change,
+    *,
+    mapped: int,
+    extra: list[str],
 ) -> Verdict:
     root = work / name
     if root.exists():
@@ -629,18 +648,23 @@ def judge(
     full_code, full, full_out = run_pytest(python, root, [], env)
     failing = {t for t, o in full.items() if o & {"FAILED", "ERROR"}}
     selected_code, selected, selected_out = run_pytest(
-        python, root, ["--accel-map=.accel/map.db", "--accel-select=changed", "-v"], env
+        python, root, ["--accel-map=.accel/map.db", "--accel-select=changed", "-v", *extra], env
     )
     ran = {t for t, o in selected.items() if o - {"SKIPPED"}}
+    failed = {t for t, o in selected.items() if o & {"FAILED", "ERROR"}}
     # A change that stops the session before any test (a configuration file, a plugin
     # that no longer imports): caught when the selecting run stops too.
     if not full and full_code not in (0, 1):
         failing.add(SESSION_FAILS)
         if selected_code not in (0, 1, 5):
             ran.add(SESSION_FAILS)
+            failed.add(SESSION_FAILS)
+    # The issue's measure: a selecting run that passes where the full run fails.  A
+    # failing test it did not run is named even when another failed there (a module
+    # fixture's teardown fails in whichever test ends the module).
     missed = sorted(failing - ran)
-    status = "no-fail" if not failing else ("MISS" if missed else "caught")
-    if status == "MISS":
+    status = "no-fail" if not failing else ("caught" if failed else "MISS")
+    if missed:
         (work / f"{name}.selecting.txt").write_text(selected_out)
         (work / f"{name}.full.txt").write_text(full_out)
     valves = [line for line in selected_out.splitlines() if line.startswith("selection kept")]
@@ -652,6 +676,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument(
+        "--map-args", default="", help="more arguments for the mapping run (-n 2, --cov=calc)"
+    )
+    parser.add_argument(
+        "--select-args", default="", help="more arguments for the selecting runs (-n 2)"
+    )
     parser.add_argument("names", nargs="*", help="only these changes")
     args = parser.parse_args(argv)
     work: Path = args.work.resolve()
@@ -660,7 +690,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(base)
     base.mkdir(parents=True)
     make_project(base)
-    code, outcomes, out = run_pytest(args.python, base, ["--accel-map=.accel/map.db"])
+    code, outcomes, out = run_pytest(
+        args.python, base, ["--accel-map=.accel/map.db", *shlex.split(args.map_args)]
+    )
     if code != 0 or not outcomes:
         print(out)
         return 1
@@ -669,7 +701,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, change in CHANGES.items():
         if args.names and name not in args.names:
             continue
-        found = results[name] = judge(args.python, base, work, name, change, mapped=len(outcomes))
+        found = results[name] = judge(
+            args.python,
+            base,
+            work,
+            name,
+            change,
+            mapped=len(outcomes),
+            extra=shlex.split(args.select_args),
+        )
         missed = f"missed {', '.join(found.missed)} " if found.missed else ""
         print(
             f"{name:26} {found.status:8} failing {len(found.failing)}"

@@ -573,6 +573,73 @@ def test_what_a_plugin_named_by_p_imports_is_a_dependency_of_every_test(
     )
 
 
+def test_a_module_fixtures_teardown_is_the_fixtures_not_the_test_that_ends_the_module(
+    pytester: pytest.Pytester,
+) -> None:
+    """The teardown of a module-scoped fixture runs in whichever test ends the module
+    (here one that does not use it): what it runs is every user's dependency, so a
+    change there keeps them, and the teardown runs and fails."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": "def release(value):\n    return value\n",
+            "tests/test_a.py": (
+                "import pytest\n\nfrom pkg import release\n\n\n"
+                '@pytest.fixture(scope="module")\ndef resource():\n    yield 1\n'
+                "    release(1)\n\n\ndef test_user(resource):\n    assert resource == 1\n\n\n"
+                "def test_last():\n    pass\n"
+            ),
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    edit(root / "pkg" / "__init__.py", "return value", "raise ValueError(value)")
+    commit(root)
+    run_all(pytester).assert_outcomes(passed=2, errors=1)  # the ground truth
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["kept tests/test_a.py::test_user: *pkg/__init__.py::release"])
+
+
+def test_with_pytest_cov_a_module_outside_its_sources_is_depended_on_whole(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest-cov measures only its ``--cov`` sources: a helper module of the tests
+    outside them is imported but not measured, so its importers depend on all of it."""
+    pytest.importorskip("pytest_cov")
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": "def one():\n    return 1\n",
+            "helpers/__init__.py": "",
+            "helpers/util.py": "def triple(x):\n    return x * 3\n",
+            "tests/test_a.py": (
+                "from helpers.util import triple\nfrom pkg import one\n\n\n"
+                "def test_triple():\n    assert triple(one()) == 3\n"
+            ),
+            "tests/test_b.py": "from pkg import one\n\n\ndef test_one():\n    assert one() == 1\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n.coverage*\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    mapping = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--cov=pkg", "--cov-report=", "--accel-map", "map.db", NO_PROGRAMS
+    )
+    mapping.assert_outcomes(passed=2)
+    edit(root / "helpers" / "util.py", "x * 3", "x * 4")
+    commit(root)
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["kept tests/test_a.py::test_triple: *helpers/util.py::<file>"])
+
+
 def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pytester) -> None:
     """pytest collects a class after its file, and calls ``pytest_generate_tests`` for
     its methods then: what that runs belongs to the file's tests, not to every test."""

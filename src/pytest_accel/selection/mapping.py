@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import os
 import sys
@@ -196,8 +197,16 @@ class Measurement:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Generator[None, Any, Any]:
-        with self.units.running(FIXTURE + _fixture_id(fixturedef)):
-            return (yield)
+        """A fixture's setup and its teardown (the code after its ``yield``, the
+        finalizers it added) run as its unit: the teardown of a module's fixture runs
+        in whichever test ends the module, often one that does not use it.  pytest runs
+        a fixture's finalizers last-added first, so these two bracket its own."""
+        unit = FIXTURE + _fixture_id(fixturedef)
+        fixturedef.addfinalizer(functools.partial(self.units.leave_unit, unit))
+        with self.units.running(unit):
+            result = yield
+        fixturedef.addfinalizer(functools.partial(self.units.enter, unit))
+        return result
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
@@ -328,6 +337,10 @@ class Dependencies:
         self.seen = measurement.units.seen
         self.parsed: dict[str, tuple[bytes, FileBlocks, ast.AST | None] | None] = {}
         self.hashes: dict[str, str | None] = {}  # files read, by content
+        # Imported but not measured: outside pytest-cov's ``--cov`` sources, so what
+        # its functions ran is not known and a test that reaches it depends on all of it.
+        self.unmeasured: set[str] = set()
+        self.measured_files: set[str] = set()
         self.run = MapRun(None, None, utc_timestamp(time.time()))
 
     def source(self, relative: str) -> tuple[bytes, FileBlocks, ast.AST | None] | None:
@@ -361,6 +374,7 @@ class Dependencies:
         run.tests = {test: set() for test in self.m.called}
         by_unit = self._lines()
         graph = self._imports()
+        self.unmeasured = set(graph) - self.measured_files
         imports_of: dict[str, list[str]] = {}  # a test file's collection: the imports it runs
         session = self._session_blocks(by_unit, graph)
         if session:
@@ -373,8 +387,7 @@ class Dependencies:
                 unit_blocks = set(by_unit.get(collect, ()))
                 imports_of[file] = []
                 for module in sorted(self._reached(file, graph)):
-                    if self.keep_file(module):
-                        unit_blocks.add((module, IMPORT))
+                    unit_blocks.update(self._import_of(module))
                     unit_blocks.update(by_unit.get(IMPORTING + module, ()))
                     imports_of[file].append(IMPORTING + module)
                 run.units[collect] = unit_blocks
@@ -406,6 +419,7 @@ class Dependencies:
             relative = self.files.relative(filename)
             if relative is None or self.source(relative) is None:
                 continue
+            self.measured_files.add(relative)
             _, blocks, _ = self.source(relative)  # type: ignore[misc]
             by_name = blocks.by_name()
             by_unit: dict[str, set[str]] = {}
@@ -467,10 +481,18 @@ class Dependencies:
         reaches."""
         blocks = set(by_unit.get(SESSION, ()))
         for module in sorted(_closure(self.seen.get(SESSION, _NOTHING).imported, graph)):
-            if self.keep_file(module):
-                blocks.add((module, IMPORT))
+            blocks.update(self._import_of(module))
             blocks.update(by_unit.get(IMPORTING + module, ()))
         return blocks
+
+    def _import_of(self, module: str) -> set[tuple[str, str]]:
+        """What importing ``module`` runs, as a block: its ``<import>``, or all of it
+        where coverage did not measure it."""
+        if not self.keep_file(module):
+            return set()
+        if module in self.unmeasured:
+            return {(module, IMPORT), (module, WHOLE_FILE)}
+        return {(module, IMPORT)}
 
     def _reached(self, test_file: str, graph: dict[str, set[str]]) -> set[str]:
         """The project files a test file, its conftests and what it was seen to import

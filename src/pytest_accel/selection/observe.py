@@ -154,6 +154,12 @@ class Units:
         if self.switch is not None:
             self.switch(self.stack[-1] if self.stack else "")
 
+    def leave_unit(self, unit: str) -> None:
+        """Leave ``unit`` if it is the one running (a teardown whose setup failed
+        never entered it)."""
+        if self.current == unit:
+            self.leave()
+
     @contextmanager
     def running(self, unit: str) -> Iterator[None]:
         self.enter(unit)
