@@ -758,6 +758,14 @@ def test_a_test_that_starts_a_process_is_kept_when_python_changes(
     result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["kept tests/test_proc.py::test_tool: *it starts a process*"])
+    # The blind spot is named at every verbosity, -q included.
+    quiet = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-q")
+    quiet.stdout.fnmatch_lines(
+        [
+            "selection: 1 test(s) kept that start a process, whose code is not measured"
+            " (the project's Python changed): tests/test_proc.py::test_tool"
+        ]
+    )
 
 
 def test_a_variable_the_code_reads_keeps_its_tests_and_is_named_not_shown(
@@ -794,6 +802,14 @@ def test_a_variable_the_code_reads_keeps_its_tests_and_is_named_not_shown(
         ["kept tests/test_mode.py::test_mode: *environment variable PKG_MODE differs*"]
     )
     assert "secret-value" not in result.stdout.str().split("= FAILURES =")[0]
+    quiet = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-q")
+    quiet.stdout.fnmatch_lines(
+        [
+            "selection: 1 test(s) kept: environment variable PKG_MODE differs from the map's:"
+            " tests/test_mode.py::test_mode"
+        ]
+    )
+    assert "secret-value" not in quiet.stdout.str().split("= FAILURES =")[0]
     with closing(sqlite3.connect(root / "map.db")) as connection:
         stored = " ".join(str(row) for row in connection.execute("SELECT * FROM test_env"))
     assert "PKG_MODE" in stored

@@ -61,13 +61,14 @@ def decide(
         elif nodeid not in mapped:
             kept[nodeid] = f"no entry in {since} (new, or never run by a mapping run)"
         elif nodeid in affected:
-            kept[nodeid] = f"changed since {since}: {_some(affected[nodeid])}"
+            kept[nodeid] = f"changed since {since}: {some_names(affected[nodeid])}"
         else:
             deselected[nodeid] = f"{what} unchanged since {since}"
     return Decision(mode, kept, deselected, tuple(valves))
 
 
-def _some(names: Sequence[str], most: int = 3) -> str:
+def some_names(names: Sequence[str], most: int = 3) -> str:
+    """The first ``most`` of ``names`` in order, and how many more."""
     ordered = sorted(set(names))
     extra = f" and {len(ordered) - most} more" if len(ordered) > most else ""
     return ", ".join(ordered[:most]) + extra

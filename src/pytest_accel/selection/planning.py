@@ -28,7 +28,7 @@ from pytest_accel.selection.changes import (
     new_python_files,
     own_files,
 )
-from pytest_accel.selection.decide import Decision, changed_programs, decide
+from pytest_accel.selection.decide import Decision, changed_programs, decide, some_names
 from pytest_accel.selection.mapfile import (
     EVIDENCE,
     MapInfo,
@@ -99,9 +99,11 @@ def select_tests(
                 if entries[t].evidence < EVIDENCE
             }
             complete = [t for t in relied if t not in stale]
-            affected = _affected(
+            affected, blind = _affected(
                 root, connection, entries, complete, changed_files=changed_files, files=files
             )
+            if not valves:  # under a valve every test runs: nothing hangs on them
+                notes += blind.notes()
     decision = decide(
         "changed" if options.mode == "shadow" else options.mode,
         collected,
@@ -127,12 +129,13 @@ def _affected(
     *,
     changed_files: list[str] | None,
     files: Mapping[str, tuple[str, list[tuple[int, str, str]]]],
-) -> dict[str, list[str]]:
+) -> tuple[dict[str, list[str]], BlindSpots]:
     """Each of ``tests`` that depends on something that changed, with what: code it ran
     or shares (its collection, fixtures, imports), a file it read, a variable it read,
     a module new beside code it used; a test that starts a process, when any of the
-    project's Python changed."""
+    project's Python changed.  And the tests kept for what the map cannot see into."""
     affected: dict[str, list[str]] = {}
+    blind = BlindSpots()
 
     def add(test: str, why: str) -> None:
         affected.setdefault(test, []).append(why)
@@ -152,6 +155,7 @@ def _affected(
         for name, digest in variables.items():
             if value_digest(os.environ.get(name)) != digest:
                 add(test, f"environment variable {name} differs from the map's")
+                blind.variables.setdefault(name, []).append(test)
     python_changed = bool(changed_paths) or any(
         name.endswith(".py") for name in changed_files or ()
     )
@@ -159,6 +163,7 @@ def _affected(
         for test in tests:
             if entries[test].subprocess:
                 add(test, "it starts a process, whose code is not measured: Python changed")
+                blind.processes.append(test)
     new = new_python_files(changed_files or (), files, root)
     if new:
         users = tests_of_files(connection, {n for near in new.values() for n in near})
@@ -166,7 +171,30 @@ def _affected(
         for name, near in new.items():
             for test in {t for n in near for t in users.get(n, ()) if t in wanted}:
                 add(test, f"{name} (not in the map) beside code it used")
-    return affected
+    return affected, blind
+
+
+@dataclass
+class BlindSpots:
+    """Tests kept for what a map records but cannot see into: a process they start, a
+    variable whose value differs (named, never shown).  Said at every verbosity."""
+
+    processes: list[str] = field(default_factory=list)
+    variables: dict[str, list[str]] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        found = []
+        if self.processes:
+            found.append(
+                f"{len(self.processes)} test(s) kept that start a process, whose code is not"
+                f" measured (the project's Python changed): {some_names(self.processes)}"
+            )
+        for name, tests in sorted(self.variables.items()):
+            found.append(
+                f"{len(tests)} test(s) kept: environment variable {name} differs from the"
+                f" map's: {some_names(tests)}"
+            )
+        return found
 
 
 def _valves(
