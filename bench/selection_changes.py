@@ -224,6 +224,10 @@ def counter(n):
 LOG = []
 
 
+def start_cents():
+    return 100
+
+
 @contextlib.contextmanager
 def logged():
     LOG.append("in")
@@ -425,6 +429,26 @@ def test_origin():
 def test_patched_default():
     assert Shape.sides_default == 0
 """,
+    "tests/test_unit.py": """
+import unittest
+
+from calc import extra
+
+
+class TestMoney(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.money = extra.Money(extra.start_cents())
+
+    def setUp(self):
+        self.other = extra.Money(extra.start_cents())
+
+    def test_equal(self):
+        self.assertEqual(self.money, self.other)
+
+    def test_cents(self):
+        self.assertEqual(self.money.cents, 100)
+""",
     "tests/test_plugins.py": """
 from calc import plugins
 
@@ -556,6 +580,7 @@ CHANGES: dict[str, Change] = {
     ),
     "generator_body": sub("src/calc/extra.py", "i += 1", "i += 2"),
     "contextmanager_exit": sub("src/calc/extra.py", 'LOG.append("out")', 'LOG.append("OUT")'),
+    "unittest_setupclass": sub("src/calc/extra.py", "    return 100", "    return 101"),
     "env_variable": None,  # no code change: CALC_MODE differs from the mapping run's
 }
 

@@ -640,6 +640,52 @@ def test_with_pytest_cov_a_module_outside_its_sources_is_depended_on_whole(
     result.stdout.fnmatch_lines(["kept tests/test_a.py::test_triple: *helpers/util.py::<file>"])
 
 
+@pytest.mark.parametrize("layout", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_test_that_failed_in_the_mapping_run_is_kept_until_one_sees_it_pass(
+    pytester: pytest.Pytester, layout: list[str]
+) -> None:
+    """A test that fails at the map's commit fails there whatever a change does: a
+    selecting run that left it out would pass where a full run fails."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": "def one():\n    return 1\n",
+            "tests/test_a.py": (
+                "from pkg import one\n\n\ndef test_ok():\n    assert one() == 1\n\n\n"
+                "def test_broken():\n    assert one() == 2\n"
+            ),
+            "tests/test_b.py": "def test_other():\n    pass\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    mapping = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", *layout, "--accel-map", "map.db", NO_PROGRAMS
+    )
+    mapping.assert_outcomes(passed=2, failed=1)
+    edit(root / "tests" / "test_b.py", "pass", "assert True")
+    select = ("--accel-map", "map.db", "--accel-select=changed", "-v")
+    result = run_all(pytester, *select, "-q")
+    result.assert_outcomes(failed=1, passed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [
+            "selection: 1 test(s) kept that did not pass in the mapping run:"
+            " tests/test_a.py::test_broken"
+        ]
+    )
+    # Fixed and mapped again, it is judged by what it depends on like any other.
+    edit(root / "tests" / "test_a.py", "one() == 2", "one() == 1")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=3)
+    edit(root / "tests" / "test_b.py", "assert True", "assert 1")
+    result = run_all(pytester, *select)
+    result.assert_outcomes(passed=1, deselected=2)
+    assert "did not pass" not in result.stdout.str()
+
+
 def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pytester) -> None:
     """pytest collects a class after its file, and calls ``pytest_generate_tests`` for
     its methods then: what that runs belongs to the file's tests, not to every test."""

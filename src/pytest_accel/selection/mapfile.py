@@ -44,6 +44,9 @@ MAP_SCHEMA = "pytest-accel/map"
 MAP_VERSION = 2
 # Tests mapped with every kind of evidence this release records (a version 1 entry: 1).
 EVIDENCE = 2
+# A test whose dependencies were recorded but that did not pass in its mapping run: its
+# code is broken there, so selection keeps it until a mapping run sees it pass.
+NOT_PASSED = 0
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -222,6 +225,7 @@ class MapRun:
             "reads": self.reads,
             "env": self.env,
             "subprocess": sorted(self.subprocess),
+            "evidence": self.evidence,
         }
 
     @classmethod
@@ -242,6 +246,7 @@ class MapRun:
             {t: dict(r) for t, r in data.get("reads", {}).items()},
             {t: dict(e) for t, e in data.get("env", {}).items()},
             set(data.get("subprocess", ())),
+            evidence={str(t): int(e) for t, e in data.get("evidence", {}).items()},
         )
 
 
@@ -554,7 +559,9 @@ class MappedTest:
 
     mapped: str  # when, UTC
     snapshot: Snapshot
-    evidence: int  # EVIDENCE: mapped by this release; 1: by version 1 (less recorded)
+    # EVIDENCE: mapped by this release; 1: by version 1 (less recorded); NOT_PASSED: it
+    # did not pass in its mapping run.
+    evidence: int
     subprocess: bool  # it started a process, whose code coverage did not measure
 
 

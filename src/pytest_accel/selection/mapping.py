@@ -47,7 +47,7 @@ from pytest_accel.outcomes import test_id
 from pytest_accel.reports import isolated, reports_are_relayed, write_section
 from pytest_accel.selection.blocks import IMPORT, WHOLE_FILE, FileBlocks, parse_blocks
 from pytest_accel.selection.changes import file_hash, installed_distributions
-from pytest_accel.selection.mapfile import MapRun, Program, update_map
+from pytest_accel.selection.mapfile import NOT_PASSED, MapRun, Program, update_map
 from pytest_accel.selection.observe import (
     SESSION,
     ImportLabeller,
@@ -158,6 +158,7 @@ class Measurement:
         self.programs = ProgramRecorder(fingerprint=options.programs == "auto")
         self.programs.start()
         self.called: set[str] = set()  # tests whose call ran
+        self.failed: set[str] = set()  # tests a report of which failed
         self.found: dict[str, set[Program]] = {}
         self.items: dict[str, tuple[str, tuple[str, ...], bool]] = {}  # file, fixtures, doctest
         self.caches: list[tuple[Any, str]] = []
@@ -229,6 +230,8 @@ class Measurement:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             self.called.add(test_id(report.nodeid))
+        if report.failed:  # its call, or an error in its setup or teardown
+            self.failed.add(test_id(report.nodeid))
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         test = test_id(nodeid)
@@ -406,6 +409,7 @@ class Dependencies:
                 run.tests[test].add((file, WHOLE_FILE))
         self._own_files(run)
         run.programs = {t: found for t, found in self.m.found.items() if t in run.tests}
+        run.evidence = {t: NOT_PASSED for t in self.m.failed if t in run.tests}
         return run
 
     def _lines(self) -> dict[str, set[tuple[str, str]]]:

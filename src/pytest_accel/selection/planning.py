@@ -31,6 +31,7 @@ from pytest_accel.selection.changes import (
 from pytest_accel.selection.decide import Decision, changed_programs, decide, some_names
 from pytest_accel.selection.mapfile import (
     EVIDENCE,
+    NOT_PASSED,
     MapInfo,
     MappedTest,
     Snapshot,
@@ -96,8 +97,17 @@ def select_tests(
                 t: "mapped by an older pytest-accel (map version 1), which recorded less of"
                 " what a test depends on: map again"
                 for t in relied
-                if entries[t].evidence < EVIDENCE
+                if NOT_PASSED < entries[t].evidence < EVIDENCE
             }
+            broken = [t for t in relied if entries[t].evidence == NOT_PASSED]
+            stale |= dict.fromkeys(
+                broken, "it did not pass in its mapping run: kept until one sees it pass"
+            )
+            if broken:
+                notes.append(
+                    f"{len(broken)} test(s) kept that did not pass in the mapping run:"
+                    f" {some_names(broken)}"
+                )
             complete = [t for t in relied if t not in stale]
             affected, blind = _affected(
                 root, connection, entries, complete, changed_files=changed_files, files=files
