@@ -380,6 +380,10 @@ def test_factor(factor):
 def test_heavy_marked(request):
     assert request.node.get_closest_marker("heavy") is not None
 
+@pytest.mark.parametrize("name", ["base"])
+def test_by_name(request, name):
+    assert request.getfixturevalue(name) == 2
+
 def test_light_unmarked(request):
     assert request.node.get_closest_marker("heavy") is None
 """,

@@ -686,6 +686,48 @@ def test_a_test_that_failed_in_the_mapping_run_is_kept_until_one_sees_it_pass(
     assert "did not pass" not in result.stdout.str()
 
 
+def test_a_fixture_a_test_asks_for_as_it_runs_is_a_dependency(pytester: pytest.Pytester) -> None:
+    """``request.getfixturevalue(name)`` (a fixture chosen by a parameter) is in no
+    signature: the fixtures pytest gave the test as it ran count too."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": "def make():\n    return 1\n",
+            "tests/test_a.py": textwrap.dedent(
+                """\
+                import pytest
+
+                from pkg import make
+
+
+                @pytest.fixture(scope="module")
+                def resource():
+                    return make()
+
+
+                @pytest.mark.parametrize("name", ["resource"])
+                def test_dynamic(request, name):
+                    assert request.getfixturevalue(name) == 1
+                """
+            ),
+            "tests/test_b.py": "def test_other():\n    pass\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    edit(root / "pkg" / "__init__.py", "return 1", "return 2")
+    commit(root)
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["kept tests/test_a.py::test_dynamic[[]resource[]]: *pkg/__init__.py::make"]
+    )
+
+
 def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pytester) -> None:
     """pytest collects a class after its file, and calls ``pytest_generate_tests`` for
     its methods then: what that runs belongs to the file's tests, not to every test."""

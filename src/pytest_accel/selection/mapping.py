@@ -222,6 +222,23 @@ class Measurement:
             doctest = type(item).__name__ == "DoctestItem"
             self.items[test_id(item.nodeid)] = (relative, fixtures, doctest)
 
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        """The fixtures the test asked for as it ran (``request.getfixturevalue``),
+        beside those its signature names: pytest's request keeps every one it gave."""
+        request = getattr(item, "_request", None)
+        given = getattr(request, "_fixture_defs", None)
+        test = test_id(item.nodeid)
+        if not isinstance(given, dict) or test not in self.items:
+            return
+        file, fixtures, doctest = self.items[test]
+        more = tuple(
+            unit
+            for unit in (FIXTURE + _fixture_id(f) for f in given.values())
+            if unit not in fixtures
+        )
+        if more:
+            self.items[test] = (file, fixtures + more, doctest)
+
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.units.enter(test_id(nodeid))
         self._cache_snapshot()
