@@ -904,6 +904,40 @@ def test_a_variable_the_code_reads_keeps_its_tests_and_is_named_not_shown(
     assert "secret" not in stored
 
 
+def test_a_variable_the_test_sets_itself_is_no_dependency(pytester: pytest.Pytester) -> None:
+    """A test that sets the variable its code reads (``monkeypatch.setenv``) reads no
+    input from outside: it was kept by every selecting run, the value never the map's."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": (
+                "import os\n\n\ndef mode():\n    return os.getenv('PKG_MODE', 'fast')\n"
+            ),
+            "tests/test_mode.py": (
+                "from pkg import mode\n\n\ndef test_slow(monkeypatch):\n"
+                "    monkeypatch.setenv('PKG_MODE', 'slow')\n    assert mode() == 'slow'\n"
+                "\n\ndef test_default():\n    assert mode() == 'fast'\n"
+            ),
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    select = ("--accel-map", "map.db", "--accel-select=changed", "-v")
+    run_all(pytester, *select).assert_outcomes(deselected=2)
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("PKG_MODE", "slow")  # from outside: test_default's input
+    try:
+        result = run_all(pytester, *select)
+    finally:
+        monkeypatch.undo()
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["kept tests/test_mode.py::test_default: *PKG_MODE differs*"])
+
+
 def test_a_partial_mapping_run_keeps_the_other_tests_evidence(
     project: Path, pytester: pytest.Pytester, mapped: Select
 ) -> None:

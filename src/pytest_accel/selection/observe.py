@@ -132,6 +132,9 @@ class Units:
         self.stack: list[str] = []
         self.seen: dict[str, Seen] = {}
         self.written: set[str] = set()  # files the run wrote: not inputs
+        # The environment the run was given: a variable the run set itself (a test's
+        # ``monkeypatch.setenv``, a fixture) is no input from outside it.
+        self.given = dict(os.environ)
 
     @property
     def current(self) -> str | None:
@@ -199,7 +202,7 @@ class Units:
             self.of(unit).read.add(relative)
 
     def env_read(self, name: str, value: str | None) -> None:
-        if ephemeral(name):
+        if ephemeral(name) or self.given.get(name) != value:
             return
         # Read by the project's code outside every unit (a plugin's pytest_configure):
         # the session's, which every test depends on.
