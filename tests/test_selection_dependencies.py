@@ -728,6 +728,54 @@ def test_a_fixture_a_test_asks_for_as_it_runs_is_a_dependency(pytester: pytest.P
     )
 
 
+def test_a_test_that_skipped_itself_as_it_ran_is_not_mapped(pytester: pytest.Pytester) -> None:
+    """A call that skips itself where no accelerator is (``pytest.skip``) ran only the
+    start of what it runs on the accelerator tier: a map of the CPU tier must not
+    deselect it there."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "pkg/__init__.py": (
+                "import os\n\n\ndef on_gpu():\n    return os.path.exists('gpu-here')\n\n\n"
+                "def kernel():\n    return 1\n"
+            ),
+            "tests/test_a.py": textwrap.dedent(
+                """\
+                import pytest
+
+                from pkg import kernel, on_gpu
+
+
+                def test_kernel():
+                    if not on_gpu():
+                        pytest.skip("needs a GPU")
+                    assert kernel() == 1
+
+
+                @pytest.mark.xfail(reason="known", strict=True)
+                def test_known():
+                    assert False
+                """
+            ),
+            "tests/test_b.py": "def test_other():\n    pass\n",
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\ngpu-here\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(
+        passed=1, skipped=1, xfailed=1
+    )
+    edit(root / "pkg" / "__init__.py", "return 1", "return 2")
+    commit(root)
+    (root / "gpu-here").write_text("")  # the accelerator tier (a file git ignores)
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1, xfailed=1, deselected=1)
+    result.stdout.fnmatch_lines(["kept tests/test_a.py::test_kernel: no entry in the map*"])
+
+
 def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pytester) -> None:
     """pytest collects a class after its file, and calls ``pytest_generate_tests`` for
     its methods then: what that runs belongs to the file's tests, not to every test."""
