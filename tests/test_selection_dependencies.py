@@ -5,6 +5,7 @@ first (the ground truth: the test fails), then by a selecting run."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import textwrap
@@ -1320,6 +1321,34 @@ def test_merge_names_a_map_whose_rows_refer_to_nothing(
             ).fetchone()[0]
             == 0
         )
+
+
+def test_an_editable_install_of_a_sibling_is_a_dependency_by_its_code(
+    project: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pip install -e ../sibling`` (a monorepo's other package, a JAX checkout): its
+    code changes and its version does not, so its version alone would hide the change."""
+    sibling = project.parent / f"{project.name}-sibling"
+    (sibling / "sib").mkdir(parents=True)
+    (sibling / "sib" / "__init__.py").write_text("def value():\n    return 1\n")
+    site = project.parent / f"{project.name}-site"
+    info = site / "sib-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sib\nVersion: 0.1\n")
+    (info / "direct_url.json").write_text(
+        json.dumps({"url": sibling.as_uri(), "dir_info": {"editable": True}})
+    )
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(sibling))
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=17)
+    select = ("--accel-map", "map.db", "--accel-select=changed")
+    run_all(pytester, *select).assert_outcomes(deselected=17)
+    (sibling / "sib" / "__init__.py").write_text("def value():\n    return 2\n")
+    result = run_all(pytester, *select)
+    result.assert_outcomes(passed=17)
+    result.stdout.fnmatch_lines(
+        ["selection kept every test: dependency: *sib 0.1 (editable, *) -> 0.1 (editable, *)"]
+    )
 
 
 def test_the_projects_own_egg_info_is_its_code_not_a_dependency(

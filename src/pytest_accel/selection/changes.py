@@ -253,8 +253,54 @@ def installed_distributions(root: Path | None = None) -> dict[str, str]:
         fields = dist.metadata  # parsed anew on each access, as is ``dist.version``
         name = fields["Name"] if fields else None
         if name and not (root is not None and _installed_from(dist, root)):
-            found.setdefault(normalized(str(name)), str(fields["Version"]))
+            version = str(fields["Version"])
+            source = _editable_source(dist)
+            if source is not None:  # its code moves without its version
+                version = f"{version} (editable, {source_digest(source)})"
+            found.setdefault(normalized(str(name)), version)
     return found
+
+
+def _editable_source(dist: Any) -> Path | None:
+    """The directory an editable install (PEP 660, ``pip install -e ../sibling``)
+    runs from, or None: a distribution that is not one."""
+    try:
+        text = dist.read_text("direct_url.json")
+        found = json.loads(text) if text else {}
+        url, editable = found["url"], found.get("dir_info", {}).get("editable")
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        return None
+    if editable is not True or not isinstance(url, str) or not url.startswith("file://"):
+        return None
+    source = Path(unquote(urlparse(url).path))
+    return source if source.is_dir() else None
+
+
+# Trees of an editable install's directory that hold no code it runs.
+_NOT_SOURCE = {".git", ".hg", "__pycache__", ".venv", "venv", ".tox", ".nox", "node_modules"}
+_EXTENSIONS = (".so", ".pyd", ".dylib")
+
+
+def source_digest(directory: Path) -> str:
+    """A digest of the code under ``directory``: each Python file's content, and each
+    compiled extension's path and size (rebuilt, it is another file; hashing hundreds of
+    megabytes of them would cost more than it tells)."""
+    digest = hashlib.blake2b(digest_size=6)
+    for folder, subfolders, names in os.walk(directory):
+        subfolders[:] = sorted(d for d in subfolders if d not in _NOT_SOURCE)
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            if name.endswith(".py"):
+                content = file_hash(Path(path))
+            elif name.endswith(_EXTENSIONS):
+                try:
+                    content = str(os.path.getsize(path))
+                except OSError:
+                    continue
+            else:
+                continue
+            digest.update(f"{os.path.relpath(path, directory)}\0{content}\0".encode())
+    return digest.hexdigest()
 
 
 def _installed_from(dist: Any, root: Path) -> bool:
