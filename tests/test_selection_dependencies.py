@@ -777,6 +777,57 @@ def test_a_test_that_skipped_itself_as_it_ran_is_not_mapped(pytester: pytest.Pyt
     result.stdout.fnmatch_lines(["kept tests/test_a.py::test_kernel: no entry in the map*"])
 
 
+def test_a_module_a_test_imports_as_it_runs_is_its_import_time_dependency(
+    pytester: pytest.Pytester,
+) -> None:
+    """A module loaded lazily inside the test (a package ``__getattr__``, a plugin
+    registry filled at import) runs its import in the test: that is the test's."""
+    root = pytester.path
+    write(
+        root,
+        {
+            "calc/__init__.py": textwrap.dedent(
+                """\
+                import importlib
+
+                REGISTRY = {}
+
+
+                def get(name):
+                    return REGISTRY[name]()
+
+
+                def __getattr__(name):
+                    if name == "extras":
+                        return importlib.import_module("calc.extras")
+                    raise AttributeError(name)
+                """
+            ),
+            "calc/extras.py": (
+                "import functools\n\nfrom calc import REGISTRY\n\n"
+                'REGISTRY["one"] = functools.partial(int, 1)\n'
+            ),
+            "tests/test_a.py": (
+                "import calc\n\n\ndef test_lazy():\n    assert calc.extras\n"
+                '    assert calc.get("one") == 1\n'
+            ),
+            "tests/test_b.py": (
+                "import calc\n\n\ndef test_other():\n    assert calc.REGISTRY is not None\n"
+            ),
+            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
+            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
+        },
+    )
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
+    edit(root / "calc" / "extras.py", "int, 1", "int, 2")
+    commit(root)
+    result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["kept tests/test_a.py::test_lazy: *calc/extras.py::<import>"])
+
+
 def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pytester) -> None:
     """pytest collects a class after its file, and calls ``pytest_generate_tests`` for
     its methods then: what that runs belongs to the file's tests, not to every test."""

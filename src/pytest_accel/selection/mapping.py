@@ -420,9 +420,10 @@ class Dependencies:
                 u for u in units[1:] if u.startswith((COLLECT, FIXTURE)) or u in run.units
             }
             for fixture in fixtures:
-                if fixture in by_unit:
-                    run.units[fixture] = set(by_unit[fixture])
-            run.tests[test] |= by_unit.get(test, set())
+                imported = self._imported_by(fixture, by_unit, graph)
+                if fixture in by_unit or imported:
+                    run.units[fixture] = by_unit.get(fixture, set()) | imported
+            run.tests[test] |= by_unit.get(test, set()) | self._imported_by(test, by_unit, graph)
             self._cached(test)
             self._others(test, units)
             if doctest and file.endswith(".py") and self.keep_file(file):
@@ -507,6 +508,18 @@ class Dependencies:
         for module in sorted(_closure(self.seen.get(SESSION, _NOTHING).imported, graph)):
             blocks.update(self._import_of(module))
             blocks.update(by_unit.get(IMPORTING + module, ()))
+        return blocks
+
+    def _imported_by(
+        self, unit: str, by_unit: dict[str, set[tuple[str, str]]], graph: dict[str, set[str]]
+    ) -> set[tuple[str, str]]:
+        """What importing the modules ``unit`` (a test, a fixture) imported first as it
+        ran ran (a lazy ``importlib.import_module``, a module ``__getattr__``), and
+        what those reach."""
+        imported = self.seen.get(unit, _NOTHING).imported
+        blocks: set[tuple[str, str]] = set()
+        for module in sorted(_closure(imported, graph)) if imported else ():
+            blocks |= self._import_of(module) | by_unit.get(IMPORTING + module, set())
         return blocks
 
     def _import_of(self, module: str) -> set[tuple[str, str]]:
