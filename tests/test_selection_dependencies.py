@@ -195,6 +195,19 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+PYPROJECT = '[tool.pytest.ini_options]\npythonpath = ["."]\n'
+GITIGNORE = "*.db\n.*.lock\n__pycache__/\n"
+
+
+def committed(root: Path, files: dict[str, str]) -> Path:
+    """``files`` written (a ``pyproject.toml`` putting the rootdir on ``sys.path`` and a
+    ``.gitignore`` of the maps where they give none) and committed in a new repository."""
+    write(root, {"pyproject.toml": PYPROJECT, ".gitignore": GITIGNORE, **files})
+    git(root, "init", "-q", "-b", "main")
+    commit(root)
+    return root
+
+
 Select = Callable[..., pytest.RunResult]
 
 
@@ -209,7 +222,7 @@ def no_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> Path:
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": 'VERSION = "1"\n',
@@ -222,12 +235,8 @@ def project(pytester: pytest.Pytester) -> Path:
             "tests/data/expected.json": "1\n",
             # Outside tests/: neither its conftest nor the package reaches it.
             "checks/test_unrelated.py": "def test_unrelated():\n    assert True\n",
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     return root
 
 
@@ -401,7 +410,7 @@ def test_a_new_module_found_by_discovery_keeps_the_tests_that_used_its_package(
     pytester: pytest.Pytester,
 ) -> None:
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "plug/__init__.py": textwrap.dedent(
@@ -422,12 +431,8 @@ def test_a_new_module_found_by_discovery_keeps_the_tests_that_used_its_package(
                 "from plug import plugins\n\n\ndef test_plugins():\n"
                 '    assert plugins() == ["alpha"]\n\n\ndef test_other():\n    pass\n'
             ),
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     write(root, {"plug/beta.py": 'NAME = "beta"\n'})
     result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
@@ -476,7 +481,7 @@ def test_mode():
 
 def plugin_project(pytester: pytest.Pytester) -> Path:
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "support/__init__.py": "",
@@ -486,11 +491,8 @@ def plugin_project(pytester: pytest.Pytester) -> Path:
             "pyproject.toml": (
                 '[tool.pytest.ini_options]\npythonpath = ["."]\nmarkers = ["heavy: heavy"]\n'
             ),
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=3)
     return root
 
@@ -581,7 +583,7 @@ def test_a_module_fixtures_teardown_is_the_fixtures_not_the_test_that_ends_the_m
     (here one that does not use it): what it runs is every user's dependency, so a
     change there keeps them, and the teardown runs and fails."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": "def release(value):\n    return value\n",
@@ -591,12 +593,8 @@ def test_a_module_fixtures_teardown_is_the_fixtures_not_the_test_that_ends_the_m
                 "    release(1)\n\n\ndef test_user(resource):\n    assert resource == 1\n\n\n"
                 "def test_last():\n    pass\n"
             ),
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     edit(root / "pkg" / "__init__.py", "return value", "raise ValueError(value)")
     commit(root)
@@ -613,7 +611,7 @@ def test_with_pytest_cov_a_module_outside_its_sources_is_depended_on_whole(
     outside them is imported but not measured, so its importers depend on all of it."""
     pytest.importorskip("pytest_cov")
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": "def one():\n    return 1\n",
@@ -624,12 +622,9 @@ def test_with_pytest_cov_a_module_outside_its_sources_is_depended_on_whole(
                 "def test_triple():\n    assert triple(one()) == 3\n"
             ),
             "tests/test_b.py": "from pkg import one\n\n\ndef test_one():\n    assert one() == 1\n",
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
             ".gitignore": "*.db\n.*.lock\n__pycache__/\n.coverage*\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     mapping = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--cov=pkg", "--cov-report=", "--accel-map", "map.db", NO_PROGRAMS
     )
@@ -648,7 +643,7 @@ def test_a_test_that_failed_in_the_mapping_run_is_kept_until_one_sees_it_pass(
     """A test that fails at the map's commit fails there whatever a change does: a
     selecting run that left it out would pass where a full run fails."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": "def one():\n    return 1\n",
@@ -657,12 +652,8 @@ def test_a_test_that_failed_in_the_mapping_run_is_kept_until_one_sees_it_pass(
                 "def test_broken():\n    assert one() == 2\n"
             ),
             "tests/test_b.py": "def test_other():\n    pass\n",
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     mapping = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", *layout, "--accel-map", "map.db", NO_PROGRAMS
     )
@@ -691,7 +682,7 @@ def test_a_fixture_a_test_asks_for_as_it_runs_is_a_dependency(pytester: pytest.P
     """``request.getfixturevalue(name)`` (a fixture chosen by a parameter) is in no
     signature: the fixtures pytest gave the test as it ran count too."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": "def make():\n    return 1\n",
@@ -713,12 +704,8 @@ def test_a_fixture_a_test_asks_for_as_it_runs_is_a_dependency(pytester: pytest.P
                 """
             ),
             "tests/test_b.py": "def test_other():\n    pass\n",
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     edit(root / "pkg" / "__init__.py", "return 1", "return 2")
     commit(root)
@@ -734,7 +721,7 @@ def test_a_test_that_skipped_itself_as_it_ran_is_not_mapped(pytester: pytest.Pyt
     start of what it runs on the accelerator tier: a map of the CPU tier must not
     deselect it there."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": (
@@ -760,12 +747,9 @@ def test_a_test_that_skipped_itself_as_it_ran_is_not_mapped(pytester: pytest.Pyt
                 """
             ),
             "tests/test_b.py": "def test_other():\n    pass\n",
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
             ".gitignore": "*.db\n.*.lock\n__pycache__/\ngpu-here\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(
         passed=1, skipped=1, xfailed=1
     )
@@ -783,7 +767,7 @@ def test_a_module_a_test_imports_as_it_runs_is_its_import_time_dependency(
     """A module loaded lazily inside the test (a package ``__getattr__``, a plugin
     registry filled at import) runs its import in the test: that is the test's."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "calc/__init__.py": textwrap.dedent(
@@ -814,12 +798,8 @@ def test_a_module_a_test_imports_as_it_runs_is_its_import_time_dependency(
             "tests/test_b.py": (
                 "import calc\n\n\ndef test_other():\n    assert calc.REGISTRY is not None\n"
             ),
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     edit(root / "calc" / "extras.py", "int, 1", "int, 2")
     commit(root)
@@ -832,7 +812,7 @@ def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pyte
     """pytest collects a class after its file, and calls ``pytest_generate_tests`` for
     its methods then: what that runs belongs to the file's tests, not to every test."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": "def sides():\n    return 4\n",
@@ -843,12 +823,8 @@ def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pyte
                 "class TestShapes:\n    def test_side(self, side):\n        assert side == 4\n"
             ),
             "tests/test_other.py": "def test_other():\n    pass\n",
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     edit(root / "pkg" / "__init__.py", "return 4", "return 5")
     commit(root)
@@ -861,7 +837,7 @@ def test_a_classs_generated_tests_are_its_files_collection(pytester: pytest.Pyte
 
 def test_a_text_file_doctest_is_a_test_file(pytester: pytest.Pytester) -> None:
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "docs/usage.rst": "Usage\n=====\n\n>>> 1 + 1\n2\n",
@@ -870,11 +846,8 @@ def test_a_text_file_doctest_is_a_test_file(pytester: pytest.Pytester) -> None:
                 '[tool.pytest.ini_options]\naddopts = "--doctest-glob=*.rst"\n'
                 'testpaths = ["tests", "docs"]\n'
             ),
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     edit(root / "docs" / "usage.rst", "2\n", "3\n")
     result = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v")
@@ -896,7 +869,7 @@ def test_a_test_that_starts_a_process_is_kept_when_python_changes(
     pytester: pytest.Pytester,
 ) -> None:
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": "",
@@ -921,12 +894,8 @@ def test_a_test_that_starts_a_process_is_kept_when_python_changes(
                     assert other() == 1
                 """
             ),
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     edit(root / "pkg" / "tool.py", "print(2)", "print(3)")
     monkeypatch = pytest.MonkeyPatch()
@@ -960,7 +929,7 @@ def test_a_variable_the_code_reads_keeps_its_tests_and_is_named_not_shown(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": "",
@@ -971,12 +940,8 @@ def test_a_variable_the_code_reads_keeps_its_tests_and_is_named_not_shown(
                 "from pkg.mode import mode\n\n\ndef test_mode():\n    assert mode() == 'fast'\n"
                 "\n\ndef test_other():\n    pass\n"
             ),
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     monkeypatch.delenv("PKG_MODE", raising=False)
     monkeypatch.setenv("GITHUB_RUN_ID", "1")
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
@@ -1008,7 +973,7 @@ def test_a_variable_the_test_sets_itself_is_no_dependency(pytester: pytest.Pytes
     """A test that sets the variable its code reads (``monkeypatch.setenv``) reads no
     input from outside: it was kept by every selecting run, the value never the map's."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": (
@@ -1019,12 +984,8 @@ def test_a_variable_the_test_sets_itself_is_no_dependency(pytester: pytest.Pytes
                 "    monkeypatch.setenv('PKG_MODE', 'slow')\n    assert mode() == 'slow'\n"
                 "\n\ndef test_default():\n    assert mode() == 'fast'\n"
             ),
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     select = ("--accel-map", "map.db", "--accel-select=changed", "-v")
     run_all(pytester, *select).assert_outcomes(deselected=2)
@@ -1192,7 +1153,7 @@ def test_a_change_that_breaks_collection_never_passes(project: Path, mapped: Sel
 
 def test_a_docstring_example_is_a_dependency_of_its_doctest(pytester: pytest.Pytester) -> None:
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": "",
@@ -1200,11 +1161,8 @@ def test_a_docstring_example_is_a_dependency_of_its_doctest(pytester: pytest.Pyt
             "    return s.upper()\n\n\ndef other():\n    return 1\n",
             "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "--doctest-modules"\n'
             'pythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     run_all(pytester, "pkg", "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=1)
     edit(root / "pkg" / "text.py", "'A'", "'B'")
     result = run_all(pytester, "pkg", "--accel-map", "map.db", "--accel-select=changed")
@@ -1216,7 +1174,7 @@ def test_threads_that_start_together_survive_a_mapping_run(pytester: pytest.Pyte
     threads started together under coverage.py's thread tracer all reach their target
     (plum's own suite hung on this)."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "tests/test_threads.py": textwrap.dedent(
@@ -1249,11 +1207,8 @@ def test_threads_that_start_together_survive_a_mapping_run(pytester: pytest.Pyte
                         sys.setswitchinterval(old)
                 """
             ),
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS, timeout=300
     )
@@ -1431,7 +1386,7 @@ def test_a_process_started_at_import_and_a_copied_environment_are_not_dependenci
     imported, handing it ``os.environ.copy()``: that makes no test a process-starting
     one, and reads no variable of any test (orthax's replay kept every test for it)."""
     root = pytester.path
-    write(
+    committed(
         root,
         {
             "pkg/__init__.py": textwrap.dedent(
@@ -1456,12 +1411,8 @@ def test_a_process_started_at_import_and_a_copied_environment_are_not_dependenci
                 "def test_twice():\n    assert twice(1) == 2\n\n\n"
                 "def test_one():\n    assert one() == 1\n"
             ),
-            "pyproject.toml": '[tool.pytest.ini_options]\npythonpath = ["."]\n',
-            ".gitignore": "*.db\n.*.lock\n__pycache__/\n",
         },
     )
-    git(root, "init", "-q", "-b", "main")
-    commit(root)
     monkeypatch.setenv("SOME_TERMINAL_WIDTH", "80")
     run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=2)
     monkeypatch.setenv("SOME_TERMINAL_WIDTH", "120")  # the environment moved
