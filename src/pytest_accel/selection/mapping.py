@@ -7,8 +7,10 @@ setup to its teardown, reruns included), each test file's collection, each fixtu
 setup, each project module's import.  Coverage starts before the initial conftests
 load (``start_early``), so what they import is measured too.  Where pytest-cov is
 active its coverage is used, not a second one (one tracer at a time), with its own
-contexts when ``--cov-context=test`` names them.  Only tests whose call ran are mapped:
-a test that was skipped ran nothing, and has no entry (selection runs it).
+contexts when ``--cov-context=test`` names them.  Only tests whose call ran and did not
+skip itself are mapped: a test that was skipped ran nothing (or only the start of what
+it runs elsewhere), and has no entry (selection runs it).  A test that did not pass is
+mapped as such (``NOT_PASSED``): selection keeps it until a mapping run sees it pass.
 
 At the end the lines become blocks (``blocks``), and each test depends on:
 
@@ -16,8 +18,11 @@ At the end the lines become blocks (``blocks``), and each test depends on:
 - its file's collection unit: what collecting the file ran, and the ``<import>`` block
   (with what running it ran) of every project module the file, its conftests and
   what they import reach, by import statements and by what was seen imported;
-- the setup of every fixture it uses, whatever the fixture's scope;
-- what the session ran outside every other unit (a project plugin's hooks);
+- the setup and teardown of every fixture it uses, whatever the fixture's scope, those
+  it asked for as it ran (``request.getfixturevalue``) included;
+- what the imports it made itself ran (a lazy ``importlib.import_module``);
+- what the session ran outside every other unit (a project plugin's hooks, the
+  modules it imported before anything could be measured);
 - the files it, its fixtures, its file's collection and those imports read, by hash;
 - the environment variables the project's code read for it (names, a digest of the
   value); whether it started a subprocess.
@@ -399,7 +404,7 @@ class Dependencies:
         graph = self._imports()
         self.unmeasured = set(graph) - self.measured_files
         imports_of: dict[str, list[str]] = {}  # a test file's collection: the imports it runs
-        session = self._session_blocks(by_unit, graph)
+        session = by_unit.get(SESSION, set()) | self._imported_by(SESSION, by_unit, graph)
         if session:
             run.units[SESSION] = session
         for test in run.tests:
@@ -407,13 +412,11 @@ class Dependencies:
             units = [test, *fixtures, SESSION]
             collect = COLLECT + file
             if file and file not in imports_of:
-                unit_blocks = set(by_unit.get(collect, ()))
-                imports_of[file] = []
-                for module in sorted(self._reached(file, graph)):
-                    unit_blocks.update(self._import_of(module))
-                    unit_blocks.update(by_unit.get(IMPORTING + module, ()))
-                    imports_of[file].append(IMPORTING + module)
-                run.units[collect] = unit_blocks
+                reached = sorted(self._reached(file, graph))
+                imports_of[file] = [IMPORTING + module for module in reached]
+                run.units[collect] = by_unit.get(collect, set()) | self._imports_run(
+                    reached, by_unit
+                )
             if file:
                 units += [*imports_of[file], collect]
             run.test_units[test] = {
@@ -498,27 +501,20 @@ class Dependencies:
                 graph.setdefault(unit.split(":", 1)[1], set()).update(seen.imported)
         return graph
 
-    def _session_blocks(
-        self, by_unit: dict[str, set[tuple[str, str]]], graph: dict[str, set[str]]
-    ) -> set[tuple[str, str]]:
-        """What the session ran outside every other unit, with the import of every
-        project module it imported itself (a plugin named by ``-p``) and what that
-        reaches."""
-        blocks = set(by_unit.get(SESSION, ()))
-        for module in sorted(_closure(self.seen.get(SESSION, _NOTHING).imported, graph)):
-            blocks.update(self._import_of(module))
-            blocks.update(by_unit.get(IMPORTING + module, ()))
-        return blocks
-
     def _imported_by(
         self, unit: str, by_unit: dict[str, set[tuple[str, str]]], graph: dict[str, set[str]]
     ) -> set[tuple[str, str]]:
-        """What importing the modules ``unit`` (a test, a fixture) imported first as it
-        ran ran (a lazy ``importlib.import_module``, a module ``__getattr__``), and
-        what those reach."""
+        """What the imports that ``unit`` made itself ran, and those they reach: a test's
+        or a fixture's lazy ``importlib.import_module``, a package's ``__getattr__``; the
+        session's plugins named by ``-p``."""
         imported = self.seen.get(unit, _NOTHING).imported
+        return self._imports_run(_closure(imported, graph), by_unit) if imported else set()
+
+    def _imports_run(
+        self, modules: Iterable[str], by_unit: dict[str, set[tuple[str, str]]]
+    ) -> set[tuple[str, str]]:
         blocks: set[tuple[str, str]] = set()
-        for module in sorted(_closure(imported, graph)) if imported else ():
+        for module in modules:
             blocks |= self._import_of(module) | by_unit.get(IMPORTING + module, set())
         return blocks
 
