@@ -524,6 +524,14 @@ def test_a_plugin_modules_hooks_are_a_dependency_of_every_test(
     result.stdout.fnmatch_lines(
         [f"kept tests/test_plugin.py::{failing}: changed since *: support/plugin.py::{hook}"]
     )
+    # Why every test ran is said at every verbosity, the hook named.
+    quiet = run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-q")
+    quiet.stdout.fnmatch_lines(
+        [
+            "selection: every test depends on what the session ran outside them (a plugin's"
+            f" hooks, what they call), which changed: support/plugin.py::{hook}"
+        ]
+    )
 
 
 def test_a_variable_a_plugins_hook_read_is_a_dependency_of_every_test(

@@ -704,6 +704,25 @@ def blocks_of_tests(
     return found
 
 
+def blocks_of_unit(
+    connection: sqlite3.Connection, unit: str, block_ids: Iterable[int]
+) -> list[str]:
+    """Which of ``block_ids`` the unit named ``unit`` depends on, as ``file::block``."""
+    if _version(connection) < 2:
+        return []
+    _wanted(connection, "wanted_blocks", block_ids)
+    return sorted(
+        f"{path}::{name}"
+        for path, name in connection.execute(
+            "SELECT f.path, b.name FROM temp.wanted_blocks w"
+            " JOIN unit_blocks ub ON ub.block_id = w.value"
+            " JOIN units u ON u.id = ub.unit_id AND u.name = ?"
+            " JOIN blocks b ON b.id = ub.block_id JOIN files f ON f.id = b.file_id",
+            (unit,),
+        )
+    )
+
+
 def blocks_in_files(
     connection: sqlite3.Connection, nodeids: Iterable[str], paths: Iterable[str]
 ) -> dict[str, set[tuple[str, str]]]:

@@ -36,6 +36,7 @@ from pytest_accel.selection.mapfile import (
     MappedTest,
     Snapshot,
     blocks_of_tests,
+    blocks_of_unit,
     data_of_tests,
     env_of_tests,
     mapped_entries,
@@ -47,7 +48,7 @@ from pytest_accel.selection.mapfile import (
     read_info,
     tests_of_files,
 )
-from pytest_accel.selection.observe import value_digest
+from pytest_accel.selection.observe import SESSION, value_digest
 from pytest_accel.selection.options import SelectionOptions
 
 
@@ -155,6 +156,7 @@ def _affected(
         for test, blocks in blocks_of_tests(connection, tests, changed).items():
             for block in blocks:
                 add(test, block)
+        blind.session = blocks_of_unit(connection, SESSION, changed)
     for data_path, versions in data_of_tests(connection, tests).items():
         now = file_hash(root / data_path) or "absent"
         for digest, readers in versions.items():
@@ -187,13 +189,20 @@ def _affected(
 @dataclass
 class BlindSpots:
     """Tests kept for what a map records but cannot see into: a process they start, a
-    variable whose value differs (named, never shown).  Said at every verbosity."""
+    variable whose value differs (named, never shown); and the session's own code,
+    which keeps every test.  Said at every verbosity."""
 
     processes: list[str] = field(default_factory=list)
     variables: dict[str, list[str]] = field(default_factory=dict)
+    session: list[str] = field(default_factory=list)  # its changed blocks, file::block
 
     def notes(self) -> list[str]:
         found = []
+        if self.session:
+            found.append(
+                "every test depends on what the session ran outside them (a plugin's"
+                f" hooks, what they call), which changed: {some_names(self.session)}"
+            )
         if self.processes:
             found.append(
                 f"{len(self.processes)} test(s) kept that start a process, whose code is not"
