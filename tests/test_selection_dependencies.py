@@ -644,7 +644,13 @@ def test_with_pytest_cov_a_module_outside_its_sources_is_depended_on_whole(
     result.stdout.fnmatch_lines(["kept tests/test_a.py::test_triple: *helpers/util.py::<file>"])
 
 
-@pytest.mark.parametrize("layout", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param([], id="serial"),
+        pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
+    ],
+)
 def test_a_test_that_failed_in_the_mapping_run_is_kept_until_one_sees_it_pass(
     pytester: pytest.Pytester, layout: list[str]
 ) -> None:
