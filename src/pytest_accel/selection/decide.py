@@ -68,7 +68,7 @@ def decide(
 
 
 def some_names(names: Sequence[str], most: int = 3) -> str:
-    """The first ``most`` of ``names`` in order, and how many more."""
+    """The first ``most`` of ``names``, sorted and without repeats, and how many more."""
     ordered = sorted(set(names))
     extra = f" and {len(ordered) - most} more" if len(ordered) > most else ""
     return ", ".join(ordered[:most]) + extra
