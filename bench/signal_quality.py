@@ -63,14 +63,22 @@ def speedguard_flags(current: Array, samples: Array) -> npt.NDArray[np.bool_]:
     return flags
 
 
-def scenario_rates(seed: int, rule: Rule) -> dict[str, tuple[float, float]]:
+def scenario(seed: int) -> dict[str, tuple[Array, Array]]:
+    """Each group's (current timings, 20-sample histories), from ``seed``."""
     rng = np.random.default_rng(seed)
-    rates: dict[str, tuple[float, float]] = {}
+    groups: dict[str, tuple[Array, Array]] = {}
     for name, factor, count in GROUPS:
         medians = np.exp(rng.uniform(np.log(0.15), np.log(5.0), count))
         sigma = rng.uniform(0.03, 0.30, count)
         samples = history(rng, medians, sigma)
         current = medians * factor * np.exp(sigma * rng.standard_normal(count))
+        groups[name] = (current, samples)
+    return groups
+
+
+def scenario_rates(seed: int, rule: Rule) -> dict[str, tuple[float, float]]:
+    rates: dict[str, tuple[float, float]] = {}
+    for name, (current, samples) in scenario(seed).items():
         ours = judge(current, samples, rule).regressed
         rates[name] = (float(ours.mean()), float(speedguard_flags(current, samples).mean()))
     return rates
@@ -133,19 +141,24 @@ def main() -> None:
     args = parser.parse_args()
     rule = Rule()
     if args.mode == "short":
-        tiers = {"short tier": ChangeRule(), "without it (0.3)": ChangeRule(short_before=10**6)}
+        tiers = {
+            "short tier": (ChangeRule(), True),
+            "named on the second run (0.4)": (ChangeRule(short_runs=2), False),
+            "without it (0.3)": (ChangeRule(short_before=10**6), False),
+        }
         found = {
             name: [
-                signal_runs.short_history(args.seed + run, rule, tier) for run in range(args.seeds)
+                signal_runs.short_history(args.seed + run, rule, tier, short_tier=pending)
+                for run in range(args.seeds)
             ]
-            for name, tier in tiers.items()
+            for name, (tier, pending) in tiers.items()
         }
         print(f"3-run baselines, 4 runs judged and folded; {args.seeds} seeds from {args.seed}\n")
         print(f"| measure | {' | '.join(tiers)} |")
         print("| --- |" + " ---: |" * len(tiers))
         for measure in found["short tier"][0]:
             cells = [
-                f"{sum(r[measure] for r in rates) / len(rates):.2%}" for rates in found.values()
+                f"{sum(r[measure] for r in rates) / len(rates):.3%}" for rates in found.values()
             ]
             print(f"| {measure} | {' | '.join(cells)} |")
         return

@@ -81,21 +81,29 @@ def test_a_slow_drift_is_not_a_step() -> None:
     assert not steps(drift).found.any()
 
 
-def test_a_short_history_names_a_large_step_on_its_second_run() -> None:
-    """A baseline of the 3 runs docs/ci.md builds, its first slowed run folded in, and
-    this one: 2x is a change of 2 runs (the first slowed run no longer hides the
-    second); 1.25x is too little evidence against the short tier's 15% spread floor;
-    one slow run is no change; a long history still needs 3 runs."""
+def test_a_short_history_names_a_large_step_on_its_third_run() -> None:
+    """A baseline of the 3 runs docs/ci.md builds and slowed runs folded in: 2x is a
+    change of 3 runs; two slowed runs are not one yet (a spike and an outlier are two
+    slow runs too); 1.25x is too little evidence against the short tier's 15% spread
+    floor; one slow run is no change; a long history still needs 3 runs."""
     found = steps(
+        series((1.0, 3), (2.0, 3)),
         series((1.0, 3), (2.0, 2)),
-        series((1.0, 3), (1.25, 2)),
+        series((1.0, 3), (1.25, 3)),
         series((1.0, 4), (2.0, 1)),
-        series((1.0, 2), (2.0, 2)),  # fewer than short_before runs before it
+        series((1.0, 2), (2.0, 3)),  # fewer than short_before runs before it
         series((1.0, 4), (2.0, 3)),
         series((1.0, 20), (2.0, 2)),
     )
-    assert found.found.tolist() == [True, False, False, False, True, False]
-    assert found.runs.tolist() == [2, 0, 0, 0, 3, 0]
+    assert found.found.tolist() == [True, False, False, False, False, True, False]
+    assert found.runs.tolist() == [3, 0, 0, 0, 0, 3, 0]
+
+
+def test_a_spike_followed_by_an_outlier_is_not_a_change_of_a_short_history() -> None:
+    base = series((1.0, 3))
+    assert not steps([*base, 2.0, 3.0]).found.any()
+    assert not steps([*base, 2.0, 3.0, 1.0]).found.any()
+    assert not steps([*base, 2.0, 1.0, 3.0]).found.any()
 
 
 def test_a_row_without_this_run_is_never_a_change() -> None:

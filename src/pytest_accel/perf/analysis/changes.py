@@ -27,10 +27,11 @@ A short history (too few runs for that rule at all, fewer than ``min_before`` pl
 ``min_runs``: a baseline built with the 3 runs docs/ci.md suggests) has its own tier:
 ``short_before`` runs before and ``short_runs`` after suffice, with the spread at
 least ``short_floor`` (above the single-run rule's short-baseline floor, 10%: tuned by
-``bench/signal_quality.py --mode short`` to keep false changes near 0.3% a run), so
-that a step of about 1.5x or more is named on its second run.  Without it, a first
-slowed run folded into a 3-run baseline widened the spread the next run was judged
-against and hid it.
+``bench/signal_quality.py --mode short``), so that a step of about 1.5x or more is
+named on its third run.  Not on its second: a one-run spike followed by one outlier is
+two slow runs too, and was named a change 5% of the time.  Meanwhile the slowed run
+folded into the baseline is *pending* (``current_level``): the next run is judged
+against the runs before it, so a widened spread does not hide the second slowed run.
 
 Where several cuts qualify, the one with the most evidence names the change point
 (``since``), moved later past leading runs still closer to the old level; fewer than
@@ -50,6 +51,7 @@ from pytest_accel.perf.analysis.rule import (
     LOG_FLOOR,
     MAD_SCALE,
     Rule,
+    judge,
     row_median,
     sample_spread,
 )
@@ -80,7 +82,7 @@ class ChangeRule:
     # A history of fewer than min_before + min_runs runs: this many runs before the
     # cut, this many after, and a spread of at least short_floor (log seconds).
     short_before: int = 3
-    short_runs: int = 2
+    short_runs: int = 3
     short_floor: float = 0.15
     hold: float = 1.0  # share of the runs after the cut that must clear the margin
     margin: float = 0.45  # ... which is this share of the step, from the old level
@@ -310,6 +312,25 @@ def change_rule(rule: Rule) -> ChangeRule:
     )
 
 
+def pending_rows(samples: FloatArray, count: FloatArray, rule: Rule, exclude: IntArray) -> IntArray:
+    """The rows of a history too short for the full change rule whose newest run was a
+    regression against the runs before it: a step the short tier cannot name yet.  The
+    next run is judged against the runs before that one; judged against all of them, the
+    slowed run's own spread would hide a second slowed run (docs/regressions.md)."""
+    import numpy as np
+
+    steps_rule = change_rule(rule)
+    newest = samples[:, -1] if samples.size else np.full(len(samples), np.nan)
+    short = count + 1 < steps_rule.min_before + steps_rule.min_runs
+    candidates = short & ~np.isnan(newest) & (count - 1 >= rule.min_samples)
+    candidates[exclude] = False
+    rows: IntArray = np.flatnonzero(candidates)
+    if not len(rows):
+        return rows
+    slowed: IntArray = rows[judge(newest[rows], samples[rows, :-1], rule).regressed]
+    return slowed
+
+
 def current_level(
     samples: FloatArray,
     medians: FloatArray,
@@ -322,7 +343,8 @@ def current_level(
     and spread.  After a speed-up nobody accepted, a run twice as slow as the new level
     is a regression, not hidden by the old level's samples in the median.  Also which
     ids had such a change (settled): a speed-up among them was reported when it was
-    found.  Only the rows with a change are copied (all of them are 17 MB at 100,000
+    found.  A row with a pending step (``pending_rows``) is judged without its newest run.
+    Only the rows with a change are copied (all of them are 17 MB at 100,000
     tests).  ``known``: those changes as the baseline's summary found them (the rows
     and their runs at the new level, by the same rule), not searched for again."""
     import numpy as np
@@ -337,14 +359,25 @@ def current_level(
         new_runs = own.runs[rows]
     else:
         return count, medians, spread, settled
-    if not len(rows):
+    pending = pending_rows(samples, count, rule, exclude=rows)
+    if not len(rows) and not len(pending):
         return count, medians, spread, settled
     settled[rows] = True
-    older = np.arange(samples.shape[1])[None, :] < (samples.shape[1] - new_runs)[:, None]
+    width = samples.shape[1]
+    older = np.arange(width)[None, :] < (width - new_runs)[:, None]
+    rows = np.concatenate([rows, pending])
+    newest = np.zeros((len(pending), width), dtype=bool)
+    newest[:, -1] = True
+    older = np.concatenate([older, newest])
     part = samples[rows]  # a copy of those rows
     part[older] = np.nan
     count[rows] = np.sum(~np.isnan(part), axis=1)
     medians, centre, scale = medians.copy(), spread[0].copy(), spread[1].copy()
     medians[rows] = row_median(part)
     centre[rows], scale[rows] = sample_spread(part, rule)
+    if len(pending) and rule.log_space:
+        # As much evidence as the short tier asks of a change: what is pending may be
+        # an outlier, and the run after one is judged on fewer samples than it had.
+        tail = slice(len(rows) - len(pending), None)
+        scale[rows[tail]] = np.fmax(scale[rows[tail]], change_rule(rule).short_floor)
     return count, medians, (centre, scale), settled
