@@ -8,6 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+# JAX imported at the top, as a JAX suite does: its import is collection's, not the
+# first test's (a second of CPU here, more than the test itself).
+import jax.numpy as jnp
 import pytest
 
 
@@ -22,14 +25,10 @@ class TestMatmul:
 
     @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
     def test_matmul_shapes(self, compiled_model: str, dtype: str) -> None:
-        import jax.numpy as jnp
-
         x = jnp.ones((8, 8), dtype=dtype)
         assert (x @ x).shape == (8, 8)
 
     def test_reduction(self, compiled_model: str) -> None:
-        import jax.numpy as jnp
-
         assert float(jnp.arange(10.0).sum()) == 45.0
 
 
@@ -37,7 +36,6 @@ class TestMatmul:
 def test_shard_array_over_all_devices() -> None:
     """Real multi-device JAX: runs on CPU with --accel-cpu-devices=8."""
     import jax
-    import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     mesh = Mesh(jax.devices(), ("data",))
@@ -120,7 +118,6 @@ def test_data_loader_warmup() -> None:
 def test_bf16_numerics_match_reference() -> None:
     """Broken on purpose and listed in examples/quarantine.txt: it runs, it fails, the
     failure is shown, and it does not fail the run."""
-    import jax.numpy as jnp
 
     x = jnp.asarray(1 / 3, dtype=jnp.bfloat16)
     assert float(x) == 1 / 3, "bfloat16 rounding differs from float64"
