@@ -223,7 +223,7 @@ def short_history(
     def judged(history: Array, run: int) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
         samples = history[:, :run]
         if short_tier:  # as the comparison judges: since a change, without a pending step
-            count, median, spread, _ = current_level(
+            count, median, spread, _, _ = current_level(
                 samples, row_median(samples), sample_spread(samples, rule), rule
             )
             verdict = judge(

@@ -158,6 +158,18 @@ def _identity(commit: str | None) -> RunIdentity:
     return RunIdentity(commit=commit)
 
 
+def test_a_pending_regression_asks_for_the_commits_before_the_run_it_left_out() -> None:
+    """Judged without the baseline's newest run (as slow, of this run's commit), a
+    regression came between the run before that one and this one."""
+    pending = Finding("test", "t.py::a", 0.1, 0.5, 5.0, 3, pending=True)
+    plain = Finding("test", "t.py::b", 0.1, 0.5, 5.0, 3)
+    comparison = Comparison("cpu/x1", regressions=[pending, plain])
+    questions = code_questions(
+        comparison, run_commit="c3", baseline_commit="c3", before_newest="c1"
+    )
+    assert {key: q.between for key, q in questions.items()} == {("test", "t.py::a"): ("c1", "c3")}
+
+
 def test_each_alarm_asks_for_the_commits_its_step_came_between() -> None:
     regression = Finding("test", "t.py::a", 0.1, 0.5, 5.0, 3)
     group = Finding("module", "t.py", 1.0, 2.0, 2.0, 3, movers=(("t.py::b", 0.4), ("t.py::c", 0.2)))
@@ -206,10 +218,17 @@ def test_a_change_over_runs_names_the_code_changed_where_it_began(
             f"  changed code it runs since {base[:12]}: pkg/ops.py:work",
         ]
     )
-    second = pytester.runpytest(*RUN, *history)
+    second = pytester.runpytest(*RUN, *history)  # pending: judged against the runs before
     second.stdout.fnmatch_lines(
         [
-            f"CHANGED test tests/test_ops.py::test_work: * since {slower[:12]}, 2 runs",
+            "REGRESSION test tests/test_ops.py::test_work: * run left out: it was as slow*",
+            f"  changed code it runs since {base[:12]}: pkg/ops.py:work",
+        ]
+    )
+    third = pytester.runpytest(*RUN, *history)
+    third.stdout.fnmatch_lines(
+        [
+            f"CHANGED test tests/test_ops.py::test_work: * since {slower[:12]}, 3 runs",
             f"  changed code it runs since {base[:12]}: pkg/ops.py:work",
         ]
     )

@@ -55,6 +55,8 @@ def describe(finding: Finding) -> str:
         ratio += f" as measured, {finding.corrected:.2f}x for this runner's speed"
     if finding.warmup:
         basis += ", first in its process, as in them"
+    if finding.pending:
+        basis += ", the newest run left out: it was as slow"
     if finding.compiling is not None:
         basis += f"; execution time, {finding.compiling:.3f}s compiling beside it"
     return one_line(

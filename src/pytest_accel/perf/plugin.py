@@ -182,8 +182,8 @@ class PerfPlugin:
                 comparison = self._compare(run)
         if comparison is not None and comparison.alarms:
             with isolated(session, "name the changed code the alarms' tests run"):
-                newest = env.runs[-1].identity.commit if env is not None and env.runs else None
-                comparison = self._with_changed_code(comparison, commit, newest)
+                commits = [run.identity.commit for run in env.runs[-2:]] if env else []
+                comparison = self._with_changed_code(comparison, commit, commits)
         compilation = table.compilation()
         info = self._run_info(session.exitstatus, identity, shard)
         # Perf's rows first in the job summary; the features' results add theirs after.
@@ -340,13 +340,17 @@ class PerfPlugin:
         )
 
     def _with_changed_code(
-        self, comparison: Comparison, commit: str | None, baseline_commit: str | None
+        self, comparison: Comparison, commit: str | None, baseline_commits: list[str | None]
     ) -> Comparison:
         """``comparison`` with the changed code each alarm's tests ran, where a feature
-        can say (the selection's dependency map: ``pytest_accel_changed_code``)."""
+        can say (the selection's dependency map: ``pytest_accel_changed_code``);
+        ``baseline_commits``: its runs' commits, the newest last."""
         from pytest_accel.perf.analysis.causes import changed_code_of, code_questions
 
-        questions = code_questions(comparison, run_commit=commit, baseline_commit=baseline_commit)
+        *_, before_newest, newest = [None, None, *baseline_commits]
+        questions = code_questions(
+            comparison, run_commit=commit, baseline_commit=newest, before_newest=before_newest
+        )
         asked: dict[CommitRange, set[str]] = {}
         for question in questions.values():
             asked.setdefault(question.between, set()).update(question.tests)

@@ -154,16 +154,22 @@ class CodeQuestion:
 
 
 def code_questions(
-    comparison: Comparison, *, run_commit: str | None, baseline_commit: str | None
+    comparison: Comparison,
+    *,
+    run_commit: str | None,
+    baseline_commit: str | None,
+    before_newest: str | None = None,
 ) -> dict[tuple[str, str], CodeQuestion]:
     """Per regression or slowdown change (by scope and id), the commits its step came
     between and the tests whose changed code names its likely cause: a regression, the
-    baseline's newest run and this one; a change, its last run at the old level and its
-    first at the new.  None where a commit is not known, or both are one commit (the
-    runner moved, not the code)."""
+    baseline's newest run (``before_newest``, the run before it, for a regression judged
+    without it: ``Finding.pending``) and this one; a change, its last run at the old
+    level and its first at the new.  None where a commit is not known, or both are one
+    commit (the runner moved, not the code)."""
     asked: dict[tuple[str, str], CodeQuestion] = {}
     findings: list[tuple[Finding | Change, str | None, str | None]] = [
-        (found, baseline_commit, run_commit) for found in comparison.regressions
+        (found, before_newest if found.pending else baseline_commit, run_commit)
+        for found in comparison.regressions
     ]
     for change in comparison.slowdowns:
         since = change.previous.commit if change.previous is not None else None

@@ -320,7 +320,7 @@ def pending_rows(samples: FloatArray, count: FloatArray, rule: Rule, exclude: In
     import numpy as np
 
     steps_rule = change_rule(rule)
-    newest = samples[:, -1] if samples.size else np.full(len(samples), np.nan)
+    newest = samples[:, -1] if samples.shape[1] else np.full(len(samples), np.nan)
     short = count + 1 < steps_rule.min_before + steps_rule.min_runs
     candidates = short & ~np.isnan(newest) & (count - 1 >= rule.min_samples)
     candidates[exclude] = False
@@ -337,13 +337,14 @@ def current_level(
     spread: tuple[FloatArray, FloatArray],
     rule: Rule,
     known: tuple[IntArray, IntArray] | None = None,
-) -> tuple[FloatArray, FloatArray, tuple[FloatArray, FloatArray], BoolArray]:
+) -> tuple[FloatArray, FloatArray, tuple[FloatArray, FloatArray], BoolArray, BoolArray]:
     """What this run is judged against: each id's samples since the last change its
     baseline's own runs show (accepted or not), else all of them: their count, median
     and spread.  After a speed-up nobody accepted, a run twice as slow as the new level
     is a regression, not hidden by the old level's samples in the median.  Also which
     ids had such a change (settled): a speed-up among them was reported when it was
-    found.  A row with a pending step (``pending_rows``) is judged without its newest run.
+    found.  A row with a pending step (``pending_rows``) is judged without its newest run
+    (the last array: which rows).
     Only the rows with a change are copied (all of them are 17 MB at 100,000
     tests).  ``known``: those changes as the baseline's summary found them (the rows
     and their runs at the new level, by the same rule), not searched for again."""
@@ -351,6 +352,7 @@ def current_level(
 
     count = np.sum(~np.isnan(samples), axis=1).astype(np.float64)
     settled = np.zeros(len(samples), dtype=bool)
+    pending_mask = np.zeros(len(samples), dtype=bool)
     if known is not None:
         rows, new_runs = known
     elif samples.size:
@@ -358,26 +360,29 @@ def current_level(
         rows = np.flatnonzero(own.found)
         new_runs = own.runs[rows]
     else:
-        return count, medians, spread, settled
+        return count, medians, spread, settled, pending_mask
     pending = pending_rows(samples, count, rule, exclude=rows)
     if not len(rows) and not len(pending):
-        return count, medians, spread, settled
+        return count, medians, spread, settled, pending_mask
     settled[rows] = True
+    pending_mask[pending] = True
     width = samples.shape[1]
-    older = np.arange(width)[None, :] < (width - new_runs)[:, None]
+    columns = np.arange(width)[None, :]
+    left_out = np.concatenate(
+        [
+            columns < (width - new_runs)[:, None],  # the runs before the change
+            np.broadcast_to(columns == width - 1, (len(pending), width)),  # the pending run
+        ]
+    )
     rows = np.concatenate([rows, pending])
-    newest = np.zeros((len(pending), width), dtype=bool)
-    newest[:, -1] = True
-    older = np.concatenate([older, newest])
     part = samples[rows]  # a copy of those rows
-    part[older] = np.nan
+    part[left_out] = np.nan
     count[rows] = np.sum(~np.isnan(part), axis=1)
     medians, centre, scale = medians.copy(), spread[0].copy(), spread[1].copy()
     medians[rows] = row_median(part)
     centre[rows], scale[rows] = sample_spread(part, rule)
-    if len(pending) and rule.log_space:
+    if rule.log_space:
         # As much evidence as the short tier asks of a change: what is pending may be
         # an outlier, and the run after one is judged on fewer samples than it had.
-        tail = slice(len(rows) - len(pending), None)
-        scale[rows[tail]] = np.fmax(scale[rows[tail]], change_rule(rule).short_floor)
-    return count, medians, (centre, scale), settled
+        scale[pending] = np.fmax(scale[pending], change_rule(rule).short_floor)
+    return count, medians, (centre, scale), settled, pending_mask

@@ -651,7 +651,9 @@ def _judge(
     if not tracing:  # a trace's own waits are measured within it
         thresholds = _busy_slack(setting.run, kind, present, rule, thresholds)
     known = inputs.steps if change_rule(rule) == SUMMARY_CHANGE_RULE else None
-    count, medians, spread, settled = current_level(samples, medians, inputs.spread, rule, known)
+    count, medians, spread, settled, pending = current_level(
+        samples, medians, inputs.spread, rule, known
+    )
     verdict = partial(
         judge,
         samples=samples,
@@ -727,6 +729,7 @@ def _judge(
                 None if isnan(z) else z,
                 None if speed is None else ratio / speed,
                 tracing=tracing,
+                pending=bool(pending[row]),
             )
             if what == "learning":
                 judged.learning.append(finding)

@@ -72,6 +72,9 @@ class Finding:
     # Judged on the seconds JAX spent tracing (a test's, or summed over a module or the
     # suite): the project's Python, apart from execution (docs/regressions.md).
     tracing: bool = False
+    # Judged without the baseline's newest run, itself this much slower: a step of a
+    # short history, not yet a change (``changes.pending_rows``).
+    pending: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -93,6 +96,8 @@ class Finding:
             data["moved_most"] = [{"id": i, "seconds": round(s, 6)} for i, s in self.movers]
         if self.tracing:
             data["tracing"] = True
+        if self.pending:
+            data["pending"] = True
         return data
 
 
