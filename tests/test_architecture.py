@@ -468,3 +468,24 @@ def test_the_core_owns_the_sessions_end() -> None:
         if re.search(r"def pytest_accel_run_result\(", text) and name != "hookspecs.py"
     )
     assert answering == ["cost/plugin.py", "coverage/plugin.py", "selection/plugin.py"]
+
+
+def test_one_driver_runs_every_meter() -> None:
+    """Each test's figures (CPU wait, compilation, device memory) are measured through
+    ``perf.meters``: its driver alone implements the per-test hooks a meter needs and
+    puts the figures on the report, as one attribute; each meter says its span."""
+    per_test = re.compile(r"def pytest_runtest_(call|makereport|logstart|setup|teardown)\(")
+    drivers = sorted(
+        name
+        for name, text in sources().items()
+        if name.startswith("perf/") and per_test.search(text)
+    )
+    assert drivers == ["perf/meters.py"]
+    writers = sorted(
+        name for name, text in sources().items() if "setattr(report, MEASURES_ATTR" in text
+    )
+    assert writers == ["perf/meters.py"]
+    added = sorted(name for name, text in sources().items() if "add_meter(" in text)
+    assert added == ["perf/compiles.py", "perf/device_memory.py", "perf/meters.py", "perf/waits.py"]
+    for name in ("perf/compiles.py", "perf/device_memory.py", "perf/waits.py"):
+        assert re.search(r'span: Span = "(call|test)"', sources()[name]), name

@@ -345,11 +345,12 @@ def test_the_fold_of_plain_phases_is_the_fold_report_by_report(
     pytester: pytest.Pytester, seed: int
 ) -> None:
     """``_fold`` takes passed phases with nothing attached the short way; random runs of
-    reruns, failures, skips, xfails, CPU waits, attached fields and crashed workers fold
+    reruns, failures, skips, xfails, CPU waits, compile seconds, attached fields and crashed
+    workers fold
     to the table ``add_report`` builds one report at a time."""
     import random
 
-    from pytest_accel.outcomes import CALL_WAIT_ATTR, QUARANTINED_ATTR
+    from pytest_accel.outcomes import MEASURES_ATTR, QUARANTINED_ATTR
 
     rng = random.Random(seed)
     reports: list[pytest.TestReport] = []
@@ -364,7 +365,10 @@ def test_the_fold_of_plain_phases_is_the_fold_report_by_report(
             report = phase(nodeid, when, 0.0 if when == "???" else clock, outcome)
             report.duration = rng.random()
             if when == "call" and rng.random() < 0.7:
-                setattr(report, CALL_WAIT_ATTR, rng.random() / 10)
+                measured = {"cpu_wait": rng.random() / 10}
+                if rng.random() < 0.3:  # a figure the short way does not fold
+                    measured["compile_seconds"] = rng.random() / 20
+                setattr(report, MEASURES_ATTR, measured)
             if rng.random() < 0.1:
                 report.wasxfail = "reason"
             if rng.random() < 0.05:
@@ -373,7 +377,10 @@ def test_the_fold_of_plain_phases_is_the_fold_report_by_report(
     plain = [
         r
         for r in reports
-        if r.outcome == "passed" and r.start and set(vars(r)) <= PLAIN | {CALL_WAIT_ATTR}
+        if r.outcome == "passed"
+        and r.start
+        and set(vars(r)) <= PLAIN | {MEASURES_ATTR}
+        and set(getattr(r, MEASURES_ATTR, {})) <= {"cpu_wait"}
     ]
     for run in (reports, plain):  # the mix, and phases that all go the short way
         folded = ResultsCollector(parsed(pytester))

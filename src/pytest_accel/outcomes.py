@@ -24,28 +24,24 @@ RERUN_TEARDOWN_ATTR = "pytest_accel_teardown"
 RERUN_ATTR = "rerun"
 # On the final reports of a repeated new test (``--flaky-new-runs``): how many times it ran.
 NEW_RUNS_ATTR = "pytest_accel_new_runs"
-# On a test's teardown report where the suite uses JAX (perf.compiles): its
-# ``CompileFigures``, as a list;
-COMPILES_ATTR = "pytest_accel_compiles"
-# on its call report: the seconds of the call that were compiling.
-CALL_COMPILE_ATTR = "pytest_accel_call_compile"
-# on its teardown report, where it compiled a function more than once: that function and
-# where it was called from, ``[function, caller, path, line]`` (``Culprit``).
-RECOMPILING_ATTR = "pytest_accel_recompiling"
-# On a test's teardown report where its process has a GPU or TPU in use (perf.memory):
-# each device's peak memory during the test, ``[[device, bytes, exact], ...]``; exact is
-# 0 where the figure is a lower bound (``DeviceMemory``).
-DEVICE_MEMORY_ATTR = "pytest_accel_device_memory"
-# On a call report: the seconds the call's thread waited for a CPU (perf.waits).
-CALL_WAIT_ATTR = "pytest_accel_cpu_wait"
 # ... and each run's outcome, in order ("passed" or a failing phase's outcome).
 NEW_OUTCOMES_ATTR = "pytest_accel_new_outcomes"
+# What a test's meters measured (perf.meters), one plain mapping on its report: on the
+# call report, the seconds the call's thread waited for a CPU (``cpu_wait``, perf.waits)
+# and spent compiling (``compile_seconds``, perf.compiles); on the teardown report, where
+# the suite uses JAX, its ``CompileFigures`` as a list (``compiles``) and, where it
+# compiled a function more than once, that function and where it was called from
+# (``recompiling``: ``[function, caller, path, line]``, ``Culprit``); where its process
+# has a GPU or TPU in use, each device's peak memory during the test
+# (``device_memory``: ``[[device, bytes, exact], ...]``, exact 0 for a lower bound).
+MEASURES_ATTR = "pytest_accel_measures"
 
 
 class CompileFigures(NamedTuple):
     """One test's JAX compile activity, as its teardown report carries it
-    (``COMPILES_ATTR``: a list on the wire, as xdist sends it; ``of`` reads one back,
-    the five figures of a worker of 0.3 and the seven or eight of 0.4.0 included)."""
+    (``MEASURES_ATTR``'s ``compiles``: a list on the wire, as xdist sends it; ``of``
+    reads one back, the five figures of a worker of 0.3 and the seven or eight of 0.4.0
+    included)."""
 
     compilations: int  # backend compilations
     seconds: float  # tracing, lowering and compiling, each instant once

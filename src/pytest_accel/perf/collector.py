@@ -10,6 +10,7 @@ marker to its setup report (reports are what xdist sends to the controller).
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any
@@ -17,14 +18,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_accel.outcomes import (
-    CALL_COMPILE_ATTR,
-    CALL_WAIT_ATTR,
-    COMPILES_ATTR,
-    DEVICE_MEMORY_ATTR,
+    MEASURES_ATTR,
     OUTCOME_RANK,
     PLATFORM_SKIP_PROPERTY,
     QUARANTINED_ATTR,
-    RECOMPILING_ATTR,
     RERUN_TEARDOWN_ATTR,
     Parents,
     is_subtest,
@@ -266,13 +263,14 @@ class ResultsCollector:
         quarantined = getattr(report, QUARANTINED_ATTR, None)
         if quarantined is not None:
             table.quarantined.add(row)
-        compiles = getattr(report, COMPILES_ATTR, None)
+        measured = getattr(report, MEASURES_ATTR, None) or _NOTHING_MEASURED
+        compiles = measured.get("compiles")
         if compiles is not None:
             table.add_compilation(row, compiles)
-        recompiling = getattr(report, RECOMPILING_ATTR, None)
+        recompiling = measured.get("recompiling")
         if recompiling is not None and len(recompiling) in (4, 5):
             table.recompiling[row] = recompiling
-        peaks = getattr(report, DEVICE_MEMORY_ATTR, None)
+        peaks = measured.get("device_memory")
         if peaks:
             table.add_device_memory(row, peaks)
         if report.skipped:
@@ -289,8 +287,8 @@ class ResultsCollector:
             start=getattr(report, "start", 0.0),
             stop=getattr(report, "stop", 0.0),
             wasxfail=quarantined is None and hasattr(report, "wasxfail"),
-            compiling=getattr(report, CALL_COMPILE_ATTR, None),
-            waited=getattr(report, CALL_WAIT_ATTR, None),
+            compiling=measured.get("compile_seconds"),
+            waited=measured.get("cpu_wait"),
         )
         rerun_teardown = getattr(report, RERUN_TEARDOWN_ATTR, None)
         if rerun_teardown:
@@ -370,6 +368,9 @@ class ResultsCollector:
         def other(index: int) -> None:
             self.add_report(reports[index], rows[nodeids[index]])
 
+        def measured() -> Iterator[dict[str, Any]]:  # read twice, never held as a list
+            return map(getattr, reports, repeat(MEASURES_ATTR), repeat(_NOTHING_MEASURED))
+
         # Read as the loop goes: a list per field would add 2.4 MB each at 100,000 tests,
         # at the end of the run, where its peak memory is.
         self.table.add_passed_phases(
@@ -378,10 +379,14 @@ class ResultsCollector:
             durations=map(_DURATION, reports),
             starts=map(getattr, reports, repeat("start"), repeat(0.0)),
             stops=map(getattr, reports, repeat("stop"), repeat(0.0)),
-            waits=map(getattr, reports, repeat(CALL_WAIT_ATTR), repeat(None)),
+            waits=map(_CPU_WAIT, measured()),
             plain=map(
                 operator.and_,
-                map(_PLAIN_FIELDS.issuperset, map(vars, reports)),
+                map(
+                    operator.and_,
+                    map(_PLAIN_FIELDS.issuperset, map(vars, reports)),
+                    map(_PLAIN_MEASURES.issuperset, measured()),
+                ),
                 map(operator.eq, map(_OUTCOME, reports), repeat("passed")),
             ),
             other=other,
@@ -422,10 +427,10 @@ _OUTCOME = operator.attrgetter("outcome")
 _WHEN = operator.attrgetter("when")
 _DURATION = operator.attrgetter("duration")
 # What a ``TestReport`` holds of its own (pytest 8; pytest 9 keeps its node id as
-# ``_id``), and the CPU wait.  A report with any other field (xdist's, a rerun's, ours:
-# quarantine, compilations, memory; ``wasxfail``) is folded by ``add_report``, which
-# reads them.  A field a later pytest adds sends its reports there too: slower, never
-# wrong.
+# ``_id``), and the meters' figures where they are the CPU wait alone.  A report with any
+# other field or figure (xdist's, a rerun's, ours: quarantine, compilations, memory;
+# ``wasxfail``) is folded by ``add_report``, which reads them.  A field a later pytest
+# adds sends its reports there too: slower, never wrong.
 _PLAIN_FIELDS = frozenset(
     {
         "nodeid",
@@ -440,9 +445,12 @@ _PLAIN_FIELDS = frozenset(
         "duration",
         "start",
         "stop",
-        CALL_WAIT_ATTR,
+        MEASURES_ATTR,
     }
 )
+_PLAIN_MEASURES = frozenset({"cpu_wait"})  # of the meters' figures, the only one folded so
+_NOTHING_MEASURED: dict[str, Any] = {}  # never written to
+_CPU_WAIT = operator.methodcaller("get", "cpu_wait")
 _START = operator.attrgetter("start")
 _LOCATION = operator.attrgetter("location")
 

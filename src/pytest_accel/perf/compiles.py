@@ -49,13 +49,8 @@ from typing import Any
 import pytest
 
 from pytest_accel.imports import AfterImport, ImportsTimed, after_import, imports_timed
-from pytest_accel.outcomes import (
-    CALL_COMPILE_ATTR,
-    COMPILES_ATTR,
-    RECOMPILING_ATTR,
-    CompileFigures,
-    is_subtest,
-)
+from pytest_accel.outcomes import CompileFigures
+from pytest_accel.perf.meters import Span, add_meter
 from pytest_accel.perf.pauses import FullCollections, Pause
 from pytest_accel.perf.waits import Reading, ThreadClock, waited_between
 
@@ -71,7 +66,6 @@ COMPILE_STEPS = frozenset(
 )
 CACHE_HIT = "/jax/compilation_cache/cache_hits"
 CACHE_MISS = "/jax/compilation_cache/cache_misses"
-PER_TEST = "pytest_accel:compiles_per_test"
 # torch.compile's compile id: "frame/compile", maybe with a restart ("0/1_1") or a
 # compiled-autograd prefix ("!0/0/1"): the frame is the function compiled.
 TORCH_COMPILE_ID = re.compile(r"(\d+)/(\d+)")
@@ -142,7 +136,7 @@ class CompileTally:
 
     def most_compiled(self) -> list[str | int] | None:
         """``[function, caller, path, line, traces]`` of the jitted function traced most
-        from one place, where that is more than once (``RECOMPILING_ATTR``): each trace
+        from one place, where that is more than once (``recompiling``, perf.meters): each trace
         of a jitted function at the top level is a compilation of it.  Eager operations
         (``jnp.add`` on new shapes, JAX's own ``convert_element_type``) are not
         candidates: compiled once per shape and dtype, they are the process's warm-up,
@@ -183,7 +177,7 @@ class CompileCounter:
         self.compiler_imports: ImportsTimed | None = None  # once torch._dynamo is in
         self.torch_callbacks: Any = None  # torch._dynamo's handler, once listened to
         self.torch_started: dict[str, float] = {}  # compile id -> when it started
-        self.per_test: _PerTest | None = None
+        self.counting = False  # its meters added (perf.meters)
         self.torch_problem: str | None = None  # why torch.compile is not counted, if not
         # The run-queue clock of the thread that runs the tests (perf.waits), read at a
         # test's start and at each compile step: the wait within each trace, at most.
@@ -310,7 +304,7 @@ class CompileCounter:
         process's first compilation, not the test's execution, so compiling time.
         ``import jax`` is the code's own, done where it says (mostly at collection;
         in the first test, the warm-up judged apart): it stays execution."""
-        running = self.per_test is not None and self.current is not None
+        running = self.counting and self.current is not None
         if running and self.current == running_test():
             self.tally.spans.append((began, ended))
 
@@ -339,9 +333,10 @@ class CompileCounter:
         self._count_per_test()
 
     def _count_per_test(self) -> None:
-        if self.per_test is None and self.config is not None:
-            self.per_test = _PerTest(self)
-            self.config.pluginmanager.register(self.per_test, PER_TEST)
+        if not self.counting and self.config is not None:
+            self.counting = True
+            add_meter(self.config, _TestCompiles(self))
+            add_meter(self.config, _CallCompiles(self))
 
     def _imported(self) -> None:
         if self.hook is not None:
@@ -416,26 +411,46 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(os.path.join(d, "") for d in found)
 
 
-class _PerTest:
+class _TestCompiles:
+    """The meter (``perf.meters``) of a test's compile figures, from its start to its
+    teardown: ``compiles`` and, where it compiled a function more than once,
+    ``recompiling``."""
+
+    span: Span = "test"
+
     def __init__(self, counter: CompileCounter) -> None:
         self.counter = counter
 
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
+    def begin(self, nodeid: str) -> None:
         self.counter.current, self.counter.tally = nodeid, CompileTally()
         self.counter.mark_wait()
 
-    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the report on
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        tally = self.counter.tally
-        if report.nodeid != self.counter.current or is_subtest(report):
-            return  # a subtest's report is part of its test's call, tallied with it
-        if report.when == "setup":  # the setup is over: what follows is the call's
-            tally.call_from = len(tally.spans)
-        elif report.when == "call":
-            seconds = covered_seconds(tally.spans[tally.call_from :], self.counter.pauses)
-            setattr(report, CALL_COMPILE_ATTR, round(seconds, 6))
-        elif report.when == "teardown":
-            setattr(report, COMPILES_ATTR, list(tally.summary(self.counter.pauses)))
-            culprit = tally.most_compiled()
-            if culprit is not None:
-                setattr(report, RECOMPILING_ATTR, culprit)
+    def end(self, nodeid: str) -> dict[str, Any]:
+        counter = self.counter
+        if nodeid != counter.current:
+            return {}  # listening began after this test did
+        measured: dict[str, Any] = {"compiles": list(counter.tally.summary(counter.pauses))}
+        culprit = counter.tally.most_compiled()
+        if culprit is not None:
+            measured["recompiling"] = culprit
+        return measured
+
+
+class _CallCompiles:
+    """The meter of the seconds a test's call spent compiling: ``compile_seconds``."""
+
+    span: Span = "call"
+
+    def __init__(self, counter: CompileCounter) -> None:
+        self.counter = counter
+
+    def begin(self, nodeid: str) -> None:
+        if nodeid == self.counter.current:
+            self.counter.tally.call_from = len(self.counter.tally.spans)
+
+    def end(self, nodeid: str) -> dict[str, float]:
+        counter = self.counter
+        if nodeid != counter.current:
+            return {}
+        spans = counter.tally.spans[counter.tally.call_from :]
+        return {"compile_seconds": round(covered_seconds(spans, counter.pauses), 6)}

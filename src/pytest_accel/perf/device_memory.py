@@ -15,7 +15,8 @@ A device is named by the platform and its index on the machine (``gpu:3``): unde
 xdist with pinned devices a worker's ``CUDA_VISIBLE_DEVICES=3`` makes its only device
 ``gpu:3``, so each worker reports its own.  Two frameworks on one device add up (an
 upper bound of their joint peak).  The figures ride on the teardown report
-(``DEVICE_MEMORY_ATTR``), which pytest-xdist carries to the controller; with
+(``device_memory`` of ``outcomes.MEASURES_ATTR``), which pytest-xdist carries to the
+controller; with
 ``--accel-max-device-memory`` a test whose peak passes the size fails at teardown.
 """
 
@@ -31,7 +32,7 @@ import pytest
 
 from pytest_accel.hardware.platforms import machine_device
 from pytest_accel.imports import AfterImport, after_import
-from pytest_accel.outcomes import DEVICE_MEMORY_ATTR, is_subtest
+from pytest_accel.perf.meters import Span, add_meter
 from pytest_accel.text import size
 
 WORKEROUTPUT_MEMORY_PROBLEM = "pytest_accel_memory_problem"
@@ -160,6 +161,7 @@ class DeviceMemoryMeter:
         self.problem: str | None = None  # why memory is not measured, if it is not
         self.config: pytest.Config | None = None
         self.watchers: list[AfterImport] = []
+        self.measured = False  # its meter added (perf.meters)
 
     def start(self, config: pytest.Config) -> None:
         self.config = config
@@ -178,8 +180,9 @@ class DeviceMemoryMeter:
             return
         for name in arrived:
             self.sources[name] = JaxMemory() if name == "jax" else TorchMemory()
-        if not self.config.pluginmanager.has_plugin(PER_TEST):
-            self.config.pluginmanager.register(_MeasuredTests(self), PER_TEST)
+        if not self.measured:
+            self.measured = True
+            add_meter(self.config, _MeasuredTests(self))
 
     def measuring(self) -> list[JaxMemory | TorchMemory]:
         return [] if self.problem is not None else list(self.sources.values())
@@ -204,35 +207,35 @@ class DeviceMemoryMeter:
             self.sources = {}
 
 
-PER_TEST = "pytest_accel:device_memory_per_test"
-
-
 class _MeasuredTests:
-    """Each test's peak, from its start to the end of its teardown."""
+    """The meter (``perf.meters``) of each test's peak, from its start to the end of its
+    teardown: ``device_memory``; over ``--accel-max-device-memory`` the test fails."""
+
+    span: Span = "test"
 
     def __init__(self, meter: DeviceMemoryMeter) -> None:
         self.meter = meter
         self.running: str | None = None
 
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
+    def begin(self, nodeid: str) -> None:
         self.running = nodeid
         with self.meter.guarded():
             for source in self.meter.measuring():
                 source.begin()
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(
-        self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        report = yield
-        if call.when != "teardown" or item.nodeid != self.running or is_subtest(report):
-            return report
+    def end(self, nodeid: str) -> dict[str, Any]:
+        if nodeid != self.running:
+            return {}  # added after this test began
         peaks: list[Peak] = []
         with self.meter.guarded():
             peaks = combined(p for source in self.meter.measuring() for p in source.end())
-        if peaks:
-            setattr(report, DEVICE_MEMORY_ATTR, [[p.device, p.bytes, int(p.exact)] for p in peaks])
+        if not peaks:
+            return {}
+        return {"device_memory": [[p.device, p.bytes, int(p.exact)] for p in peaks]}
+
+    def check(self, report: pytest.TestReport, measured: Mapping[str, Any]) -> None:
         limit = self.meter.limit
+        peaks = [Peak(d, b, bool(e)) for d, b, e in measured.get("device_memory", ())]
         passed = limit is not None and over_limit(peaks, limit)
         if passed and report.outcome == "passed":
             report.outcome = "failed"
@@ -241,4 +244,3 @@ class _MeasuredTests:
                 f"{'' if passed.exact else ' at least'} is over --accel-max-device-memory"
                 f" {size(limit or 0)}"
             )
-        return report

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator
 from typing import NamedTuple
 
 import pytest
 
-from pytest_accel.outcomes import CALL_WAIT_ATTR, is_subtest
+from pytest_accel.perf.meters import Span, add_meter
 
 # The longest one wait for a CPU is taken to be: on a loaded runner a thread waits a few
 # milliseconds each time it is queued (6 ms at three busy threads a core, 12 ms at a
@@ -122,39 +121,28 @@ class ThreadClock:
 
 
 class CallWaits:
-    """In the process that runs the tests: each call's wait, on its call report
-    (``CALL_WAIT_ATTR``, which crosses xdist's channel as a float)."""
+    """In the process that runs the tests: the meter (``perf.meters``) of each call's
+    wait, ``cpu_wait`` on its call report.  Read as the call starts and ends, inside the
+    window pytest times the call in: a wait outside it (the runner preempting the thread
+    while the setup's report is shown or the call's is made) is a time slice or more on
+    a busy runner, which would be taken from a call that never paid it."""
+
+    span: Span = "call"
 
     def __init__(self, clock: RunQueueClock) -> None:
         self.clocks = ThreadClock(clock)
-        self.waited: tuple[str, int] | None = None  # (test, ns its call waited)
+        self.start: tuple[RunQueueClock, Reading] | None = None
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        """Read as the call starts and ends, inside the window pytest times the call in:
-        a wait outside it (the runner preempting the thread while the setup's report is
-        shown or the call's is made) is a time slice or more on a busy runner, which
-        would be taken from a call that never paid it."""
+    def begin(self, nodeid: str) -> None:
         clock = self.clocks.current()
-        if clock is None:
-            return (yield)
-        start = clock.read()
-        try:
-            return (yield)
-        finally:
-            self.waited = (item.nodeid, waited_between(start, clock.read()))
+        self.start = None if clock is None else (clock, clock.read())
 
-    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the report on
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        waited = self.waited
-        if (
-            waited is not None
-            and waited[0] == report.nodeid
-            and report.when == "call"
-            and not is_subtest(report)  # its subtests report during the call
-        ):
-            self.waited = None
-            setattr(report, CALL_WAIT_ATTR, round(waited[1] / 1e9, 6))
+    def end(self, nodeid: str) -> dict[str, float]:
+        if self.start is None:
+            return {}
+        clock, start = self.start
+        self.start = None
+        return {"cpu_wait": round(waited_between(start, clock.read()) / 1e9, 6)}
 
     def pytest_unconfigure(self) -> None:
         self.clocks.close()
@@ -214,7 +202,9 @@ def register(config: pytest.Config) -> ThreadsWait | None:
     and all its threads' over the session (returned)."""
     clock = RunQueueClock.open()
     if clock is not None:
-        config.pluginmanager.register(CallWaits(clock), "pytest_accel:cpu_waits")
+        waits = CallWaits(clock)
+        config.pluginmanager.register(waits, "pytest_accel:cpu_waits")  # for its unconfigure
+        add_meter(config, waits)
     start = threads_clock()
     if start is None:
         return None

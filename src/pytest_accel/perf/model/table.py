@@ -82,7 +82,7 @@ class TimingTable:
         self.compiles: dict[int, CompileFigures] = {}
         self.call_compiles: dict[int, float] = {}
         # Where a row compiled a function more than once: [function, caller, path, line]
-        # of the one it compiled most (``RECOMPILING_ATTR``).
+        # of the one it compiled most (the meters' ``recompiling``).
         self.recompiling: dict[int, Sequence[Any]] = {}
         # Where a GPU or TPU is in use, each row's peak device memory per device (bytes;
         # the highest of its attempts), and the rows whose figure is a lower bound.
