@@ -375,10 +375,48 @@ def pytest_runtest_makereport(item, call):
 """
 
 WAITS_AND_FAILS = """
+import time
+
+
 def test_fails():
     STAT.write_text(f"0 {int(1.0e9)} 1000")  # 0.7 s waited in its call, then it raises
+    time.sleep(0.01)  # a call longer than the shortest one read at its end
     raise AssertionError
 """
+
+SHORT_AND_LONG = """
+import os
+import time
+from pathlib import Path
+
+STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
+
+
+def test_short():
+    STAT.write_text("0 300000000 300")  # a fake's wait of 0.3 s in a call of microseconds
+
+
+def test_long():
+    STAT.write_text("0 500000000 500")  # 0.2 s more, in a call of 20 ms
+    time.sleep(0.02)
+"""
+
+
+def test_a_call_shorter_than_a_millisecond_is_not_read_at_its_end(
+    pytester: pytest.Pytester, sleeper: Path
+) -> None:
+    """A call's wait is part of its wall time: one under ``SHORT_CALL`` waited less
+    than that, and the clock is not read again at its end (most calls of a suite of
+    small tests then cost one read).  The fake clock below claims 0.3 s in such a call:
+    it is not read; the longer call's wait is."""
+    pytester.makepyfile(test_two=SHORT_AND_LONG)
+    sleeper.write_text("0 0 0")
+    pytester.runpytest("-p", "no:randomly", "--perf-record=r.json", "test_two.py").assert_outcomes(
+        passed=2
+    )
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
+    assert waits == {"test_two.py::test_short": 0.0, "test_two.py::test_long": pytest.approx(0.2)}
 
 
 def test_a_wait_outside_the_calls_timed_window_is_not_taken_from_the_call(
