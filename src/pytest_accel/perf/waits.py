@@ -61,6 +61,12 @@ def waited_between(before: Reading, after: Reading) -> int:
     return min(after.waited - before.waited, arrivals * MAX_WAIT_PER_ARRIVAL)
 
 
+def parse(raw: bytes) -> Reading:
+    # "<on-cpu ns> <run-queue wait ns> <timeslices>"
+    fields = raw.split()
+    return Reading(int(fields[1]), int(fields[2]))
+
+
 class RunQueueClock:
     """How long the thread that opened it has waited for a CPU so far."""
 
@@ -93,9 +99,11 @@ class RunQueueClock:
         return clock
 
     def read(self) -> Reading:
-        # "<on-cpu ns> <run-queue wait ns> <timeslices>": read afresh at offset 0.
-        fields = os.pread(self._fd, 128, 0).split()
-        return Reading(int(fields[1]), int(fields[2]))
+        return parse(self.read_raw())
+
+    def read_raw(self) -> bytes:
+        """The file as it reads now, parsed only where it is used (``parse``)."""
+        return os.pread(self._fd, 128, 0)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -137,11 +145,11 @@ class CallWaits:
 
     def __init__(self, clock: RunQueueClock) -> None:
         self.clocks = ThreadClock(clock)
-        self.start: tuple[RunQueueClock, Reading, float] | None = None
+        self.start: tuple[RunQueueClock, bytes, float] | None = None
 
     def begin(self, nodeid: str) -> None:
         clock = self.clocks.current()
-        self.start = None if clock is None else (clock, clock.read(), time.perf_counter())
+        self.start = None if clock is None else (clock, clock.read_raw(), time.perf_counter())
 
     def end(self, nodeid: str) -> dict[str, float]:
         if self.start is None:
@@ -150,7 +158,8 @@ class CallWaits:
         self.start = None
         if time.perf_counter() - started < SHORT_CALL:
             return {}  # it waited less than it took: nothing worth a read, none judged
-        return {"cpu_wait": round(waited_between(start, clock.read()) / 1e9, 6)}
+        waited = waited_between(parse(start), clock.read())
+        return {"cpu_wait": round(waited / 1e9, 6)}
 
     def pytest_unconfigure(self) -> None:
         self.clocks.close()
