@@ -61,6 +61,9 @@ class CallDriver:
         self.meters: list[Meter] = []
         self.measured: tuple[str, dict[str, Any]] | None = None  # the last call's
 
+    def add(self, meter: Meter) -> None:
+        self.meters.append(meter)
+
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         nodeid, meters = item.nodeid, self.meters  # a property on pytest 9: read once
@@ -97,7 +100,13 @@ class WholeTestDriver:
 
     def __init__(self) -> None:
         self.meters: list[Meter] = []
+        self.checking: list[Checks] = []  # of them, those that check their figures
         self.running: str | None = None
+
+    def add(self, meter: Meter) -> None:
+        self.meters.append(meter)
+        if isinstance(meter, Checks):
+            self.checking.append(meter)
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.running = nodeid
@@ -117,9 +126,8 @@ class WholeTestDriver:
         for meter in reversed(self.meters):
             measured.update(meter.end(item.nodeid))
         _put(report, measured)
-        for meter in self.meters:
-            if isinstance(meter, Checks):
-                meter.check(report, measured)
+        for checker in self.checking:
+            checker.check(report, measured)
         return report
 
 
@@ -142,4 +150,4 @@ def add_meter(config: pytest.Config, meter: Meter) -> None:
     if not isinstance(driver, kind):
         driver = kind()
         config.pluginmanager.register(driver, name)
-    driver.meters.append(meter)
+    driver.add(meter)
