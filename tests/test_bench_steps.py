@@ -65,7 +65,8 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     """``bench/instructions.py --steps`` counts a step as the run with it less the run
     without it (``bench/without_step.py``): each setting must switch off that step alone."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    pytester.makepyfile(test_a="def test_f(): pass\n")
+    # Longer than waits.SHORT_CALL, so the call's wait is read at its end too.
+    pytester.makepyfile(test_a="import time\n\ndef test_f():\n    time.sleep(0.01)\n")
     plugins = ["-p", "bench.without_step", "-p", "pytest_accel", "--perf-record=r.json"]
     records = {}
     for without in ("", "waits", "finish"):

@@ -18,6 +18,7 @@ import pytest
 
 from pytest_accel.cli import main
 from pytest_accel.outcomes import CompileFigures
+from pytest_accel.perf import waits
 from pytest_accel.perf.compiles import TRACE, CompileCounter, CompileTally
 from pytest_accel.perf.formats.baseline import Baseline, load_baseline
 from pytest_accel.perf.formats.record import check_record, timings
@@ -386,37 +387,53 @@ def test_fails():
 
 SHORT_AND_LONG = """
 import os
-import time
 from pathlib import Path
+
+from pytest_accel.perf import waits
 
 STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
 
 
 def test_short():
-    STAT.write_text("0 300000000 300")  # a fake's wait of 0.3 s in a call of microseconds
+    STAT.write_text("0 300000000 300")  # a fake's wait of 0.3 s in a call of no time
 
 
 def test_long():
     STAT.write_text("0 500000000 500")  # 0.2 s more, in a call of 20 ms
-    time.sleep(0.02)
+    waits.time.advance(0.02)
 """
 
 
+class CallTime:
+    """The meter's view of time, moved by the tests alone: whether a call is under
+    ``SHORT_CALL`` must not depend on how fast a loaded machine writes a file."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_a_call_shorter_than_a_millisecond_is_not_read_at_its_end(
-    pytester: pytest.Pytester, sleeper: Path
+    pytester: pytest.Pytester, sleeper: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A call's wait is part of its wall time: one under ``SHORT_CALL`` waited less
     than that, and the clock is not read again at its end (most calls of a suite of
     small tests then cost one read).  The fake clock below claims 0.3 s in such a call:
     it is not read; the longer call's wait is."""
+    monkeypatch.setattr(waits, "time", CallTime())
     pytester.makepyfile(test_two=SHORT_AND_LONG)
     sleeper.write_text("0 0 0")
     pytester.runpytest("-p", "no:randomly", "--perf-record=r.json", "test_two.py").assert_outcomes(
         passed=2
     )
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
-    waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
-    assert waits == {"test_two.py::test_short": 0.0, "test_two.py::test_long": pytest.approx(0.2)}
+    read = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
+    assert read == {"test_two.py::test_short": 0.0, "test_two.py::test_long": pytest.approx(0.2)}
 
 
 def test_a_wait_outside_the_calls_timed_window_is_not_taken_from_the_call(
