@@ -244,7 +244,15 @@ def test_python_made_slower_while_jax_traces_is_reported_as_tracing(
     assert len(traced) >= 3  # the 4 tests, or their module where it explains them
     # The sleep, less the share of the call's CPU wait charged to tracing on a busy runner.
     assert all(f["current"] > 2 * f["baseline"] for f in traced)
-    assert not [f for f in comparison["regressions"] if not f.get("tracing")]
+    # A sleep taken for execution would be each test's: 0.6 s, beyond the 0.3 s floor.
+    assert not [
+        f for f in comparison["regressions"] if not f.get("tracing") and f["kind"] == "test"
+    ]
+    # Their module sums the four tests' execution, which a loaded runner moves by 0.1-0.2 s
+    # each (XLA's threads wait, unseen by the test's clock): it may be flagged for that,
+    # never for the sleeps (2.4 s).
+    execution = [f for f in comparison["regressions"] if not f.get("tracing")]
+    assert all(f["current"] - f["baseline"] < 1.2 for f in execution), execution
 
 
 def test_a_change_of_tracing_is_named_and_accepted_like_one_of_execution(tmp_path: Path) -> None:
