@@ -38,7 +38,8 @@ from pytest_accel.perf.formats.record import (
     load_record,
     timings,
 )
-from pytest_accel.perf.model.findings import Change, Comparison, Override
+from pytest_accel.perf.model.findings import Change, Comparison
+from pytest_accel.perf.model.overrides import Override
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.options import build_rule
 

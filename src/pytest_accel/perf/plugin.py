@@ -25,7 +25,7 @@ from pytest_accel.hardware.facts import session_facts
 from pytest_accel.outcomes import RecordedOutcomes, RunColumns
 from pytest_accel.perf.collector import NodeInfoSender, ResultsCollector
 from pytest_accel.perf.formats.record import TIMING_SECTIONS, RunInfo, culprits
-from pytest_accel.perf.model.findings import Override
+from pytest_accel.perf.model.overrides import Override
 from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable
 from pytest_accel.perf.model.timings import (
     RunIdentity,
@@ -491,9 +491,9 @@ class PerfPlugin:
                 terminalreporter.write_line(line)
 
     def terminal_lines(self, result: TimingResult) -> list[Line]:
-        """The section's lines, each with its tone (``text.Tone``)."""
-        from pytest_accel.perf import output
-
+        """The section's lines, each with its tone (``text.Tone``).  The comparison's
+        wording (``perf.output``, and the findings with it) is loaded only where there is
+        something to word: a run that only records names its file without them."""
         lines: list[Line] = []
         comparison = result.comparison
         if result.baseline_missing and self.stored is not None:
@@ -504,8 +504,12 @@ class PerfPlugin:
             missing = f"perf: no baseline at {self.options.baseline} yet{starts}"
             lines.append(Line(Tone.FILE, missing))
         elif comparison is not None and not comparison.found:
+            from pytest_accel.perf import output
+
             lines.append(Line(Tone.CHANGE, output.missing_env_line(comparison, self.baseline_name)))
         elif comparison is not None:
+            from pytest_accel.perf import output
+
             lines += output.terminal_rows(comparison, self.options.top)
             lines.append(
                 Line(
@@ -524,8 +528,12 @@ class PerfPlugin:
         if self.stored is not None:
             lines += [Line(Tone.CHANGE, f"perf: {note}") for note in self.stored.notes]
         if result.compilation is not None and result.compilation.count:
+            from pytest_accel.perf import output
+
             lines.append(Line(Tone.NOTE, output.compilation_line(result.compilation)))
         if result.table.device_memory and (comparison is None or comparison.memory_peak is None):
+            from pytest_accel.perf import output
+
             lines.append(Line(Tone.NOTE, output.device_memory_line(result.table)))
         if result.memory_problem is not None:
             lines.append(
@@ -540,6 +548,8 @@ class PerfPlugin:
                 )
             )
         if self.dropped:
+            from pytest_accel.perf import output
+
             lines.append(Line(Tone.CHANGE, output.dropped_line(self.dropped, self.options.window)))
         if self.blanket:
             lines.append(

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from pytest_accel.perf.analysis.rule import Rule
     from pytest_accel.perf.formats.baseline import Baseline
     from pytest_accel.perf.formats.record import RunInfo
-    from pytest_accel.perf.model.findings import Comparison, Override
+    from pytest_accel.perf.model.findings import Comparison
+    from pytest_accel.perf.model.overrides import Override
     from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable
     from pytest_accel.perf.model.timings import RunTimings
 

@@ -29,7 +29,8 @@ from pytest_accel.perf.formats.record import (
     run_json,
     timings,
 )
-from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison, Override
+from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison
+from pytest_accel.perf.model.overrides import Override
 from pytest_accel.perf.model.table import RunCompilation
 from pytest_accel.perf.model.timings import RunTimings, run_labels
 

@@ -70,10 +70,10 @@ from pytest_accel.perf.model.findings import (
     Change,
     Comparison,
     Finding,
-    Override,
     busy_share,
     busy_slack,
 )
+from pytest_accel.perf.model.overrides import Override
 from pytest_accel.perf.model.samples import Baseline, EnvHistory, Summary
 from pytest_accel.perf.model.timings import RunIdentity, RunTimings
 

@@ -37,7 +37,8 @@ from pytest_accel.perf.analysis.rule import (
 )
 from pytest_accel.perf.analysis.speed import current_speed, median, runner_speed
 from pytest_accel.perf.model.columns import Values
-from pytest_accel.perf.model.findings import Comparison, Finding, Override
+from pytest_accel.perf.model.findings import Comparison, Finding
+from pytest_accel.perf.model.overrides import Override
 from pytest_accel.perf.model.samples import EnvHistory, Summary, has_sample
 from pytest_accel.perf.model.timings import RunTimings, run_labels
 

@@ -30,7 +30,7 @@ from pytest_accel.fields import (
 from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.outcomes import OUTCOMES, RunColumns, interrupted
 from pytest_accel.perf.model import runlength
-from pytest_accel.perf.model.findings import Override
+from pytest_accel.perf.model.overrides import Override
 from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable, rounded
 from pytest_accel.perf.model.timings import (
     Groups,

@@ -45,15 +45,6 @@ class PerfRegressionWarning(UserWarning):
 
 
 @dataclass(frozen=True)
-class Override:
-    """A ``perf(threshold=..., min_delta=..., ignore=...)`` marker on one test."""
-
-    threshold: float | None = None
-    min_delta: float | None = None
-    ignore: bool = False
-
-
-@dataclass(frozen=True)
 class Finding:
     kind: str  # "test", "class", "module" or "session"
     id: str
