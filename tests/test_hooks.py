@@ -153,9 +153,13 @@ def test_a_feature_that_wants_the_runs_timings_gets_its_tests_without_timing_opt
     summary = pytester.path / "summary.md"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-        result = pytester.runpytest("--perf-record=r.json")
+        result = pytester.runpytest("--perf-record=r.json", "--accel-report=page.html")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*exit status 1: a test of the seen feature failed"])
+    result.stdout.no_fnmatch_line("*could not*")
+    # The page reads each result typed (the cost's, selection's); one it does not know is
+    # the record's alone, and the page is made as without it.
+    assert "test_a.py::test_bad" in (pytester.path / "page.html").read_text()
     seen = json.loads((pytester.path / "r.json").read_text())["seen"]
     assert sorted(zip(seen["ids"], seen["outcomes"], strict=True)) == [
         ("test_a.py::test_bad", "failed"),
@@ -168,8 +172,9 @@ def test_another_plugin_reads_each_features_one_result_of_the_session(
     pytester: pytest.Pytester,
 ) -> None:
     """``pytest_accel_timing_result`` and ``pytest_accel_flaky_findings``: the timing
-    feature's result (its comparison included) and the flaky feature's findings, as the
-    terminal showed them, each through its typed hook."""
+    feature's result (its comparison and the other features' typed results included) and
+    the flaky feature's findings, as the terminal showed them, each through its typed
+    hook."""
     pytester.makeconftest(
         """
         import json
@@ -181,21 +186,29 @@ def test_another_plugin_reads_each_features_one_result_of_the_session(
             hook = session.config.hook
             timing = hook.pytest_accel_timing_result(config=session.config)
             flaky = hook.pytest_accel_flaky_findings(config=session.config)
+            cost = next(r for r in timing.results if r.name == "cost")
             found = {
                 "timing": [list(timing.table.nodeids), timing.comparison is not None],
                 "flaky": dict(flaky.letters),
+                "results": [r.name for r in timing.results],
+                "cost": [type(cost.cost).__name__, cost.cost.key, cost.cost.price],
             }
             with open("seen.json", "w") as out:
                 json.dump(found, out)
         """
     )
     pytester.makepyfile(test_a="def test_ok(): pass\ndef test_bad(): assert False\n")
-    result = pytester.runpytest("--perf-record=r.json", "--flaky-history=h.json")
+    result = pytester.runpytest(
+        "--perf-record=r.json", "--flaky-history=h.json", "--accel-price=cpu/*=0.05"
+    )
     result.assert_outcomes(passed=1, failed=1)
     seen = json.loads((pytester.path / "seen.json").read_text())
     assert seen == {
         "timing": [["test_a.py::test_ok", "test_a.py::test_bad"], False],
         "flaky": {"test_a.py::test_ok": "P", "test_a.py::test_bad": "F"},
+        # The other features' results ride on the timing result typed, as they were built.
+        "results": ["cost"],
+        "cost": ["RunCost", "cpu/x1", 0.05],
     }
 
 

@@ -22,7 +22,7 @@ Example (a made-up ``spyre`` card)::
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -71,9 +71,12 @@ def pytest_accel_run_result(session: pytest.Session, run: RunColumns) -> RunResu
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_accel_finish_timing(session: pytest.Session, sections: Mapping[str, Any]) -> bool | None:
-    """Finish the timing result with the other features' record ``sections``: its
-    alarms and their gate, the record, the baseline's update.  Return True.
+def pytest_accel_finish_timing(
+    session: pytest.Session, results: Sequence[RunResult]
+) -> bool | None:
+    """Finish the timing result with the other features' typed ``results`` (their
+    record sections are encoded when the record is written): its alarms and their
+    gate, the record, the baseline's update.  Return True.
 
     The timing feature answers it; the core's session end calls it last.
     """

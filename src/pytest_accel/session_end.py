@@ -10,8 +10,9 @@ process that owns the session:
    result for it (``pytest_accel_run_result``: a ``RunResult``);
 3. their job-summary sections, then their gates, in ``RESULT_ORDER`` whatever order
    pluggy called them in;
-4. the timing feature finishes with their record sections (``pytest_accel_finish_timing``):
-   its alarms and their gate, the record, the baseline.
+4. the timing feature finishes with their results (``pytest_accel_finish_timing``): its
+   alarms and their gate, the record (each result's section encoded as it is written),
+   the baseline.
 
 No feature calls another's session end; each piece is isolated from the others (a
 failure is one line and the rest still runs).
@@ -52,7 +53,8 @@ class RunResult(Protocol):
         """Its section of the job summary, or None."""
 
     def record_section(self) -> Mapping[str, Any] | None:
-        """Its section of the record, encoded (None: the record's columns hold it)."""
+        """Its section of the record, encoded (None: the record's columns hold it);
+        asked only as the record is written."""
 
 
 def _rank(result: RunResult) -> int:
@@ -79,21 +81,21 @@ def finish(session: pytest.Session) -> None:
     with isolated(session, "account for the run (cost, coverage)"):
         results = run_results(session)
     summary = job_summary(session.config)
-    sections: dict[str, Any] = {}
+    finished: dict[str, RunResult] = {}
     for result in results:
         with isolated(session, f"finish the {result.name} result"):
+            if result.name in finished:
+                raise ValueError(f"two features answer for the record section {result.name!r}")
             shown = result.summary_section() if summary is not None else None
             if summary is not None and shown is not None:
                 summary.add(shown)
             reason = result.gate()
             if reason is not None:
                 fail_session(session, reason)
-            section = result.record_section()
-            if section is not None:
-                if result.name in sections:
-                    raise ValueError(f"two features add the record section {result.name!r}")
-                sections[result.name] = section
-    session.config.hook.pytest_accel_finish_timing(session=session, sections=sections)
+            finished[result.name] = result
+    session.config.hook.pytest_accel_finish_timing(
+        session=session, results=tuple(finished.values())
+    )
 
 
 class SessionEnd:

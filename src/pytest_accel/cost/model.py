@@ -109,14 +109,12 @@ def _spend(device_seconds: float, price: float | None) -> Spend:
     return Spend(device_seconds, None if price is None else device_seconds / 3600 * price)
 
 
-def spend_of_test(seconds: float, section: Mapping[str, Any]) -> Spend | None:
-    """What a test of ``seconds`` (every attempt) cost, by a record's ``cost`` section
-    (None where the section has no price): what the report shows beside each test."""
-    price, share = section.get("price_per_device_hour"), section.get("devices_per_test")
-    numbers = (int, float)
-    if not isinstance(price, numbers) or not isinstance(share, numbers):
+def spend_of_test(seconds: float, cost: RunCost) -> Spend | None:
+    """What a test of ``seconds`` (every attempt) cost in the run of ``cost`` (None where
+    the run had no price): what the report shows beside each test."""
+    if cost.price is None:
         return None
-    return _spend(seconds * float(share), float(price))
+    return _spend(seconds * cost.devices_per_test, cost.price)
 
 
 def account(

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the comparison and its output load only with a baseline
     from pytest_accel.perf.formats.baseline import Baseline
     from pytest_accel.perf.model.findings import Comparison
     from pytest_accel.perf.offline import StoredBaseline
+    from pytest_accel.session_end import RunResult
 
 
 @dataclass
@@ -136,7 +137,7 @@ class PerfPlugin:
     # --- at the end: the result, built once ---------------------------------------------
 
     # The core's session end (``session_end``) asks for the run's tests, then finishes
-    # the result with the other features' sections: this plugin never calls them.
+    # the result with the other features' results: this plugin never calls them.
 
     def pytest_accel_run_columns(self, session: pytest.Session) -> RunColumns | None:
         with isolated(session, "finish the timing record and comparison"):
@@ -148,11 +149,13 @@ class PerfPlugin:
             return built.columns
         return None
 
-    def pytest_accel_finish_timing(self, session: pytest.Session, sections: dict[str, Any]) -> bool:
+    def pytest_accel_finish_timing(
+        self, session: pytest.Session, results: Sequence[RunResult]
+    ) -> bool:
         if self.built is None and self.build_failed:
             return True  # its first half failed, and said so once
         with isolated(session, "finish the timing record and comparison"):
-            self._complete(session, self._build(session), sections)
+            self._complete(session, self._build(session), tuple(results))
         return True
 
     def _build(self, session: pytest.Session) -> _Built:
@@ -207,12 +210,14 @@ class PerfPlugin:
         self.build_failed = False
         return self.built
 
-    def _complete(self, session: pytest.Session, built: _Built, sections: dict[str, Any]) -> None:
-        """The result with the other features' record sections; rendered: warnings and
+    def _complete(
+        self, session: pytest.Session, built: _Built, results: tuple[RunResult, ...]
+    ) -> None:
+        """The result with the other features' results; rendered: warnings and
         --perf-fail, the record; then the run folded into the baseline."""
-        for name in sections:
-            if name in TIMING_SECTIONS:
-                raise ValueError(f"a feature adds the timing record's own section {name!r}")
+        for other in results:
+            if other.name in TIMING_SECTIONS:
+                raise ValueError(f"a feature adds the timing record's own section {other.name!r}")
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         comparison, run = built.comparison, built.run
         result = self.result = TimingResult(
@@ -231,7 +236,7 @@ class PerfPlugin:
             run=run,
             comparison=comparison,
             compilation=built.compilation,
-            sections=sections,
+            results=results,
             columns=built.columns,
             baseline=self.baseline if self.wanted else None,
             baseline_missing=self.baseline_missing,

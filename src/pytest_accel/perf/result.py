@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pytest_accel.perf.model.overrides import Override
     from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable
     from pytest_accel.perf.model.timings import RunTimings
+    from pytest_accel.session_end import RunResult
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,9 @@ class TimingResult:
     new_slow: float = 1.0  # --perf-new-slow
     comparison: Comparison | None = None  # None without a baseline
     compilation: RunCompilation | None = None  # with JAX: the run's
-    # The record sections other features' results added (``pytest_accel_run_result``: cost,
-    # coverage, selection), as those features encoded them.
-    sections: Mapping[str, Any] = field(default_factory=dict)
+    # The other features' results for the run (``pytest_accel_run_result``: cost,
+    # coverage, selection), typed; each encodes its record section as the record is written.
+    results: tuple[RunResult, ...] = ()
     # The run's tests as cost, coverage and the HTML report read them; None when none
     # of them is on.
     columns: RunColumns | None = None
@@ -78,7 +79,11 @@ class TimingResult:
             head["comparison"] = self.comparison.to_json()
         if self.compilation is not None:
             head["compilation"] = compilation_json(self.compilation)
-        return {**head, **self.sections}
+        for other in self.results:
+            section = other.record_section()
+            if section is not None:
+                head[other.name] = section
+        return head
 
     def record(self) -> Iterator[bytes]:
         """The record of this run, as JSON pieces (``formats.record.encode_record``)."""

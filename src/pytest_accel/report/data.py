@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_accel.cost.model import RunCost, cost_of_section
 from pytest_accel.coverage.model import Coverage, Gap, by_key, coverage_of, gaps
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pytest_accel.perf.result import TimingResult
     from pytest_accel.selection.section import SelectionSection
 
+T = TypeVar("T")
 TRENDS = 30  # findings drawn with their trend; the rest are listed
 THIS_RUN = "this run"  # a chart's last run, where the report is of one record
 FLAKY_ROWS = 200  # tests in the flaky grid: the ones that flip most
@@ -155,7 +156,7 @@ class RecordView:
     # "classes" and "modules": their ids, totals and test counts, as the record has them.
     groups: Mapping[str, Mapping[str, Sequence[Any]]]
     comparison: Comparison | None = None  # as judged already (the session's own)
-    cost: Mapping[str, Any] | None = None  # the record's cost section
+    cost: RunCost | None = None  # what the run cost (a record's section, read)
     compilation: RunCompilation | None = None
     selection: SelectionSection | None = None  # the record's selection section
     # A record's: what its run was judged by (the rule, its @perf overrides, the new-slow
@@ -176,7 +177,7 @@ def view_of_record(path: str, record: Mapping[str, Any], given: Given | None = N
         timings(record),
         run_columns(record),
         {section: record.get(section) or {"id": [], "total": []} for section in GROUP_SECTIONS},
-        cost=cost if isinstance(cost, dict) else None,
+        cost=cost_of_section(cost) if isinstance(cost, dict) else None,
         compilation=compilation_of(record),
         selection=_selection_of(path, record),
         judged=(rule, overrides, new_slow),
@@ -189,7 +190,8 @@ def view_of_session(path: str, result: TimingResult) -> RecordView | None:
     ``--perf-new-slow`` included), and the groups the record has."""
     if result.run is None or result.columns is None:
         return None  # the timings were not kept for a reader (the feature never asked)
-    cost, compilation = result.sections.get("cost"), result.compilation
+    from pytest_accel.selection.section import SelectionSection
+
     return RecordView(
         path,
         run_json(result.info),
@@ -197,10 +199,21 @@ def view_of_session(path: str, result: TimingResult) -> RecordView | None:
         result.columns,
         {section: columns for section, (_, columns) in result.groups.items()},
         comparison=result.comparison,
-        cost=cost if isinstance(cost, dict) else None,
-        compilation=compilation,
-        selection=_selection_of("this run", result.sections),
+        cost=_value_of(result.results, "cost", RunCost),
+        compilation=result.compilation,
+        selection=_value_of(result.results, "section", SelectionSection),
     )
+
+
+def _value_of(results: Sequence[object], attribute: str, kind: type[T]) -> T | None:
+    """What one of the session's results holds, typed (the cost result's ``RunCost``,
+    selection's ``SelectionSection``), as the run built it: read, never re-read from
+    the record section it encodes.  A result of another plugin without it is passed."""
+    for result in results:
+        value = getattr(result, attribute, None)
+        if isinstance(value, kind):
+            return value
+    return None
 
 
 def _selection_of(path: str, record: Mapping[str, Any]) -> SelectionSection | None:
@@ -270,7 +283,7 @@ def build_views(
         _add_slowest(data, view, label if len(views) > 1 else "")
         data.shards += _shards(view)
         if view.cost is not None:
-            data.costs.append((view.path, cost_of_section(view.cost)))
+            data.costs.append((view.path, view.cost))
         if view.selection is not None:
             data.selections.append((view.path, view.selection))
     _add_coverage(data, [view.columns for view in views])
@@ -546,13 +559,13 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
 def _add_slowest(data: ReportData, view: RecordView, record: str) -> None:
     from pytest_accel.cost.model import spend_of_test
 
-    columns, key, section = view.columns, view.run.key, view.cost
+    columns, key, cost = view.columns, view.run.key, view.cost
     earlier = columns.earlier
 
     def usd(test: str, total: float) -> float | None:
-        if section is None:
+        if cost is None:
             return None
-        spend = spend_of_test(total + earlier.get(test, 0.0), section)
+        spend = spend_of_test(total + earlier.get(test, 0.0), cost)
         return None if spend is None else spend.usd
 
     data.tests += [
