@@ -276,3 +276,42 @@ def test_a_timing_result_that_cannot_be_built_is_said_once_and_the_rest_still_ru
     assert "a broken shard plugin" in said
     assert "Traceback" not in said
     assert (pytester.path / "page.html").exists()
+
+
+def test_a_result_whose_record_section_fails_costs_only_that_section(
+    pytester: pytest.Pytester,
+) -> None:
+    """A plugin's result that cannot encode its section: the record is still written
+    with every other section (the cost's here), and one line names the section and why."""
+    pytester.makeconftest(
+        """
+        from dataclasses import dataclass
+
+        @dataclass(frozen=True)
+        class Broken:
+            name: str = "broken"
+
+            def gate(self):
+                return None
+
+            def summary_section(self):
+                return None
+
+            def record_section(self):
+                raise RuntimeError("no encoder for this")
+
+        def pytest_accel_run_result(session, run):
+            return Broken()
+        """
+    )
+    pytester.makepyfile(test_a="def test_ok(): pass\n")
+    result = pytester.runpytest("--perf-record=r.json", "--accel-price=cpu/*=0.05")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["*could not encode the broken record section: *no encoder for this*"]
+    )
+    record = json.loads((pytester.path / "r.json").read_text())
+    assert "broken" not in record
+    assert record["cost"]["key"] == "cpu/x1"
+    assert record["tests"]["id"] == ["test_a.py::test_ok"]

@@ -74,9 +74,9 @@ def pytest_accel_run_result(session: pytest.Session, run: RunColumns) -> RunResu
 def pytest_accel_finish_timing(
     session: pytest.Session, results: Sequence[RunResult]
 ) -> bool | None:
-    """Finish the timing result with the other features' typed ``results`` (their
-    record sections are encoded when the record is written): its alarms and their
-    gate, the record, the baseline's update.  Return True.
+    """Finish the timing result with the other features' typed ``results`` (kept on
+    it as they are, their record sections encoded once): its alarms and their gate, the
+    record, the baseline's update.  Return True.
 
     The timing feature answers it; the core's session end calls it last.
     """

@@ -11,8 +11,8 @@ process that owns the session:
 3. their job-summary sections, then their gates, in ``RESULT_ORDER`` whatever order
    pluggy called them in;
 4. the timing feature finishes with their results (``pytest_accel_finish_timing``): its
-   alarms and their gate, the record (each result's section encoded as it is written),
-   the baseline.
+   alarms and their gate, the record (each result's section encoded once, isolated from
+   the others), the baseline.
 
 No feature calls another's session end; each piece is isolated from the others (a
 failure is one line and the rest still runs).
@@ -53,8 +53,7 @@ class RunResult(Protocol):
         """Its section of the job summary, or None."""
 
     def record_section(self) -> Mapping[str, Any] | None:
-        """Its section of the record, encoded (None: the record's columns hold it);
-        asked only as the record is written."""
+        """Its section of the record, encoded (None: the record's columns hold it)."""
 
 
 def _rank(result: RunResult) -> int:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -215,9 +215,16 @@ class PerfPlugin:
     ) -> None:
         """The result with the other features' results; rendered: warnings and
         --perf-fail, the record; then the run folded into the baseline."""
+        sections: dict[str, Any] = {}
         for other in results:
-            if other.name in TIMING_SECTIONS:
-                raise ValueError(f"a feature adds the timing record's own section {other.name!r}")
+            with isolated(session, f"encode the {other.name} record section"):
+                if other.name in TIMING_SECTIONS:
+                    raise ValueError(
+                        f"a feature adds the timing record's own section {other.name!r}"
+                    )
+                section = other.record_section()
+                if section is not None:
+                    sections[other.name] = section
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
         comparison, run = built.comparison, built.run
         result = self.result = TimingResult(
@@ -237,6 +244,7 @@ class PerfPlugin:
             comparison=comparison,
             compilation=built.compilation,
             results=results,
+            sections=sections,
             columns=built.columns,
             baseline=self.baseline if self.wanted else None,
             baseline_missing=self.baseline_missing,

@@ -52,8 +52,11 @@ class TimingResult:
     comparison: Comparison | None = None  # None without a baseline
     compilation: RunCompilation | None = None  # with JAX: the run's
     # The other features' results for the run (``pytest_accel_run_result``: cost,
-    # coverage, selection), typed; each encodes its record section as the record is written.
+    # coverage, selection), typed, as they were built: what the page and plugins read.
     results: tuple[RunResult, ...] = ()
+    # Their record sections, encoded once as this result was completed (a section that
+    # could not be encoded is left out, and the run says why): what the record holds.
+    sections: Mapping[str, Any] = field(default_factory=dict)
     # The run's tests as cost, coverage and the HTML report read them; None when none
     # of them is on.
     columns: RunColumns | None = None
@@ -79,11 +82,7 @@ class TimingResult:
             head["comparison"] = self.comparison.to_json()
         if self.compilation is not None:
             head["compilation"] = compilation_json(self.compilation)
-        for other in self.results:
-            section = other.record_section()
-            if section is not None:
-                head[other.name] = section
-        return head
+        return {**head, **self.sections}
 
     def record(self) -> Iterator[bytes]:
         """The record of this run, as JSON pieces (``formats.record.encode_record``)."""
