@@ -269,7 +269,9 @@ def test_the_alarm_kinds_are_listed_in_one_module_and_every_output_reads_them() 
         Comparison,
         Finding,
         MemoryGrowth,
+        MemoryVerdict,
         Recompiled,
+        RecompileVerdict,
     )
     from pytest_accel.perf.model.timings import RunIdentity
     from pytest_accel.text import Tone
@@ -285,8 +287,8 @@ def test_the_alarm_kinds_are_listed_in_one_module_and_every_output_reads_them() 
         "cpu/x1",
         regressions=[Finding("test", "t.py::a", 0.1, 0.5, 5.0, 10)],
         changes=[Change("test", "t.py::b", 0.2, 0.6, 3, RunIdentity("abc"))],
-        recompiled=[Recompiled("t.py::c", 9, 0, 5)],
-        memory=[MemoryGrowth("t.py::d", 4 * 2**30, 2**30, 3)],
+        recompiles=RecompileVerdict([Recompiled("t.py::c", 9, 0, 5)]),
+        device_memory=MemoryVerdict([MemoryGrowth("t.py::d", 4 * 2**30, 2**30, 3)]),
     )
     # The most severe first, whatever its kind: 9 recompilations against none, 5x, 4x, 3x.
     assert [a.kind for a in one_of_each.alarm_list] == [

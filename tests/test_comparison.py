@@ -1098,7 +1098,7 @@ def test_a_recompiling_function_is_one_alarm_with_its_symptoms_beneath_it() -> N
     """Two tests compile ``<lambda>`` anew on every call: their recompilations, their
     tracing and execution regressions and the suite total they moved most are one alarm
     naming the function; a regression of another test stays its own."""
-    from pytest_accel.perf.model.findings import Culprit, Finding, Recompiled
+    from pytest_accel.perf.model.findings import Culprit, Finding, Recompiled, RecompileVerdict
     from pytest_accel.perf.output import alarm_count, terminal_rows
 
     culprit = Culprit("<lambda>", "fit", "calc/train.py", 8)
@@ -1111,10 +1111,12 @@ def test_a_recompiling_function_is_one_alarm_with_its_symptoms_beneath_it() -> N
             Finding("session", "suite total", 1.0, 1.9, 1.9, 3, movers=((b, 0.5), (a, 0.4))),
             Finding("test", other, 0.2, 0.5, 2.5, 5),
         ],
-        recompiled=[
-            Recompiled(a, 19, 0, 5, culprit=culprit, compilations=20),
-            Recompiled(b, 24, 0, 5, culprit=culprit, compilations=25),
-        ],
+        recompiles=RecompileVerdict(
+            [
+                Recompiled(a, 19, 0, 5, culprit=culprit, compilations=20),
+                Recompiled(b, 24, 0, 5, culprit=culprit, compilations=25),
+            ]
+        ),
     )
     alarms = comparison.alarm_list
     assert [(alarm.kind, alarm.id) for alarm in alarms] == [

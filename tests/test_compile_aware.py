@@ -459,11 +459,11 @@ def test_recompilations_are_judged_against_enough_runs_and_a_clear_growth_is_fou
     env = EnvHistory()
     _fold_recompiling(env, history)
     result = compare(_recompiling(now, len(history)), env, Rule())
-    assert [(r.id, r.current, r.baseline) for r in result.recompiled] == (
+    assert [(r.id, r.current, r.baseline) for r in result.recompiles.found] == (
         [(SLOW, now, max(history))] if found else []
     )
-    assert result.recompiles_judged == (len(history) >= 3)
-    assert result.recompile_runs == len(history)
+    assert result.recompiles.judged == (len(history) >= 3)
+    assert result.recompiles.runs == len(history)
 
 
 def test_too_few_runs_to_judge_recompilations_say_how_many_there_are() -> None:
@@ -502,9 +502,9 @@ def test_a_run_laid_out_unlike_its_baseline_is_judged_on_its_most_compiled_funct
     recompiles, most = now
     run = replace(_recompiling(recompiles, len(serial)), repeats={SLOW: most}, layout="xdist 2")
     result = compare(run, env, Rule())
-    assert result.recompiles_judged
-    assert result.recompiles_across
-    assert [(r.id, r.current, r.baseline, r.of_one_function) for r in result.recompiled] == (
+    assert result.recompiles.judged
+    assert result.recompiles.across
+    assert [(r.id, r.current, r.baseline, r.of_one_function) for r in result.recompiles.found] == (
         [(SLOW, most, 4, True)] if found else []
     )
     from pytest_accel.perf.output import describe_recompiled, scope_notes
@@ -514,7 +514,7 @@ def test_a_run_laid_out_unlike_its_baseline_is_judged_on_its_most_compiled_funct
         " run(s) of other layouts (too few laid out as this one, xdist 2)"
     ) in scope_notes(result)
     if found:
-        assert describe_recompiled(result.recompiled[0]).startswith(
+        assert describe_recompiled(result.recompiles.found[0]).startswith(
             f"test {SLOW}: 12 compilations of one function, at most 4 in 3 baseline run(s)"
         )
 
@@ -533,9 +533,9 @@ def test_xdist_runs_are_judged_on_the_most_compiled_function_against_xdist_runs(
         env.runs[-1].basis = "execution"
     run = replace(_recompiling(24, 5), repeats={SLOW: most}, layout="xdist 2")
     result = compare(run, env, Rule())
-    assert result.recompiles_judged
-    assert not result.recompiles_across
-    assert [(r.current, r.baseline, r.of_one_function) for r in result.recompiled] == (
+    assert result.recompiles.judged
+    assert not result.recompiles.across
+    assert [(r.current, r.baseline, r.of_one_function) for r in result.recompiles.found] == (
         [(most, 1, True)] if found else []
     )
 

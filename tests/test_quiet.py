@@ -188,5 +188,5 @@ def test_a_suites_tracing_is_left_to_the_full_comparison_where_its_sum_can_be_a_
         add_run(env, traced(FAST, 0.001, index), 50)
     quiet, full = both(traced(FAST, 0.001, 5), env)
     assert quiet.to_json() == full.to_json()
-    assert quiet.tracing_judged
+    assert quiet.tracing.judged
     assert unanswered(traced(FAST, 0.01, 5), env)  # 40 tests: 0.4 s of tracing in all

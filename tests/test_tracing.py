@@ -57,7 +57,7 @@ USUAL = {**dict.fromkeys(TESTS, 0.01), OTHER: 0.02}
 def test_a_test_whose_tracing_grew_is_a_tracing_regression_and_its_execution_is_not() -> None:
     result = _judged(USUAL, {**USUAL, OTHER: 0.4})
     assert [(f.kind, f.id, f.tracing) for f in result.regressions] == [("test", OTHER, True)]
-    assert result.tracing_judged
+    assert result.tracing.judged
     assert any(
         text.startswith(f"REGRESSION test {OTHER} tracing: 0.4") and "vs baseline 0.02" in text
         for text in _texts(result)
@@ -103,7 +103,7 @@ def test_tracing_that_moved_to_another_test_is_no_finding_and_is_said(
     after = {**USUAL, TESTS[1]: now}
     result = _judged(before, after)
     assert [f for f in result.regressions if f.tracing] == []
-    assert result.tracing_moved == [TESTS[0], TESTS[1]]  # the one that fell, the one that rose
+    assert result.tracing.moved == [TESTS[0], TESTS[1]]  # the one that fell, the one that rose
     assert any(text.startswith("tracing: 2 test(s) or module(s) traced") for text in _texts(result))
 
 
@@ -116,7 +116,7 @@ def test_tracing_that_moved_to_a_test_on_a_quicker_runner_is_no_improvement() ->
     after = {**USUAL, TESTS[1]: 0.055}
     result = _judged(before, after)
     assert result.improvements == []
-    assert result.tracing_moved == [TESTS[0]]  # the finding set aside
+    assert result.tracing.moved == [TESTS[0]]  # the finding set aside
 
 
 @pytest.mark.parametrize("runner", [1.0, 1.4])
@@ -126,9 +126,9 @@ def test_a_steady_suite_has_no_tracing_finding_on_a_quiet_or_a_busy_runner(
     """On a busy runner every test traces 1.4x slower: the runner's speed, not a
     finding of the module or the suite."""
     result = _judged(USUAL, {test: seconds * runner for test, seconds in USUAL.items()})
-    assert result.tracing_judged
+    assert result.tracing.judged
     assert result.regressions == result.improvements == []
-    assert result.tracing_moved == []
+    assert result.tracing.moved == []
 
 
 def test_tracing_is_not_judged_against_runs_of_another_layout_and_that_is_said() -> None:
@@ -137,7 +137,7 @@ def test_tracing_is_not_judged_against_runs_of_another_layout_and_that_is_said()
         add_run(env, _run(USUAL, index), 50)
     compiled = replace(_run({**USUAL, OTHER: 0.4}, 5, "xdist 2"), compiling={OTHER: 0.5})
     result = compare(compiled, env, Rule())
-    assert not result.tracing_judged
+    assert not result.tracing.judged
     assert [f for f in result.regressions if f.tracing] == []
     assert any(
         text.startswith("tracing: not judged; too few baseline runs") for text in _texts(result)
@@ -293,9 +293,9 @@ def test_on_a_busy_runner_a_move_may_trace_slower_by_as_much_as_its_waits_say(
     share_waited = waited * sum(now.call) / (1 - waited)  # the seconds of that share
     within = {TESTS[1]: 0.0} if measured else None
     result = compare(replace(now, cpu_wait=share_waited, tracing_waits=within), env, Rule())
-    assert result.cpu_wait_share == pytest.approx(waited)
+    assert result.load.calls_share == pytest.approx(waited)
     regressions = [f.id for f in result.regressions if f.tracing]
-    assert (regressions, result.tracing_moved) == (
+    assert (regressions, result.tracing.moved) == (
         ([], [TESTS[1]]) if moved else ([TESTS[1]], [])  # the one that fell was no finding
     )
 
@@ -304,6 +304,6 @@ def test_a_fall_that_is_a_finding_does_not_hide_a_rise_far_past_it() -> None:
     """One test stopped tracing 0.4 s and another traces 4 s it never did: the fall
     matched by a rise is not the rise explained (at most 1/MOVED_SHARE of it)."""
     result = _judged({**USUAL, TESTS[0]: 0.4}, {**USUAL, TESTS[1]: 4.0})
-    assert result.tracing_moved == []
+    assert result.tracing.moved == []
     assert [f.id for f in result.regressions if f.tracing] == [TESTS[1]]
     assert [f.id for f in result.improvements if f.tracing] == [TESTS[0]]

@@ -144,13 +144,14 @@ def describe_memory(found: MemoryGrowth) -> str:
 
 def memory_note(comparison: Comparison) -> str | None:
     """``device memory: highest peak 1.20 GiB (t.py::a); judged against 5 run(s)``."""
-    if comparison.memory_peak is None:
+    memory = comparison.device_memory
+    if memory.peak is None:
         return None
-    test, count = comparison.memory_peak
+    test, count = memory.peak
     judged = (
-        f"judged against {comparison.memory_runs} baseline run(s)"
-        if comparison.memory_judged
-        else f"not judged: {comparison.memory_runs} baseline run(s) measured it and a"
+        f"judged against {memory.runs} baseline run(s)"
+        if memory.judged
+        else f"not judged: {memory.runs} baseline run(s) measured it and a"
         f" verdict needs {comparison.min_samples}"
     )
     return one_line(f"device memory: highest peak {size(count)} ({test}); {judged}")
@@ -271,10 +272,10 @@ def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--pe
         f"{len(comparison.missing)} missing",
         f"{comparison.compared} test(s) compared under {comparison.key}",
     ]
-    if comparison.recompiled:
-        parts.insert(2, f"{len(comparison.recompiled)} recompiling")
-    if comparison.memory:
-        parts.insert(2, f"{len(comparison.memory)} memory growth(s)")
+    if comparison.recompiles.found:
+        parts.insert(2, f"{len(comparison.recompiles.found)} recompiling")
+    if comparison.device_memory.grew:
+        parts.insert(2, f"{len(comparison.device_memory.grew)} memory growth(s)")
     if comparison.learning:
         parts.insert(1, f"{len(comparison.learning)} learning")
     line = "perf: " + ", ".join(parts)
@@ -361,13 +362,14 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
                 f" ({_first(comparison.unconfirmed)})",
             )
         )
-    if comparison.tracing_moved:
+    moved = comparison.tracing.moved
+    if moved:
         rows.append(
             Line(
                 Tone.NOTE,
-                f"tracing: {len(comparison.tracing_moved)} test(s) or module(s) traced longer"
+                f"tracing: {len(moved)} test(s) or module(s) traced longer"
                 " or shorter where others did the opposite (a shared function traced first"
-                f" elsewhere): not findings ({_first(comparison.tracing_moved)})",
+                f" elsewhere): not findings ({_first(moved)})",
             )
         )
     return rows + [Line(Tone.NOTE, note) for note in scope_notes(comparison)]
@@ -427,14 +429,15 @@ def scope_notes(comparison: Comparison) -> list[str]:
             f"tracing: not judged; too few baseline runs laid out as this one ({layout}),"
             " and which test traces a shared function first depends on it"
         )
-    if comparison.recompiles_across:
+    recompiles = comparison.recompiles
+    if recompiles.across:
         notes.append(
             f"recompilations: judged on each test's most compiled function against"
-            f" {comparison.recompile_runs} baseline run(s) of other layouts (too few laid out"
+            f" {recompiles.runs} baseline run(s) of other layouts (too few laid out"
             f" as this one, {layout})"
         )
-    if comparison.time == "execution" and not comparison.recompiles_judged:
-        runs = comparison.recompile_runs
+    if comparison.time == "execution" and not recompiles.judged:
+        runs = recompiles.runs
         notes.append(
             f"recompilations: not judged; no baseline run was laid out as this one ({layout})"
             if not runs
@@ -475,16 +478,17 @@ def busy_note(comparison: Comparison) -> str | None:
     """``busy runner: ...``: what the tests' calls waited for a CPU (left out), what all
     the processes' threads waited (which no call's clock sees), and how the threshold
     was widened for it; None on a runner that was not busy."""
-    calls, threads = comparison.cpu_wait_share, comparison.threads_wait_share
+    load = comparison.load
+    calls, threads = load.calls_share, load.threads_share
     said = []
     if busy_share(calls, None):
         said.append(
-            f"the tests' calls waited {comparison.cpu_wait or 0.0:.1f} s for a CPU"
+            f"the tests' calls waited {load.cpu_wait or 0.0:.1f} s for a CPU"
             f" ({100 * (calls or 0.0):.0f}% of their time), left out of the timings judged"
         )
     if busy_share(None, threads):
         said.append(f"all their processes' threads waited {100 * (threads or 0.0):.0f}% of theirs")
-    share = busy_share(calls, threads)
+    share = load.busy
     if not share:
         return None
     widened = busy_slack(share)

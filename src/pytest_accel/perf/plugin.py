@@ -544,7 +544,9 @@ class PerfPlugin:
             from pytest_accel.perf import output
 
             lines.append(Line(Tone.NOTE, output.compilation_line(result.compilation)))
-        if result.table.device_memory and (comparison is None or comparison.memory_peak is None):
+        if result.table.device_memory and (
+            comparison is None or comparison.device_memory.peak is None
+        ):
             from pytest_accel.perf import output
 
             lines.append(Line(Tone.NOTE, output.device_memory_line(result.table)))

@@ -433,7 +433,7 @@ def _add_trends(
         for alarm in comparison.alarm_list
         if alarm.kind == "recompiled"
     ]
-    alarms += ["MEMORY " + output.describe_memory(m) for m in comparison.memory]
+    alarms += ["MEMORY " + output.describe_memory(m) for m in comparison.device_memory.grew]
     data.alarm_notes += [named + note for note in alarms]
     data.notes += [named + note for note in output.scope_notes(comparison)]
 

@@ -86,10 +86,10 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
                 f" change(s), {len(comparison.improvements)} improvement(s),"
                 f" {len(comparison.new)} new, {len(comparison.missing)} missing"
             )
-            if comparison.recompiled:
-                findings += f", {len(comparison.recompiled)} recompiling"
-            if comparison.memory:
-                findings += f", {len(comparison.memory)} memory growth(s)"
+            if comparison.recompiles.found:
+                findings += f", {len(comparison.recompiles.found)} recompiling"
+            if comparison.device_memory.grew:
+                findings += f", {len(comparison.device_memory.grew)} memory growth(s)"
             if comparison.time == "execution":
                 findings += "; judged on execution time"
         yield (

@@ -70,6 +70,7 @@ from pytest_accel.perf.model.findings import (
     Change,
     Comparison,
     Finding,
+    TracingVerdict,
     busy_share,
     busy_slack,
 )
@@ -342,7 +343,7 @@ def _judge_tracing(
     # Where each trace's own wait was measured, its tracing is what it took on a CPU.
     busy = 0.0 if run.tracing_waits else (run.cpu_wait_share or 0.0)
     moved = [ident for judged in movable for ident in _moved(judged, rule, busy)]
-    result = replace(result, tracing_judged=True, tracing_moved=moved)
+    result = replace(result, tracing=TracingVerdict(judged=True, moved=moved))
     for judged in judged_all:
         result = _collect(result, judged)
     return _name_movers(result, tests, run, tracing=True)

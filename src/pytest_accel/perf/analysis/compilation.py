@@ -40,6 +40,8 @@ from pytest_accel.perf.model.findings import (
     Culprit,
     Finding,
     Recompiled,
+    RecompileVerdict,
+    RunnerLoad,
 )
 from pytest_accel.perf.model.samples import Run
 
@@ -157,16 +159,16 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
         result,
         time=run.basis,
         run_layout=run.layout,
-        cpu_wait=run.cpu_wait,
-        cpu_wait_share=run.cpu_wait_share,
-        threads_wait_share=run.threads_wait_share,
+        load=RunnerLoad(run.cpu_wait, run.cpu_wait_share, run.threads_wait_share),
         left_out_time=scope.left_out_time,
         left_out_layout=scope.left_out_layout,
         change_runs=None if scope.change_runs is None else len(scope.change_runs),
-        recompiled=recompiled(scope, judging, needed, repeats=across or handed_out),
-        recompiles_judged=run.recompiles is not None and len(judging) >= needed,
-        recompiles_across=across and len(judging) >= needed,
-        recompile_runs=len(judging),
+        recompiles=RecompileVerdict(
+            found=recompiled(scope, judging, needed, repeats=across or handed_out),
+            judged=run.recompiles is not None and len(judging) >= needed,
+            across=across and len(judging) >= needed,
+            runs=len(judging),
+        ),
         compilation=compilation(scope),
     )
     if run.basis == "execution" and run.compiling is not None:

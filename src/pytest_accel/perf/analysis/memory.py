@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from pytest_accel.perf.analysis.layouts import Scope, same_layout
 from pytest_accel.perf.analysis.rule import Rule
-from pytest_accel.perf.model.findings import Comparison, MemoryGrowth
+from pytest_accel.perf.model.findings import Comparison, MemoryGrowth, MemoryVerdict
 from pytest_accel.perf.model.samples import Run
 
 
@@ -58,8 +58,10 @@ def with_memory(result: Comparison, scope: Scope, rule: Rule) -> Comparison:
     highest = max(memory, key=lambda test: (memory[test], test))
     return replace(
         result,
-        memory=memory_growth(scope, runs, rule),
-        memory_judged=len(runs) >= rule.min_samples,
-        memory_runs=len(runs),
-        memory_peak=(highest, memory[highest]),
+        device_memory=MemoryVerdict(
+            grew=memory_growth(scope, runs, rule),
+            judged=len(runs) >= rule.min_samples,
+            runs=len(runs),
+            peak=(highest, memory[highest]),
+        ),
     )

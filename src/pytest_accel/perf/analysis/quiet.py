@@ -37,7 +37,7 @@ from pytest_accel.perf.analysis.rule import (
 )
 from pytest_accel.perf.analysis.speed import current_speed, median, runner_speed
 from pytest_accel.perf.model.columns import Values
-from pytest_accel.perf.model.findings import Comparison, Finding
+from pytest_accel.perf.model.findings import Comparison, Finding, TracingVerdict
 from pytest_accel.perf.model.overrides import Override
 from pytest_accel.perf.model.samples import EnvHistory, Summary, has_sample
 from pytest_accel.perf.model.timings import RunTimings, run_labels
@@ -380,7 +380,9 @@ def quiet_comparison(
     if not same_layout(run.layout, usual):
         result = replace(result, layout=run.layout, baseline_layout=usual)
     elif tracing:
-        result = replace(result, tracing_judged=True)  # nothing in it could be a finding
+        result = replace(
+            result, tracing=TracingVerdict(judged=True)
+        )  # nothing in it could be a finding
     warm = list(compared.warmups)
     warm_medians = _of_tests(summary.warmup_median, env, "warmup", warm)
     count = len(tests) + len(warm)

@@ -202,6 +202,89 @@ class Compilation:
 
 
 @dataclass(frozen=True)
+class RecompileVerdict:
+    """JAX's recompilations judged: the tests that recompiled more than in any baseline
+    run, whether they were judged at all (JAX in use, --perf-min-samples baseline runs of
+    this layout), on the tests' repeats against runs of other layouts (``across``: too
+    few of this one), and against how many runs."""
+
+    found: list[Recompiled] = field(default_factory=list)
+    judged: bool = False
+    across: bool = False
+    runs: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recompiled": [r.to_json() for r in self.found],
+            "recompiles_judged": self.judged,
+            "recompiles_across_layouts": self.across,
+            "recompile_runs": self.runs,
+        }
+
+
+@dataclass(frozen=True)
+class TracingVerdict:
+    """The tests' tracing judged (JAX in use, runs of this layout to judge it with: a run
+    laid out unlike its baseline's moves tracing between tests); the tests and modules
+    whose tracing rose where others' fell by as much (``moved``: the same cost moved, a
+    shared function traced first elsewhere), set aside, not findings."""
+
+    judged: bool = False
+    moved: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tracing_judged": self.judged, "tracing_moved": self.moved}
+
+
+@dataclass(frozen=True)
+class MemoryVerdict:
+    """Device memory judged: the tests whose peak grew (MEMORY), whether it was judged
+    (a GPU or TPU reported it, and --perf-min-samples baseline runs measured it),
+    against how many runs, and the run's highest peak, (test, bytes), where measured."""
+
+    grew: list[MemoryGrowth] = field(default_factory=list)
+    judged: bool = False
+    runs: int = 0
+    peak: tuple[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memory": [m.to_json() for m in self.grew],
+            "memory_judged": self.judged,
+            "memory_runs": self.runs,
+            "memory_peak": None
+            if self.peak is None
+            else {"id": self.peak[0], "bytes": self.peak[1]},
+        }
+
+
+@dataclass(frozen=True)
+class RunnerLoad:
+    """How busy the runner was: the seconds the run's calls waited for a CPU, left out of
+    the timings (``perf.waits``), and their share of the calls' time; the share of their
+    time all the processes' threads waited (None: not measured)."""
+
+    cpu_wait: float | None = None
+    calls_share: float | None = None
+    threads_share: float | None = None
+
+    @property
+    def busy(self) -> float:
+        """``busy_share`` of the two: 0 where the runner was not busy."""
+        return busy_share(self.calls_share, self.threads_share)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cpu_wait": None
+            if self.cpu_wait is None
+            else {"seconds": self.cpu_wait, "share": round(self.calls_share or 0.0, 4)},
+            "threads_cpu_wait_share": None
+            if self.threads_share is None
+            else round(self.threads_share, 4),
+        }
+
+
+@dataclass(frozen=True)
 class Change:
     kind: str  # "test", "class", "module" or "session"
     id: str
@@ -352,39 +435,19 @@ class Comparison:
     left_out_time: int = 0
     left_out_layout: int = 0
     change_runs: int | None = None
-    recompiled: list[Recompiled] = field(default_factory=list)
-    # Whether recompilations were judged: JAX in use, and --perf-min-samples baseline
-    # runs of this layout; how many such runs there were.
-    recompiles_judged: bool = False
-    # ... on the tests' repeats, against runs of other layouts (too few of this one).
-    recompiles_across: bool = False
-    recompile_runs: int = 0
+    # The other questions a run is judged on, each its own verdict: JAX's recompilations,
+    # its compile time, the tests' tracing, device memory; and how busy the runner was.
+    recompiles: RecompileVerdict = field(default_factory=RecompileVerdict)
     compilation: Compilation | None = None
+    tracing: TracingVerdict = field(default_factory=TracingVerdict)
+    device_memory: MemoryVerdict = field(default_factory=MemoryVerdict)
+    load: RunnerLoad = field(default_factory=RunnerLoad)
     # Slower by every gate but the samples a verdict needs: no alarm yet ("learning").
     learning: list[Finding] = field(default_factory=list)
     runs: int | None = None  # the baseline's runs it was compared with (None: not known)
     # The run was interrupted: a part of the suite, compared as it is; no gate passes.
     interrupted: bool = False
     min_samples: int = 3  # the samples a verdict needs (``--perf-min-samples``)
-    # Seconds this run's calls waited for a CPU, left out of the timings (``perf.waits``),
-    # and their share of the calls' time (None: not measured).
-    cpu_wait: float | None = None
-    cpu_wait_share: float | None = None
-    # The share of their time all the processes' threads waited (None: not measured).
-    threads_wait_share: float | None = None
-    # Whether the tests' tracing was judged (JAX in use, runs of this layout to judge it
-    # with): a run laid out unlike its baseline's moves tracing between tests.
-    tracing_judged: bool = False
-    # Tests and modules whose tracing rose where others' fell by as much: the same cost
-    # moved (a shared function traced first elsewhere), set aside, not findings.
-    tracing_moved: list[str] = field(default_factory=list)
-    # Tests whose peak device memory grew (MEMORY); whether device memory was judged (a
-    # GPU or TPU reported it, and the baseline has --perf-min-samples runs measuring
-    # it), against how many runs; the run's highest peak: (test, bytes), where measured.
-    memory: list[MemoryGrowth] = field(default_factory=list)
-    memory_judged: bool = False
-    memory_runs: int = 0
-    memory_peak: tuple[str, int] | None = None
     # Steps that began between two runs of one commit: the runner or its environment
     # moved, not the code; never reported as changes (``analysis.comparison``).
     unattributed: list[Change] = field(default_factory=list)
@@ -409,8 +472,8 @@ class Comparison:
         of_kind: dict[str, list[Finding] | list[Change] | list[Recompiled] | list[MemoryGrowth]] = {
             "regression": self.regressions,
             "slowdown": self.slowdowns,
-            "recompiled": self.recompiled,
-            "memory": self.memory,
+            "recompiled": self.recompiles.found,
+            "memory": self.device_memory.grew,
         }
         found = [
             Alarm(kind, finding, changed=self.changed_code.get((scope_of(finding), finding.id)))
@@ -448,34 +511,20 @@ class Comparison:
             "time": self.time,
             "left_out": {"time": self.left_out_time, "layout": self.left_out_layout},
             "change_runs": self.change_runs,
-            "recompiled": [r.to_json() for r in self.recompiled],
-            "recompiles_judged": self.recompiles_judged,
-            "recompiles_across_layouts": self.recompiles_across,
-            "recompile_runs": self.recompile_runs,
+            **self.recompiles.to_json(),
             "compilation": None if self.compilation is None else self.compilation.to_json(),
             "learning": [f.to_json() for f in self.learning],
             "interrupted": self.interrupted,
             "runs": self.runs,
             "min_samples": self.min_samples,
-            "cpu_wait": None
-            if self.cpu_wait is None
-            else {"seconds": self.cpu_wait, "share": round(self.cpu_wait_share or 0.0, 4)},
-            "threads_cpu_wait_share": None
-            if self.threads_wait_share is None
-            else round(self.threads_wait_share, 4),
-            "tracing_judged": self.tracing_judged,
-            "tracing_moved": self.tracing_moved,
+            **self.load.to_json(),
+            **self.tracing.to_json(),
             "unattributed": [c.to_json() for c in self.unattributed],
             "changed_code": [
                 {"kind": scope, "id": ident, **code.to_json()}
                 for (scope, ident), code in self.changed_code.items()
             ],
-            "memory": [m.to_json() for m in self.memory],
-            "memory_judged": self.memory_judged,
-            "memory_runs": self.memory_runs,
-            "memory_peak": None
-            if self.memory_peak is None
-            else {"id": self.memory_peak[0], "bytes": self.memory_peak[1]},
+            **self.device_memory.to_json(),
         }
 
 
