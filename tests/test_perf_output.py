@@ -243,3 +243,85 @@ def test_the_markdown_is_the_section_alone(failing: bool) -> None:
     assert text.startswith("### pytest-accel performance\n")
     assert ("failing the run" in text) is failing
     assert text.count("| regression |") == 1
+
+
+def test_which_notes_a_comparison_calls_for_is_data_the_renderer_only_words() -> None:
+    from pytest_accel.perf.model import notes
+    from pytest_accel.perf.model.findings import MemoryVerdict, RecompileVerdict, RunnerLoad
+
+    judged = comparison(
+        interrupted=True,
+        runs=2,
+        time="execution",
+        run_layout="serial",
+        left_out_time=1,
+        change_runs=0,
+        load=RunnerLoad(cpu_wait=3.0, calls_share=0.2, threads_share=0.1),
+        recompiles=RecompileVerdict(runs=2),
+        device_memory=MemoryVerdict(runs=1, peak=("t.py::a", 2**30)),
+        warmup=["t.py::w"],
+    )
+    found = notes.notes_of(judged)
+    assert found == [
+        notes.Interrupted(),
+        notes.Learning(runs=2, needed=3, key="cpu/x1"),
+        notes.Busy(judged.load),
+        notes.BasisLeftOut(time="execution", runs=1),
+        notes.ChangesOfLayout(layout="serial", runs=0),
+        notes.RecompilesNotJudged(layout="serial", runs=2, needed=3),
+        notes.DeviceMemory(judged.device_memory, needed=3),
+    ]
+    assert notes.set_aside_of(judged) == [notes.WarmupNotJudged(("t.py::w",))]
+    # Each worded under its topic, as every output shows it.
+    assert [note.split(":")[0] for note in output.scope_notes(judged)] == [
+        "interrupted",
+        "learning",
+        "busy runner",
+        "time",
+        "layout",
+        "recompilations",
+        "device memory",
+    ]
+    assert output.scope_notes(judged)[2] == (
+        "busy runner: the tests' calls waited 3.0 s for a CPU (20% of their time), left out"
+        " of the timings judged; the waits of the threads a test starts are not seen, so the"
+        " threshold is widened by 1/(1 - the share waited): 1.25x at 20%"
+    )
+    # A quiet run on a whole baseline of its layout calls for none.
+    assert notes.notes_of(comparison(runs=5, time="wall")) == []
+
+
+def test_every_kind_of_note_has_its_wording() -> None:
+    import re
+    import typing
+
+    from pytest_accel.perf.model import notes
+
+    for union, word in ((notes.Note, output.word_note), (notes.SetAside, output.word_set_aside)):
+        kinds = typing.get_args(union)
+        assert len(kinds) > 2
+        words = [word(_example(kind)) for kind in kinds]  # type: ignore[arg-type]
+        # None falls through to another kind's wording; each names its topic first.
+        assert len(set(words)) == len(kinds), words
+        assert [t for t in words if not re.match(r"[a-z][a-z ]*: ", t)] == []
+
+
+def _example(kind: type) -> object:
+    """An instance of a note's class with plain figures in every field."""
+    import dataclasses
+
+    from pytest_accel.perf.model.findings import MemoryVerdict, RunnerLoad
+
+    plain: dict[str, object] = {
+        "runs": 2,
+        "needed": 3,
+        "key": "cpu/x1",
+        "load": RunnerLoad(1.0, 0.5, 0.6),
+        "time": "wall",
+        "layout": "xdist 2",
+        "usual": "serial",
+        "memory": MemoryVerdict(runs=1, peak=("t.py::a", 10)),
+        "steps": (STEP,),
+        "tests": ("t.py::a", "t.py::b"),
+    }
+    return kind(**{f.name: plain[f.name] for f in dataclasses.fields(kind)})

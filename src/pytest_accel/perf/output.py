@@ -4,7 +4,7 @@ annotations and the job-summary section (escaping is ``pytest_accel.github``'s).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pytest_accel.github import (
     MAX_ANNOTATIONS,
@@ -24,9 +24,30 @@ from pytest_accel.perf.model.findings import (
     Compilation,
     Finding,
     MemoryGrowth,
+    MemoryVerdict,
     Recompiled,
+    RunnerLoad,
     busy_share,
     busy_slack,
+)
+from pytest_accel.perf.model.notes import (
+    BasisLeftOut,
+    Busy,
+    ChangesOfLayout,
+    DeviceMemory,
+    FewOfLayout,
+    Interrupted,
+    LayoutsLeftOut,
+    Learning,
+    Note,
+    OrderUnconfirmed,
+    RecompilesAcross,
+    RecompilesNotJudged,
+    SetAside,
+    TracingNotJudged,
+    WarmupNotJudged,
+    notes_of,
+    set_aside_of,
 )
 from pytest_accel.perf.model.table import RunCompilation, TimingTable
 from pytest_accel.text import Line, Tone, one_line, size
@@ -142,17 +163,14 @@ def describe_memory(found: MemoryGrowth) -> str:
     )
 
 
-def memory_note(comparison: Comparison) -> str | None:
+def memory_note(memory: MemoryVerdict, needed: int) -> str:
     """``device memory: highest peak 1.20 GiB (t.py::a); judged against 5 run(s)``."""
-    memory = comparison.device_memory
-    if memory.peak is None:
-        return None
+    assert memory.peak is not None  # a note is made only for a run that measured it
     test, count = memory.peak
     judged = (
         f"judged against {memory.runs} baseline run(s)"
         if memory.judged
-        else f"not judged: {memory.runs} baseline run(s) measured it and a"
-        f" verdict needs {comparison.min_samples}"
+        else f"not judged: {memory.runs} baseline run(s) measured it and a verdict needs {needed}"
     )
     return one_line(f"device memory: highest peak {size(count)} ({test}); {judged}")
 
@@ -333,126 +351,112 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
             rows.append(
                 Line(tone, f"... and {len(lines) - top} more {label.strip().lower()} row(s)")
             )
-    if comparison.warmup:
-        shown = _first(comparison.warmup)
-        rows.append(
-            Line(
-                Tone.NOTE,
-                f"not judged: {len(comparison.warmup)} test(s) ran first in their process and"
-                f" paid its warm-up, which no baseline run saw them pay ({shown})",
-            )
-        )
-    if comparison.unconfirmed and comparison.layout is not None:
-        rows.append(
-            Line(
-                Tone.NOTE,
-                f"order: this run was {comparison.layout}, the baseline's runs"
-                f" {comparison.baseline_layout}; {len(comparison.unconfirmed)} test(s) that"
-                f" moved while their class and module held are not findings"
-                f" ({_first(comparison.unconfirmed)})",
-            )
-        )
-    elif comparison.unconfirmed:
-        rows.append(
-            Line(
-                Tone.NOTE,
-                f"order: xdist hands tests to workers anew each run;"
-                f" {len(comparison.unconfirmed)} test(s) slowed within what their compiling"
-                " here explains, their class and module holding, are not findings"
-                f" ({_first(comparison.unconfirmed)})",
-            )
-        )
-    moved = comparison.tracing.moved
-    if moved:
-        rows.append(
-            Line(
-                Tone.NOTE,
-                f"tracing: {len(moved)} test(s) or module(s) traced longer"
-                " or shorter where others did the opposite (a shared function traced first"
-                f" elsewhere): not findings ({_first(moved)})",
-            )
-        )
+    rows += [Line(Tone.NOTE, word_set_aside(found)) for found in set_aside_of(comparison)]
     return rows + [Line(Tone.NOTE, note) for note in scope_notes(comparison)]
 
 
 def scope_notes(comparison: Comparison) -> list[str]:
     """What the timings were judged on, and which baseline runs were left out, where
-    that is not simply all of them."""
-    notes = []
-    if comparison.interrupted:
-        notes.append(
+    that is not simply all of them (``notes.notes_of``), worded."""
+    return [one_line(word_note(note)) for note in notes_of(comparison)]
+
+
+def word_note(note: Note) -> str:
+    """One note about how a run was judged, in words (``perf.model.notes``)."""
+    if isinstance(note, Interrupted):
+        return (
             "interrupted: the run was interrupted (exit status 2): a part of the suite,"
             " compared as it is; no gate passes on it"
         )
-    if comparison.runs is not None and comparison.runs < comparison.min_samples:
-        notes.append(
-            f"learning: {comparison.runs} of {comparison.min_samples} runs: the baseline"
-            f" has {comparison.runs} run(s) of {comparison.key} to compare with and a verdict"
-            f" needs {comparison.min_samples} (--perf-min-samples); nothing is a regression"
-            " until then"
+    if isinstance(note, Learning):
+        return (
+            f"learning: {note.runs} of {note.needed} runs: the baseline has {note.runs}"
+            f" run(s) of {note.key} to compare with and a verdict needs {note.needed}"
+            " (--perf-min-samples); nothing is a regression until then"
         )
-    busy = busy_note(comparison)
-    if busy is not None:
-        notes.append(busy)
-    if comparison.left_out_time:
-        other = "wall" if comparison.time == "execution" else "execution"
-        notes.append(
-            f"time: judged on {comparison.time} time; {comparison.left_out_time} baseline"
-            f" run(s) timed on {other} time left out"
+    if isinstance(note, Busy):
+        return busy_note(note.load)
+    if isinstance(note, BasisLeftOut):
+        other = "wall" if note.time == "execution" else "execution"
+        return (
+            f"time: judged on {note.time} time; {note.runs} baseline run(s) timed on"
+            f" {other} time left out"
         )
-    # Its own layout, which every run has; "an unknown layout" only for a record from
-    # before layouts were kept.
-    layout = comparison.layout or comparison.run_layout or "an unknown layout"
-    if comparison.left_out_layout:
-        notes.append(
-            f"layout: compared with the baseline's runs laid out as this one ({layout});"
-            f" {comparison.left_out_layout} run(s) of other layouts left out"
+    if isinstance(note, LayoutsLeftOut):
+        return (
+            f"layout: compared with the baseline's runs laid out as this one ({note.layout});"
+            f" {note.runs} run(s) of other layouts left out"
         )
-    if comparison.layout is not None:
-        notes.append(
-            f"layout: too few baseline runs laid out as this one ({layout}; most were"
-            f" {comparison.baseline_layout}): tests judged if their class or module moved"
-            " too, classes, modules and the suite total not judged"
+    if isinstance(note, FewOfLayout):
+        return (
+            f"layout: too few baseline runs laid out as this one ({note.layout}; most were"
+            f" {note.usual}): tests judged if their class or module moved too, classes,"
+            " modules and the suite total not judged"
         )
-    if comparison.change_runs:
-        notes.append(
-            f"layout: changes over runs judged on the {comparison.change_runs} baseline run(s)"
-            f" laid out as this one ({layout}): a switch of layout is not a change"
+    if isinstance(note, ChangesOfLayout):
+        if note.runs:
+            return (
+                f"layout: changes over runs judged on the {note.runs} baseline run(s) laid"
+                f" out as this one ({note.layout}): a switch of layout is not a change"
+            )
+        return (
+            "layout: changes over runs not judged; no baseline run was laid out as this one"
+            f" ({note.layout}), and a switch of layout is not a change"
         )
-    elif comparison.change_runs is not None:
-        notes.append(
-            f"layout: changes over runs not judged; no baseline run was laid out as this one"
-            f" ({layout}), and a switch of layout is not a change"
-        )
-    if comparison.compilation is not None and comparison.layout is not None:
-        notes.append(
-            f"tracing: not judged; too few baseline runs laid out as this one ({layout}),"
+    if isinstance(note, TracingNotJudged):
+        return (
+            f"tracing: not judged; too few baseline runs laid out as this one ({note.layout}),"
             " and which test traces a shared function first depends on it"
         )
-    recompiles = comparison.recompiles
-    if recompiles.across:
-        notes.append(
-            f"recompilations: judged on each test's most compiled function against"
-            f" {recompiles.runs} baseline run(s) of other layouts (too few laid out"
-            f" as this one, {layout})"
+    if isinstance(note, RecompilesAcross):
+        return (
+            "recompilations: judged on each test's most compiled function against"
+            f" {note.runs} baseline run(s) of other layouts (too few laid out as this one,"
+            f" {note.layout})"
         )
-    if comparison.time == "execution" and not recompiles.judged:
-        runs = recompiles.runs
-        notes.append(
-            f"recompilations: not judged; no baseline run was laid out as this one ({layout})"
-            if not runs
-            else f"recompilations: not judged; {runs} baseline run(s) laid out as this one"
-            f" ({layout}), and a verdict needs {comparison.min_samples} (--perf-min-samples)"
+    if isinstance(note, RecompilesNotJudged):
+        if not note.runs:
+            return (
+                "recompilations: not judged; no baseline run was laid out as this one"
+                f" ({note.layout})"
+            )
+        return (
+            f"recompilations: not judged; {note.runs} baseline run(s) laid out as this one"
+            f" ({note.layout}), and a verdict needs {note.needed} (--perf-min-samples)"
         )
-    memory = memory_note(comparison)
-    if memory is not None:
-        notes.append(memory)
-    if comparison.unattributed:
-        notes.append(_unattributed_note(comparison.unattributed))
-    return [one_line(note) for note in notes]
+    if isinstance(note, DeviceMemory):
+        return memory_note(note.memory, note.needed)
+    return _unattributed_note(note.steps)
 
 
-def _unattributed_note(steps: list[Change]) -> str:
+def word_set_aside(found: SetAside) -> str:
+    """What a comparison set aside as no finding, and why, in words."""
+    if isinstance(found, WarmupNotJudged):
+        return (
+            f"not judged: {len(found.tests)} test(s) ran first in their process and paid"
+            " its warm-up, which no baseline run saw them pay"
+            f" ({_first(found.tests)})"
+        )
+    if isinstance(found, OrderUnconfirmed):
+        if found.layout is not None:
+            return (
+                f"order: this run was {found.layout}, the baseline's runs {found.usual};"
+                f" {len(found.tests)} test(s) that moved while their class and module held"
+                f" are not findings ({_first(found.tests)})"
+            )
+        return (
+            "order: xdist hands tests to workers anew each run;"
+            f" {len(found.tests)} test(s) slowed within what their compiling here explains,"
+            f" their class and module holding, are not findings ({_first(found.tests)})"
+        )
+    return (
+        f"tracing: {len(found.tests)} test(s) or module(s) traced longer or shorter where"
+        " others did the opposite (a shared function traced first elsewhere): not findings"
+        f" ({_first(found.tests)})"
+    )
+
+
+def _unattributed_note(steps: Sequence[Change]) -> str:
     """The steps that began between two runs of one commit, in one line: the suite's
     (the runner's speed) named with its size, the others counted and the first named."""
     suite = [c for c in steps if c.kind == "session"]
@@ -474,11 +478,10 @@ def _unattributed_note(steps: list[Change]) -> str:
     )
 
 
-def busy_note(comparison: Comparison) -> str | None:
+def busy_note(load: RunnerLoad) -> str:
     """``busy runner: ...``: what the tests' calls waited for a CPU (left out), what all
     the processes' threads waited (which no call's clock sees), and how the threshold
-    was widened for it; None on a runner that was not busy."""
-    load = comparison.load
+    was widened for it (``load.busy``, which a note is made for only where it is)."""
     calls, threads = load.calls_share, load.threads_share
     said = []
     if busy_share(calls, None):
@@ -489,8 +492,6 @@ def busy_note(comparison: Comparison) -> str | None:
     if busy_share(None, threads):
         said.append(f"all their processes' threads waited {100 * (threads or 0.0):.0f}% of theirs")
     share = load.busy
-    if not share:
-        return None
     widened = busy_slack(share)
     return (
         f"busy runner: {'; '.join(said)}; the waits of the threads a test starts are not"
@@ -499,7 +500,7 @@ def busy_note(comparison: Comparison) -> str | None:
     )
 
 
-def _first(ids: list[str], count: int = 3) -> str:
+def _first(ids: Sequence[str], count: int = 3) -> str:
     return ", ".join(ids[:count]) + (" ..." if len(ids) > count else "")
 
 
