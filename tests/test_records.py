@@ -345,7 +345,7 @@ def test_reruns_of_one_node_id_become_attempts() -> None:
     }
     assert table.row("t.py::test_x") == (row, False)
     groups, columns = table.groups(table.module_ids, table.warmup(), {})
-    assert (groups.ids, columns["id"]) == ([], [])  # no module known: not grouped
+    assert (groups.ids, columns.ids) == ([], [])  # no module known: not grouped
 
 
 def test_concurrent_writers_never_expose_a_half_written_file(pytester: pytest.Pytester) -> None:

@@ -625,3 +625,48 @@ def test_slanted_axis_labels_never_overlap_and_the_last_is_this_run() -> None:
     assert len(xs) < len(labels)
     assert min(b - a for a, b in itertools.pairwise(xs)) * 0.57 >= 24  # the gap
     assert ">this run<title>" in chart
+
+
+GROUPED = """
+import time
+
+class TestPair:
+    def test_one(self):
+        time.sleep(0.02)
+
+    def test_two(self):
+        time.sleep(0.01)
+
+def test_alone():
+    pass
+"""
+
+
+def _group_rows(page: str, name: str) -> list[tuple[str, str]]:
+    """The slowest classes or modules table: (id, tests) per row, as shown."""
+    table = page.split(f'id="slowest-{name}"', 1)[1].split("</table>", 1)[0]
+    return re.findall(
+        r'<td class="id">([^<]*)</td><td class="id">[^<]*</td><td>([^<]*)</td>', table
+    )
+
+
+def test_the_in_run_page_ranks_classes_and_modules_as_the_page_from_their_record(
+    pytester: pytest.Pytester,
+) -> None:
+    """The session's page reads the classes and modules as the run built them; the
+    command's, as the record holds them: the same rows, counted alike."""
+    pytester.makepyfile(test_grouped=GROUPED, test_other="def test_b():\n    pass\n")
+    pytester.runpytest("--perf-record=r.json", "--accel-report=in-run.html").assert_outcomes(
+        passed=4
+    )
+    assert main(["report", "r.json", "-o", "from-record.html"]) == 0
+    in_run = (pytester.path / "in-run.html").read_text()
+    from_record = (pytester.path / "from-record.html").read_text()
+    classes = _group_rows(in_run, "classes")
+    assert classes == [("test_grouped.py::TestPair", "2 test(s)")]
+    assert sorted(_group_rows(in_run, "modules")) == [
+        ("test_grouped.py", "3 test(s)"),
+        ("test_other.py", "1 test(s)"),
+    ]
+    for name in ("classes", "modules"):
+        assert _group_rows(in_run, name) == _group_rows(from_record, name)

@@ -168,13 +168,13 @@ def test_groups_added_run_by_run_are_the_groups_added_test_by_test(seed: int) ->
     )
     table.stops[:] = array("d", [start + 1.0 if start else 0.0 for start in table.starts])
     _, written = table.groups(column, warmup, {}, totals)
-    for at, group in enumerate(written["id"]):
+    for at, group in enumerate(written.ids):
         rows = [n for n in range(size) if column[n] == group]
-        assert written["tests"][at] == len(rows)
+        assert written.tests[at] == len(rows)
         first = min((table.starts[n] for n in rows if table.starts[n]), default=0.0)
         last = max(table.stops[n] for n in rows)
-        span = last - first if first else written["total"][at]
-        assert written["span"][at] == pytest.approx(span, abs=1e-6)
+        span = last - first if first else written.total[at]
+        assert written.span[at] == pytest.approx(span, abs=1e-6)
 
 
 def test_the_first_test_of_each_process_is_the_one_that_started_earliest() -> None:

@@ -23,15 +23,15 @@ from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.analysis.summary import summary_of
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory
 from pytest_accel.perf.formats.record import (
-    GROUP_SECTIONS,
     compilation_of,
+    group_columns,
     run_columns,
     run_json,
     timings,
 )
 from pytest_accel.perf.model.findings import KIND_OF_FINDING, Comparison
 from pytest_accel.perf.model.overrides import Override
-from pytest_accel.perf.model.table import RunCompilation
+from pytest_accel.perf.model.table import GroupColumns, RunCompilation
 from pytest_accel.perf.model.timings import RunTimings, run_labels
 
 if TYPE_CHECKING:
@@ -153,8 +153,8 @@ class RecordView:
     info: Mapping[str, Any]  # the record's ``run`` section: started, commit, shard, ...
     run: RunTimings
     columns: RunColumns  # what coverage, cost and the summary read
-    # "classes" and "modules": their ids, totals and test counts, as the record has them.
-    groups: Mapping[str, Mapping[str, Sequence[Any]]]
+    # "classes" and "modules", as the run built them or the record holds them.
+    groups: Mapping[str, GroupColumns]
     comparison: Comparison | None = None  # as judged already (the session's own)
     cost: RunCost | None = None  # what the run cost (a record's section, read)
     compilation: RunCompilation | None = None
@@ -171,12 +171,13 @@ def view_of_record(path: str, record: Mapping[str, Any], given: Given | None = N
 
     cost = record.get("cost")
     rule, overrides, new_slow, _ = judged_like_its_run(path, record, given or Given({}))
+    run = timings(record)
     return RecordView(
         path,
         record["run"],
-        timings(record),
+        run,
         run_columns(record),
-        {section: record.get(section) or {"id": [], "total": []} for section in GROUP_SECTIONS},
+        group_columns(record, run),
         cost=cost_of_section(cost) if isinstance(cost, dict) else None,
         compilation=compilation_of(record),
         selection=_selection_of(path, record),
@@ -575,10 +576,9 @@ def _add_slowest(data: ReportData, view: RecordView, record: str) -> None:
     ]
     for name, rows in (("classes", data.classes), ("modules", data.modules)):
         groups = view.groups[name]
-        counts = groups.get("tests") or [0] * len(groups["id"])
         rows += [
-            Row(i, key, float(total), f"{count} test(s)", record=record)
-            for i, total, count in zip(groups["id"], groups["total"], counts, strict=True)
+            Row(i, key, total, f"{count} test(s)", record=record)
+            for i, total, count in zip(groups.ids, groups.total, groups.tests, strict=True)
         ]
 
 

@@ -31,7 +31,13 @@ from pytest_accel.files import InputError, dumps_in_pieces, read_json
 from pytest_accel.outcomes import OUTCOMES, RunColumns, interrupted
 from pytest_accel.perf.model import runlength
 from pytest_accel.perf.model.overrides import Override
-from pytest_accel.perf.model.table import GroupSections, RunCompilation, TimingTable, rounded
+from pytest_accel.perf.model.table import (
+    GroupColumns,
+    GroupSections,
+    RunCompilation,
+    TimingTable,
+    rounded,
+)
 from pytest_accel.perf.model.timings import (
     Groups,
     RunIdentity,
@@ -264,8 +270,20 @@ def encode_record(
         ),
         "attempts": table.attempts_json(),
     }
-    written = {section: groups[section][1] for section in GROUP_SECTIONS}
+    written = {section: group_columns_json(groups[section][1]) for section in GROUP_SECTIONS}
     yield from dumps_in_pieces({**head, "tests": tests, **written})
+
+
+def group_columns_json(columns: GroupColumns) -> dict[str, list[Any]]:
+    """A run's classes or modules as the record writes them, seconds to the microsecond."""
+    return {
+        "id": columns.ids,
+        "tests": columns.tests,
+        "total": rounded(columns.total),
+        "span": rounded(columns.span),
+        "deselected": columns.deselected,
+        "whole": columns.whole,
+    }
 
 
 # --- reading -------------------------------------------------------------------------
@@ -537,6 +555,27 @@ def _columns_of_version_1(path: str, record: Mapping[str, Any]) -> dict[str, Any
             **{name: [groups[g][name] for g in ids] for name in ("tests", "total", "span")},
         }
     return converted
+
+
+def group_columns(data: Mapping[str, Any], run: RunTimings) -> dict[str, GroupColumns]:
+    """A checked record's classes and modules (``run``: its ``timings``); what a record
+    of an earlier version lacks: no test counted, its total as its span, nothing
+    deselected, whole as ``timings`` judged it."""
+    found = {}
+    for section, groups in zip(GROUP_SECTIONS, (run.classes, run.modules), strict=True):
+        columns = data.get(section) or {}
+        ids = list(columns.get("id") or ())
+        total = [float(seconds) for seconds in columns.get("total") or ()]
+        whole = dict(zip(groups.ids, groups.whole, strict=True))
+        found[section] = GroupColumns(
+            ids,
+            list(columns.get("tests") or [0] * len(ids)),
+            total,
+            list(columns.get("span") or total),
+            list(columns.get("deselected") or [0] * len(ids)),
+            list(columns.get("whole") or [whole.get(group, True) for group in ids]),
+        )
+    return found
 
 
 def timings(data: Mapping[str, Any]) -> RunTimings:

@@ -40,7 +40,25 @@ class RunCompilation:
 
 
 # "classes" and "modules": as the comparison sees them, and their columns as written.
-GroupSections = dict[str, tuple[Groups, dict[str, list[Any]]]]
+
+
+@dataclass(frozen=True)
+class GroupColumns:
+    """A run's classes or modules as its record keeps them and the page ranks them
+    (``classes``, ``modules``: written and read by ``perf.formats.record``): each id,
+    its tests, the sum of its tests' totals, its span (first start to last stop; its
+    total where none was timed), its tests deselected, and whether it ran whole."""
+
+    ids: list[str]
+    tests: list[int]
+    total: list[float]
+    span: list[float]
+    deselected: list[int]
+    whole: list[bool]
+
+
+# The classes and the modules, each as the comparison sees them and as the record keeps them.
+GroupSections = dict[str, tuple[Groups, GroupColumns]]
 _NO_PARENTS: Parents = (None, None)
 
 
@@ -390,7 +408,7 @@ class TimingTable:
         warmup: list[bool],
         deselected: Mapping[str, int],
         totals: list[float] | None = None,
-    ) -> tuple[Groups, dict[str, list[Any]]]:
+    ) -> tuple[Groups, GroupColumns]:
         """The classes or modules (``column``) as the comparison sees them, and as the
         record writes them: id, tests, total, span, deselected and whole.  ``totals``:
         ``self.totals()``, when the caller has them already."""
@@ -419,15 +437,8 @@ class TimingTable:
             stop - start if start and stop else total
             for start, stop, total in zip(starts, stops, groups.total, strict=True)
         ]
-        columns: dict[str, list[Any]] = {
-            "id": groups.ids,
-            "tests": tests,
-            "total": rounded(groups.total),
-            "span": rounded(spans),
-            "deselected": [deselected.get(g, 0) for g in groups.ids],
-            "whole": groups.whole,
-        }
-        return groups, columns
+        outside = [deselected.get(g, 0) for g in groups.ids]
+        return groups, GroupColumns(groups.ids, tests, groups.total, spans, outside, groups.whole)
 
     def attempts_json(self) -> dict[str, list[dict[str, Any]]]:
         """Every attempt of the tests that had more than one (a rerun)."""
