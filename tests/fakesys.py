@@ -4,8 +4,6 @@ shared helpers for the tests."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any
 import pytest
 
 import pytest_accel
+from tests.forked import Run, run_forked
 
 ACCEL_ENV = (
     "PYTEST_ACCEL",
@@ -103,6 +102,19 @@ def quiet_machine(factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def hermetic_environ(factory: pytest.TempPathFactory) -> dict[str, str]:
+    """This process's environment as ``_hermetic_accel_env`` leaves it for a test, for
+    processes a module- or session-scoped fixture starts (before any test's fixtures)."""
+    environ = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ACCEL_ENV and name != "PYTHONDONTWRITEBYTECODE"
+    }
+    environ["PYTEST_ACCEL_CACHE_DIR"] = str(factory.getbasetemp() / "cache")
+    environ["PYTEST_ACCEL_SYSROOT"] = str(quiet_machine(factory))
+    return environ
+
+
 @pytest.fixture(autouse=True)
 def _hermetic_accel_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
@@ -169,29 +181,19 @@ def pytest_sessionfinish(session):
 def run_concurrently(
     pytester: pytest.Pytester, args: list[str] | list[list[str]], processes: int
 ) -> None:
-    """Start ``processes`` pytest runs in ``pytester.path`` at once, released together
-    into their session-end writes; all must pass.  ``args`` is for every run, or one
-    list per run."""
+    """Start ``processes`` pytest sessions in ``pytester.path`` at once, each a process
+    of its own (tests/forked.py), released together into their session-end writes; all
+    must pass.  ``args`` is for every run, or one list per run."""
     pytester.makeconftest(BARRIER_CONFTEST)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    command = ["-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
     per_run = args if args and isinstance(args[0], list) else [args] * processes
     env = {
-        **os.environ,
         "ACCEL_TEST_BARRIER": str(pytester.path / ".barrier"),
         "ACCEL_TEST_PROCESSES": str(processes),
     }
-    running = [
-        subprocess.Popen(
-            [*command, *run_args],
-            cwd=pytester.path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        for run_args in per_run
-    ]
-    errors = [p.communicate(timeout=300)[1].decode() for p in running]
-    assert [p.returncode for p in running] == [0] * processes, errors
+    runs = [Run("pytest", [*command, *run_args], pytester.path, env) for run_args in per_run]
+    finished = run_forked(runs, pytester.path / ".forked")
+    assert [run.code for run in finished] == [0] * processes, [run.stderr for run in finished]
 
 
 def per_test(record: dict[str, Any]) -> dict[str, dict[str, Any]]:

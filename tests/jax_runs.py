@@ -56,3 +56,13 @@ def run_jax_suite(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     result = pytester.runpytest_inprocess(*args, plugins=[check])
     assert not check.new, f"the run imported JAX modules anew: {check.new}"
     return result
+
+
+def run_serial_or_xdist(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A generated JAX suite serially in this process (``run_jax_suite``), or under
+    xdist (``-n`` in ``args``) with the controller in this process: the workers are the
+    fresh processes, and the controller never imports the suite's modules.  A fresh
+    controller process would add a third of a CPU-second and tell nothing more."""
+    if "-n" in args:
+        return pytester.runpytest_inprocess(*args)
+    return run_jax_suite(pytester, *args)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import pytest
 from pytest_accel.cli import main
 from pytest_accel.selection.mapfile import open_map, read_run
 from tests.jax_runs import run_jax_suite
+from tests.project_copies import copy_project, map_of
 
 OPS = """\
 def add(a, b):
@@ -87,9 +89,20 @@ def git_project(root: Path, ops: str, tests: str) -> Path:
     return root
 
 
+# Made once per module and test process; each test gets a copy (tests/project_copies.py).
+@pytest.fixture(scope="module")
+def committed_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return git_project(tmp_path_factory.mktemp("project"), OPS, TESTS)
+
+
+@pytest.fixture(scope="module")
+def project_map(committed_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return map_of(committed_project, tmp_path_factory, NO_PROGRAMS)
+
+
 @pytest.fixture
-def project(pytester: pytest.Pytester) -> Path:
-    return git_project(pytester.path, OPS, TESTS)
+def project(pytester: pytest.Pytester, committed_project: Path) -> Path:
+    return copy_project(committed_project, pytester.path)
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -102,10 +115,9 @@ Run = Callable[..., pytest.RunResult]
 
 
 @pytest.fixture
-def mapped(project: Path, pytester: pytest.Pytester) -> Run:
+def mapped(project: Path, pytester: pytest.Pytester, project_map: Path) -> Run:
     """The project mapped at its first commit; returns a runner of selecting runs."""
-    result = pytester.runpytest("-p", "no:cacheprovider", "--accel-map", "map.db", NO_PROGRAMS)
-    result.assert_outcomes(passed=4)
+    shutil.copy2(project_map, project / "map.db")
 
     def select(*args: str, mode: str = "changed") -> pytest.RunResult:
         return pytester.runpytest(
@@ -170,7 +182,7 @@ def test_xdist_and_shard_maps_equal_the_serial_one(
     pyproject.write_text(pyproject.read_text() + 'filterwarnings = ["error"]\n')
     base = ["-p", "no:cacheprovider", NO_PROGRAMS]
     pytester.runpytest(*base, "--accel-map", "serial.db").assert_outcomes(passed=4)
-    xdist = pytester.runpytest_subprocess(*base, "-n", "2", "--accel-map", "xdist.db")
+    xdist = pytester.runpytest_inprocess(*base, "-n", "2", "--accel-map", "xdist.db")
     xdist.assert_outcomes(passed=4)
     assert xdist.ret == pytest.ExitCode.OK
     assert "INTERNALERROR" not in xdist.stdout.str() + xdist.stderr.str()
@@ -194,7 +206,7 @@ def test_a_map_with_pytest_cov_active_maps_alike(project: Path, pytester: pytest
     """pytest-cov's coverage is used (one tracer), and a test file it does not measure
     is depended on whole."""
     pytest.importorskip("pytest_cov")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", "--cov=pkg", "--accel-map", "map.db", NO_PROGRAMS
     )
     result.assert_outcomes(passed=4)
@@ -202,7 +214,7 @@ def test_a_map_with_pytest_cov_active_maps_alike(project: Path, pytester: pytest
     assert ("pkg/ops.py", "mul") in found["tests/test_ops.py::test_mul"]
     assert ("tests/test_ops.py", "<file>") in found["tests/test_ops.py::test_mul"]
     edit(project / "tests" / "test_ops.py", "add(1, 2) == 3", "add(2, 1) == 3")
-    selected = pytester.runpytest_subprocess(
+    selected = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", "--accel-map", "map.db", "--accel-select=changed"
     )
     selected.assert_outcomes(passed=4)  # the whole test file changed for pytest-cov's map
@@ -392,7 +404,7 @@ def test_selection_under_xdist_decides_alike_in_every_worker(
     project: Path, pytester: pytest.Pytester, mapped: Run
 ) -> None:
     edit(project / "pkg" / "ops.py", "return a * b", "return b * a")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", "-n", "2", "--accel-map", "map.db", "--accel-select=changed"
     )
     result.assert_outcomes(passed=1)

@@ -20,6 +20,7 @@ import time
 
 
 def work():
+    time.sleep(0.05)  # a history a stall cannot widen (see SLOW)
     return 1
 
 
@@ -50,6 +51,9 @@ def test_idle():
 """
 
 # Far above any rule's ratio and floor on a loaded runner: the finding cannot fail to come.
+# The test slowed sleeps before too: a test of microseconds has a history of three runs
+# that one 10 ms stall of a loaded runner widens (in log space) past a 0.4 s slowdown,
+# as it once did at a load of 8.
 SLOW = "time.sleep(0.4)\n    return 1"
 
 

@@ -12,6 +12,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.jax_runs import run_serial_or_xdist
+
 SCHEMA = json.loads(files("pytest_accel").joinpath("schemas/record.schema.json").read_text())
 pytestmark = pytest.mark.requires("jax")
 
@@ -53,8 +55,8 @@ def test_each_tests_compilations_and_their_seconds_are_recorded(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
     pytester.makepyfile(test_jax=SUITE)
-    result = pytester.runpytest_subprocess(
-        "--perf-record=r.json", "--accel-report=p.html", *workers
+    result = run_serial_or_xdist(
+        pytester, "--perf-record=r.json", "--accel-report=p.html", *workers
     )
     assert result.ret == 0
     jsonschema.validate(record(pytester), SCHEMA)

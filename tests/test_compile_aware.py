@@ -24,7 +24,7 @@ from pytest_accel.perf.formats.baseline import (
 )
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.offline import baseline_json
-from tests.jax_runs import run_jax_suite
+from tests.jax_runs import run_jax_suite, run_serial_or_xdist
 from tests.test_comparison import WOBBLE, run_of
 
 HEAVY = """
@@ -326,8 +326,8 @@ def test_a_per_call_jit_is_found_on_the_first_xdist_run_against_serial_runs(
             pytester, "--perf-baseline=b.json", "--perf-update-baseline", "-p", "no:randomly"
         ).assert_outcomes(passed=2)
     monkeypatch.setenv("RETRACE", "1")
-    result = pytester.runpytest_subprocess(
-        "--perf-baseline=b.json", "--perf-fail", "-n", "2", "-p", "no:randomly"
+    result = run_serial_or_xdist(
+        pytester, "--perf-baseline=b.json", "--perf-fail", "-n", "2", "-p", "no:randomly"
     )
     assert result.ret == 1
     # As a serial run says it (test_a_test_that_retraces_on_every_call...), but for what
@@ -659,9 +659,13 @@ def test_a_suite_that_imports_jax_in_a_test_is_counted_from_that_import(
             jax.jit(lambda x: x * 2)(jnp.ones(3)).block_until_ready()
         """
     )
-    pytester.runpytest_subprocess(
-        "--perf-record=r.json", "-p", "no:randomly", *runner
-    ).assert_outcomes(passed=3)
+    # Serially JAX must be imported in this run's own process (this one has it already);
+    # under xdist the workers are fresh, and the controller never imports the tests.
+    args = ("--perf-record=r.json", "-p", "no:randomly", *runner)
+    if runner:
+        run_serial_or_xdist(pytester, *args).assert_outcomes(passed=3)
+    else:
+        pytester.runpytest_subprocess(*args).assert_outcomes(passed=3)
     tests = record(pytester.path / "r.json")["tests"]
     for name in ("test_imports_jax_and_compiles", "test_compiles"):
         assert tests["compiles"][f"test_lazy.py::{name}"] >= 1

@@ -17,6 +17,7 @@ import pytest
 
 from pytest_accel.cost.model import merged_section, runs_per_month
 from pytest_accel.cost.prices import price_table
+from tests.jax_runs import run_serial_or_xdist
 
 RECORD_SCHEMA = json.loads(files("pytest_accel").joinpath("schemas/record.schema.json").read_text())
 SUITE = """
@@ -347,7 +348,8 @@ def test_a_test_that_compiled_nothing_on_an_accelerator_is_a_cpu_tier_candidate(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
     pytester.makepyfile(test_jax=JAX_SUITE)
-    result = pytester.runpytest_subprocess(
+    result = run_serial_or_xdist(
+        pytester,
         "--accel-emulate=tpu",  # a TPU run's selection; JAX compiles for real, on CPU
         "--accel-price=tpu*=1.20",
         "--perf-record=r.json",

@@ -12,7 +12,6 @@ import contextlib
 import copy
 import io
 import json
-import os
 import pickle
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,8 @@ import pytest
 from pytest_accel.cli import main
 from pytest_accel.perf.options import PerfOptions
 from pytest_accel.perf.plugin import load_for_session
-from tests.fakesys import quiet_machine
+from tests.fakesys import hermetic_environ
+from tests.forked import Run, run_forked
 
 SUITE = """
 import pytest
@@ -49,35 +49,30 @@ Path_ = tuple[str | int, ...]
 @pytest.fixture(scope="module")
 def real_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Doc]:
     """A record with every optional section (selection's, cost's), a three-run baseline
-    and a flaky history, written by the plugin."""
-    import subprocess
-    import sys
-
+    and a flaky history, written by the plugin in processes of their own, one after
+    another (tests/forked.py)."""
     where = tmp_path_factory.mktemp("real")
     (where / "test_suite.py").write_text(SUITE)
     # As every other test here: judged on clocks that never move, whatever the load.
-    environ = {**os.environ, "PYTEST_ACCEL_SYSROOT": str(quiet_machine(tmp_path_factory))}
-    pytest_run = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_suite.py"]
-    mapping = [*pytest_run, "--accel-map=map.db", "--accel-map-programs=off"]
-    subprocess.run(mapping, cwd=where, check=False, capture_output=True, env=environ)
-    for index in range(3):
-        subprocess.run(
-            [
-                *pytest_run,
-                f"--perf-record=rec{index}.json",
-                "--perf-baseline=base.json",
-                "--perf-update-baseline",
-                "--flaky-history=hist.json",
-                "--flaky-reruns=1",
-                "--accel-map=map.db",
-                "--accel-select=shadow",
-                "--accel-price=cpu/*=2",
-            ],
-            cwd=where,
-            check=False,
-            capture_output=True,
-            env=environ,
-        )
+    environ = hermetic_environ(tmp_path_factory)
+    pytest_args = ["-p", "no:cacheprovider", "test_suite.py"]
+    mapping = [*pytest_args, "--accel-map=map.db", "--accel-map-programs=off"]
+    recording = [
+        [
+            *pytest_args,
+            f"--perf-record=rec{index}.json",
+            "--perf-baseline=base.json",
+            "--perf-update-baseline",
+            "--flaky-history=hist.json",
+            "--flaky-reruns=1",
+            "--accel-map=map.db",
+            "--accel-select=shadow",
+            "--accel-price=cpu/*=2",
+        ]
+        for index in range(3)
+    ]
+    runs = [Run("pytest", args, where) for args in (mapping, *recording)]
+    run_forked(runs, tmp_path_factory.mktemp("forked"), one_after_another=True, environ=environ)
     docs = {
         name: json.loads((where / f"{name}.json").read_text())
         for name in ("rec0", "rec1", "base", "hist")

@@ -109,7 +109,7 @@ def test_xdist_classifies_the_two_tests_as_a_single_process_does(
     pytester.makepyfile(test_two=TWO_TESTS)
     serial = pytester.runpytest("--flaky-reruns=2", "--flaky-report=serial.json")
     (pytester.path / "attempts.txt").unlink()
-    parallel = pytester.runpytest_subprocess(
+    parallel = pytester.runpytest_inprocess(
         "-n", "2", "--flaky-reruns=2", "--flaky-report=parallel.json"
     )
     assert outcomes(parallel) == {"failed": 1, "rerun": 3, "flaky": 1}
@@ -218,7 +218,7 @@ def test_junit_xml_keeps_one_testcase_per_test_with_attempts_and_quarantine_prop
 ) -> None:
     pytester.makepyfile(test_two=TWO_TESTS)
     (pytester.path / "quarantine.txt").write_text("test_two.py::test_always_fails  # JIRA-7\n")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "--flaky-reruns=2", "--flaky-quarantine=quarantine.txt", "--junitxml=junit.xml", *workers
     )
     assert result.ret == 0
@@ -243,7 +243,7 @@ def test_pytest_rerunfailures_does_the_reruns_when_it_is_active(
 ) -> None:
     pytest.importorskip("pytest_rerunfailures")
     pytester.makepyfile(test_one=TWO_TESTS.replace("def test_always_fails", "def _unused"))
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "rerunfailures", "--reruns=1", "--flaky-reruns=3", "--perf-record=record.json"
     )
     assert result.ret == 0
@@ -304,7 +304,7 @@ def test_a_quarantined_failure_under_xdist_does_not_fail_the_session(
 ) -> None:
     pytester.makepyfile(test_q=QUARANTINED)
     quarantine_file(pytester)
-    result = pytester.runpytest_subprocess("-n", "2", "--flaky-quarantine=q.json", "-x")
+    result = pytester.runpytest_inprocess("-n", "2", "--flaky-quarantine=q.json", "-x")
     assert result.ret == 0
     assert outcomes(result) == {"passed": 1, "quarantined": 1}
     result.stdout.fnmatch_lines(["QUARANTINED test_q.py::test_broken*boom*"])
@@ -342,7 +342,7 @@ def test_a_quarantined_test_whose_history_shows_it_always_fails_is_not_rerun(
     for _ in range(3):
         first = pytester.runpytest(*args)
         assert outcomes(first) == {"failed": 1, "passed": 1, "quarantined": 1, "rerun": 4}
-    fourth = pytester.runpytest_subprocess(*args, *layout)
+    fourth = pytester.runpytest_inprocess(*args, *layout)
     assert outcomes(fourth) == {"failed": 1, "passed": 1, "quarantined": 1, "rerun": 2}
     fourth.stdout.fnmatch_lines(
         [
@@ -424,7 +424,7 @@ def test_quarantine_as_the_test_runs_holds_on_xdist_workers(pytester: pytest.Pyt
     (pytester.path / "q.txt").write_text(
         "test_q.py::test_setup\ntest_q.py::test_call\ntest_q.py::test_teardown\n"
     )
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-n", "2", "-p", "no:rerunfailures", "--flaky-quarantine=q.txt", "--flaky-report=r.json"
     )
     assert result.ret == 0

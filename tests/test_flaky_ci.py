@@ -68,7 +68,7 @@ def test_junit_keeps_each_failed_attempt_as_surefire_does(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
     pytester.makepyfile(test_j=JUNIT_SUITE)
-    result = pytester.runpytest_subprocess("--flaky-reruns=2", "--junitxml=junit.xml", *workers)
+    result = pytester.runpytest_inprocess("--flaky-reruns=2", "--junitxml=junit.xml", *workers)
     assert result.ret == 1  # test_always_fails
     found = cases(pytester.path / "junit.xml")
     assert sorted(found) == ["test_always_fails", "test_flaky_call", "test_flaky_setup"]
@@ -108,7 +108,7 @@ def test_the_rerun_budget_is_shared_by_every_worker_and_says_when_it_ran_out(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
     pytester.makepyfile(ALWAYS_FAILING.format(n=6, fail="False"))
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "--flaky-reruns=3", "--flaky-rerun-budget=4", "--flaky-mass-failure=100", *workers
     )
     outcomes = result.parseoutcomes()
@@ -126,7 +126,7 @@ def test_a_mass_failure_stops_reruns_and_the_history_learns_nothing_from_it(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
     pytester.makepyfile(ALWAYS_FAILING.format(n=60, fail="False"))
-    result = pytester.runpytest_subprocess("--flaky-reruns=2", "--flaky-history=h.json", *workers)
+    result = pytester.runpytest_inprocess("--flaky-reruns=2", "--flaky-history=h.json", *workers)
     outcomes = result.parseoutcomes()
     assert outcomes["failed"] == 60
     # Reruns stop once 20 tests ran in a process and more than 30% failed: each process
@@ -220,7 +220,7 @@ def test_a_new_test_runs_several_times_and_mixed_outcomes_make_it_flaky(
     for count in Path(pytester.path).glob("*.count"):
         count.unlink()
     pytester.makepyfile(test_n=NEW_SUITE)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "--flaky-history=h.json", "--flaky-new-runs=3", "--junitxml=j.xml", *workers
     )
     assert result.ret == 0
@@ -253,7 +253,7 @@ def test_a_new_test_that_passes_every_run_is_a_pass_not_flaky_and_passes_the_gat
         test_n=COUNTED + "\ndef test_old():\n    attempt('old')\n"
         "\ndef test_new():\n    attempt('new')\n"
     )
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "--flaky-history=h.json",
         "--flaky-new-runs=3",
         "--flaky-max-pct=5",

@@ -117,12 +117,10 @@ def test_xdist_records_each_test_once_with_its_worker_and_matches_a_serial_run(
             for m in range(4)
         }
     )
-    pytester.runpytest_subprocess(
+    pytester.runpytest_inprocess(
         "-n", "2", "--perf-record=parallel.json", "--accel-report=report.html"
     ).assert_outcomes(passed=200)
-    pytester.runpytest_subprocess("-n", "0", "--perf-record=serial.json").assert_outcomes(
-        passed=200
-    )
+    pytester.runpytest_inprocess("-n", "0", "--perf-record=serial.json").assert_outcomes(passed=200)
     parallel, serial = load(pytester.path / "parallel.json"), load(pytester.path / "serial.json")
     assert len(parallel["tests"]["id"]) == 200
     workers = check_record("parallel.json", parallel)["tests"]["worker"]  # a list or runs
@@ -227,7 +225,7 @@ def test_a_test_that_kills_its_xdist_worker_is_recorded_as_crashed_and_the_rest_
         def test_ok_3(): pass
         """
     )
-    pytester.runpytest_subprocess("-n", "2", "--perf-record=record.json")
+    pytester.runpytest_inprocess("-n", "2", "--perf-record=record.json")
     record = load(pytester.path / "record.json")
     crashed = per_test(record)["test_crash.py::test_crash"]
     assert crashed["outcome"] == "crashed"

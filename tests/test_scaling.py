@@ -351,7 +351,7 @@ def pinned_env(
         "@pytest.mark.parametrize('i', range(8))\ndef test_any(i): pass\n"
         "@pytest.mark.gpu(min_devices=4)\ndef test_needs_four_gpus(): pass\n"
     )
-    result = pytester.runpytest_subprocess("-p", "xdist", "-rs", *args)
+    result = pytester.runpytest_inprocess("-p", "xdist", "-rs", *args)
     seen = {p.name: eval(p.read_text()) for p in sorted(out.iterdir())}
     return result, seen
 

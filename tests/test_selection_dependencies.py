@@ -6,6 +6,7 @@ first (the ground truth: the test fails), then by a selecting run."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import textwrap
@@ -16,6 +17,8 @@ from pathlib import Path
 import coverage  # noqa: F401  (imported once: in-process runs keep its C tracer)
 import pytest
 
+from tests.project_copies import copy_project, map_of
+
 NO_PROGRAMS = "--accel-map-programs=off"
 
 CONSTANTS = """\
@@ -25,6 +28,7 @@ LIMIT = 10
 CORE = """\
 import functools
 import json
+import shutil
 from pathlib import Path
 
 from pkg.constants import LIMIT
@@ -100,6 +104,7 @@ def solver():
 
 TESTS = """\
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -219,35 +224,44 @@ def no_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> Path:
-    root = pytester.path
-    committed(
-        root,
-        {
-            "pkg/__init__.py": 'VERSION = "1"\n',
-            "pkg/constants.py": CONSTANTS,
-            "pkg/core.py": CORE,
-            "pkg/data/table.json": '{"a": 1}\n',
-            "tests/conftest.py": CONFTEST,
-            "tests/test_core.py": TESTS,
-            "tests/data/cases.json": "[1, 2, 3]\n",
-            "tests/data/expected.json": "1\n",
-            # Outside tests/: neither its conftest nor the package reaches it.
-            "checks/test_unrelated.py": "def test_unrelated():\n    assert True\n",
-        },
-    )
-    return root
+PROJECT = {
+    "pkg/__init__.py": 'VERSION = "1"\n',
+    "pkg/constants.py": CONSTANTS,
+    "pkg/core.py": CORE,
+    "pkg/data/table.json": '{"a": 1}\n',
+    "tests/conftest.py": CONFTEST,
+    "tests/test_core.py": TESTS,
+    "tests/data/cases.json": "[1, 2, 3]\n",
+    "tests/data/expected.json": "1\n",
+    # Outside tests/: neither its conftest nor the package reaches it.
+    "checks/test_unrelated.py": "def test_unrelated():\n    assert True\n",
+}
 
 
 def run_all(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", *args)
 
 
+# Made once per module and test process; each test gets a copy (tests/project_copies.py).
+@pytest.fixture(scope="module")
+def committed_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return committed(tmp_path_factory.mktemp("project"), PROJECT)
+
+
+@pytest.fixture(scope="module")
+def project_map(committed_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return map_of(committed_project, tmp_path_factory, NO_PROGRAMS)
+
+
 @pytest.fixture
-def mapped(project: Path, pytester: pytest.Pytester) -> Select:
+def project(pytester: pytest.Pytester, committed_project: Path) -> Path:
+    return copy_project(committed_project, pytester.path)
+
+
+@pytest.fixture
+def mapped(project: Path, pytester: pytest.Pytester, project_map: Path) -> Select:
     """The project mapped at its commit; returns a runner of selecting runs."""
-    run_all(pytester, "--accel-map", "map.db", NO_PROGRAMS).assert_outcomes(passed=17)
+    shutil.copy2(project_map, project / "map.db")
 
     def select(*args: str) -> pytest.RunResult:
         return run_all(pytester, "--accel-map", "map.db", "--accel-select=changed", "-v", *args)
@@ -633,7 +647,7 @@ def test_with_pytest_cov_a_module_outside_its_sources_is_depended_on_whole(
             ".gitignore": "*.db\n.*.lock\n__pycache__/\n.coverage*\n",
         },
     )
-    mapping = pytester.runpytest_subprocess(
+    mapping = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", "--cov=pkg", "--cov-report=", "--accel-map", "map.db", NO_PROGRAMS
     )
     mapping.assert_outcomes(passed=2)
@@ -668,7 +682,7 @@ def test_a_test_that_failed_in_the_mapping_run_is_kept_until_one_sees_it_pass(
             "tests/test_b.py": "def test_other():\n    pass\n",
         },
     )
-    mapping = pytester.runpytest_subprocess(
+    mapping = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", *layout, "--accel-map", "map.db", NO_PROGRAMS
     )
     mapping.assert_outcomes(passed=2, failed=1)
@@ -1124,7 +1138,7 @@ def test_under_xdist_the_last_line_counts_what_selection_deselected(
     project: Path, pytester: pytest.Pytester, mapped: Select
 ) -> None:
     edit(project / "pkg" / "core.py", "return n * 2", "return n * 4")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", "-n", "2", "--accel-map", "map.db", "--accel-select=changed"
     )
     result.assert_outcomes(failed=2, deselected=15)
@@ -1369,6 +1383,26 @@ def test_an_editable_install_of_a_sibling_is_a_dependency_by_its_code(
     result.stdout.fnmatch_lines(
         ["selection kept every test: dependency: *sib 0.1 (editable, *) -> 0.1 (editable, *)"]
     )
+
+
+def test_a_virtual_environment_inside_an_editable_sibling_is_not_its_code(
+    tmp_path: Path,
+) -> None:
+    """A sibling checkout keeps its own environment in its tree (``build/env``, any
+    name): what is installed there is not the sibling's code, and hashing it would cost
+    every run a tenth of a second or more."""
+    from pytest_accel.selection.changes import source_digest
+
+    (tmp_path / "sib").mkdir()
+    (tmp_path / "sib" / "__init__.py").write_text("def value():\n    return 1\n")
+    before = source_digest(tmp_path)
+    env = tmp_path / "build" / "env-3.11"
+    (env / "lib" / "site-packages").mkdir(parents=True)
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (env / "lib" / "site-packages" / "other.py").write_text("X = 1\n")
+    assert source_digest(tmp_path) == before
+    (tmp_path / "build" / "generated.py").write_text("X = 1\n")  # not an environment
+    assert source_digest(tmp_path) != before
 
 
 def test_the_projects_own_egg_info_is_its_code_not_a_dependency(

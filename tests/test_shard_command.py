@@ -57,7 +57,7 @@ def command(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedProces
 
 
 def collected(pytester: pytest.Pytester, *args: str) -> list[str]:
-    result = pytester.runpytest_subprocess("--collect-only", "-q", *args)
+    result = pytester.runpytest_inprocess("--collect-only", "-q", *args)
     return [line for line in result.stdout.lines if "::" in line]
 
 

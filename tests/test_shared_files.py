@@ -22,6 +22,7 @@ from pytest_accel.cli import main
 from pytest_accel.file_uses import FileUse, refuse_shared_files
 from pytest_accel.files import InputError
 from pytest_accel.locking import cache_subdir, exclusive_lock, lock_path
+from tests.forked import Run, run_forked
 
 PASSING = "def test_a(): pass\ndef test_b(): pass\n"
 
@@ -208,18 +209,17 @@ def test_twenty_concurrent_writers_in_two_cache_directories_lose_no_run(
         path.write_text(json.dumps(record))
         records.append(path)
     baseline = tmp_path / "state" / "baseline.json"
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "pytest_accel", "baseline", str(path), "--into", str(baseline)],
-            env={**os.environ, "PYTEST_ACCEL_CACHE_DIR": str(tmp_path / f"cache{index % 2}")},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+    commands = [  # twenty processes at once (tests/forked.py), each its own command
+        Run(
+            "cli",
+            ["baseline", str(path), "--into", str(baseline)],
+            tmp_path,
+            {"PYTEST_ACCEL_CACHE_DIR": str(tmp_path / f"cache{index % 2}")},
         )
         for index, path in enumerate(records)
     ]
-    for process in processes:
-        _, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
+    finished = run_forked(commands, tmp_path / "forked")
+    assert [command.code for command in finished] == [0] * 20, finished
     assert len(load(baseline)["envs"]["cpu/x1"]["runs"]) == 20
     # One lock, beside the file; no temp file left.
     assert sorted(p.name for p in baseline.parent.iterdir()) == [

@@ -437,7 +437,7 @@ def test_under_xdist_the_controller_sends_one_record_of_every_worker(
 ) -> None:
     pytester.makepyfile(test_s=SUITE, test_t="def test_other():\n    pass\n")
     store = str(pytester.path / "store")
-    result = pytester.runpytest_subprocess("-n", "2", f"--accel-store={store}")
+    result = pytester.runpytest_inprocess("-n", "2", f"--accel-store={store}")
     result.assert_outcomes(passed=3)
     (name,) = _objects(store)
     record = json.loads((Path(store) / name).read_text())
@@ -687,10 +687,10 @@ def test_the_flaky_history_is_the_stores_runs(pytester: pytest.Pytester) -> None
     has never seen)."""
     pytester.makepyfile(test_f=WOBBLY)
     store = f"--accel-store={pytester.path / 'store'}"
-    first = pytester.runpytest_subprocess(store, "--flaky-reruns=1", "-p", "no:randomly")
+    first = pytester.runpytest_inprocess(store, "--flaky-reruns=1", "-p", "no:randomly")
     first.stdout.fnmatch_lines(["FLAKY test_f.py::test_wobbly (2 attempts: failed, passed)"])
     pytester.makepyfile(test_new="def test_added():\n    pass\n")
-    second = pytester.runpytest_subprocess(
+    second = pytester.runpytest_inprocess(
         store, "--flaky-reruns=1", "--flaky-new-runs=3", "-n", "2"
     )
     second.assert_outcomes(passed=3)

@@ -276,7 +276,8 @@ def _editable_source(dist: Any) -> Path | None:
     return source if source.is_dir() else None
 
 
-# Trees of an editable install's directory that hold no code it runs.
+# Trees of an editable install's directory that hold no code it runs; so does any
+# virtual environment in it, whatever its name (``pyvenv.cfg`` marks one).
 _NOT_SOURCE = {".git", ".hg", "__pycache__", ".venv", "venv", ".tox", ".nox", "node_modules"}
 _EXTENSIONS = (".so", ".pyd", ".dylib")
 
@@ -287,6 +288,9 @@ def source_digest(directory: Path) -> str:
     megabytes of them would cost more than it tells)."""
     digest = hashlib.blake2b(digest_size=6)
     for folder, subfolders, names in os.walk(directory):
+        if folder != str(directory) and "pyvenv.cfg" in names:
+            subfolders.clear()
+            continue
         subfolders[:] = sorted(d for d in subfolders if d not in _NOT_SOURCE)
         for name in sorted(names):
             path = os.path.join(folder, name)
