@@ -102,17 +102,29 @@ def quiet_machine(factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+# Child processes (pytester's subprocess runs, xdist workers) may cache bytecode, as an
+# installed package has it: otherwise each one compiles pytest, numpy and jax anew.
+_UNSET = (*ACCEL_ENV, "PYTHONDONTWRITEBYTECODE")
+
+
+def _hermetic_settings(factory: pytest.TempPathFactory) -> dict[str, str]:
+    return {
+        # Locks go to a cache directory: this one, not the developer's ~/.cache.
+        "PYTEST_ACCEL_CACHE_DIR": str(factory.getbasetemp() / "cache"),
+        # An empty machine whose run-queue clocks never move: a test that slows a
+        # generated test by sleeping judges it as on a quiet runner, whatever load this
+        # suite runs under (a busy runner widens the threshold: docs/regressions.md).
+        # The tests of detection and of the clocks build their own trees (``fakesys``,
+        # ``sleeper``).
+        "PYTEST_ACCEL_SYSROOT": str(quiet_machine(factory)),
+    }
+
+
 def hermetic_environ(factory: pytest.TempPathFactory) -> dict[str, str]:
     """This process's environment as ``_hermetic_accel_env`` leaves it for a test, for
     processes a module- or session-scoped fixture starts (before any test's fixtures)."""
-    environ = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ACCEL_ENV and name != "PYTHONDONTWRITEBYTECODE"
-    }
-    environ["PYTEST_ACCEL_CACHE_DIR"] = str(factory.getbasetemp() / "cache")
-    environ["PYTEST_ACCEL_SYSROOT"] = str(quiet_machine(factory))
-    return environ
+    environ = {name: value for name, value in os.environ.items() if name not in _UNSET}
+    return {**environ, **_hermetic_settings(factory)}
 
 
 @pytest.fixture(autouse=True)
@@ -122,18 +134,10 @@ def _hermetic_accel_env(
     """The developer's or runner's accelerator variables must not leak into tests, and
     in-process runs see the plugin's warnings as a fresh process does: this suite's own
     ``-W error`` would otherwise turn them into errors inside every inner run."""
-    for name in ACCEL_ENV:
+    for name in _UNSET:
         monkeypatch.delenv(name, raising=False)
-    # Child processes (pytester's subprocess runs, xdist workers) may cache bytecode, as
-    # an installed package has it: otherwise each one compiles pytest, numpy and jax anew.
-    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-    # Locks go to a cache directory: this one, not the developer's ~/.cache.
-    monkeypatch.setenv("PYTEST_ACCEL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-    # An empty machine whose run-queue clocks never move: a test that slows a generated
-    # test by sleeping judges it as on a quiet runner, whatever load this suite runs
-    # under (a busy runner widens the threshold: docs/regressions.md). The tests of
-    # detection and of the clocks build their own trees (``fakesys``, ``sleeper``).
-    monkeypatch.setenv("PYTEST_ACCEL_SYSROOT", str(quiet_machine(tmp_path_factory)))
+    for name, value in _hermetic_settings(tmp_path_factory).items():
+        monkeypatch.setenv(name, value)
     with warnings.catch_warnings():
         for category in (pytest_accel.PerfRegressionWarning, pytest_accel.FlakyQuarantineWarning):
             warnings.filterwarnings("default", category=category)

@@ -51,11 +51,9 @@ for run in spec["runs"]:
         os.chdir(run["cwd"])
         os.environ.update(run["env"])
         if run["kind"] == "pytest":
-            import pytest
             code = int(pytest.main(run["args"]))
         else:
-            from pytest_accel.cli import main
-            code = main(run["args"])
+            code = pytest_accel.cli.main(run["args"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
