@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_accel.perf.formats.baseline import load_baseline
 from tests.jax_runs import run_jax_suite
 
 SUITE = """
@@ -148,16 +149,39 @@ def test_shards_are_balanced_on_wall_time_with_the_compilation_in_it(
         pytester, "--perf-baseline=b.json", "--perf-update-baseline", "--perf-record=r.json"
     ).assert_outcomes(passed=4)
     record = json.loads((pytester.path / "r.json").read_text())
+    warmup = set(record["tests"].get("warmup", []))
     compiled = record["tests"]["compile_seconds"]
+    assert sum(s for t, s in compiled.items() if t not in warmup) > 0
     result = command(pytester, "--durations", "b.json", "--splits", "2", "--format", "json")
     assert result.returncode == 0, result.stderr
     plan: dict[str, Any] = json.loads(result.stdout)
     assert plan["basis"] == "wall"
-    planned = sum(shard["estimated"] for shard in plan["shards"])
-    warmup = set(record["tests"].get("warmup", []))
+    # What the baseline keeps of each test that did not pay its process's warm-up: its
+    # wall seconds (setup, call and teardown) and its sample, the execution left after
+    # its compilation; both with the seconds its call waited for a CPU taken out, so a
+    # busy runner moves neither against the other (the record's compile seconds keep
+    # the waits: beside these, load alone could break a comparison).
+    (env,) = load_baseline(pytester.path / "b.json").envs.values()
+    walls = env.walls()
+    (run,) = env.runs
+    execution = {ident: run.sample("tests", row) for row, ident in enumerate(env.ids["tests"])}
+    later = sorted(set(execution) - warmup)
+    assert later
+    assert sorted(walls) == later
+    for ident in later:
+        executed = execution[ident]
+        assert executed is not None, ident
+        assert walls[ident] > executed, ident  # compiling is in it
     # Every test but the first in its process is estimated at its wall time, compiling
     # included: the estimates hold the compilation, not just the execution left after it.
-    assert planned >= sum(s for t, s in compiled.items() if t not in warmup) > 0
+    assert sorted(t for shard in plan["shards"] for t in shard["tests"]) == sorted(compiled)
+    for shard in plan["shards"]:
+        theirs = [t for t in shard["tests"] if t not in warmup]
+        at_wall = sum(walls[t] for t in theirs)
+        if len(theirs) == len(shard["tests"]):
+            assert shard["estimated"] == pytest.approx(at_wall, abs=1e-5), shard
+        else:  # and the warm-up at an estimate of its own
+            assert shard["estimated"] >= at_wall - 1e-5, shard
     text = command(pytester, "--durations", "b.json", "--splits", "2")
     assert "wall time as measured (setup, call and teardown, JAX compilation included)" in (
         text.stdout
