@@ -429,10 +429,10 @@ def _judge_groups(
     }
     class_of: dict[str, str | None] = {}
     module_of: dict[str, str | None] = {}
-    if wanted:
-        for ident, cls, module in zip(run.ids, run.cls, run.module, strict=True):
-            if ident in wanted:
-                class_of[ident], module_of[ident] = cls, module
+    # Their rows found by C-level maps: no Python frame per test of 100,000.
+    for row in compress(range(len(run.ids)), map(wanted.__contains__, run.ids)) if wanted else ():
+        ident = run.ids[row]
+        class_of[ident], module_of[ident] = run.cls[row], run.module[row]
     classes, modules = (
         _judge(setting, kind, _inputs(setting, kind, now, env.matrix(of)), {})
         for kind, now, of in (

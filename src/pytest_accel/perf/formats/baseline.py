@@ -98,9 +98,12 @@ def _parse_env(path: str, where: str, value: Any, encoding: str) -> EnvHistory:
     env = EnvHistory(metric)
     for kind in KINDS:
         ids = raw.get(kind, [])
-        if not isinstance(ids, list) or not set(map(type, ids)) <= {str}:
+        try:  # interned: the flaky history names them too; and only a str can be
+            env.ids[kind] = list(map(sys.intern, ids)) if isinstance(ids, list) else []
+        except TypeError:
+            ids = None
+        if not isinstance(ids, list):
             raise InputError(path, f"{where}.{kind}: expected a list of ids (strings)")
-        env.ids[kind] = list(map(sys.intern, ids))  # the flaky history names them too
     if "runs" not in raw:
         raise InputError(path, f"{where}.runs: missing (expected a list of runs)")
     runs = raw["runs"]
