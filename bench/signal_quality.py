@@ -122,13 +122,19 @@ def runner_scenario(
     current = medians * factors * np.exp(sigma * rng.standard_normal(count))
     run, env = as_comparison_inputs(samples, current)
     result = compare(run, env, rule)
-    flagged = [f.id for f in result.regressions if f.kind == "test"]
-    suite = any(f.kind == "session" for f in result.regressions)
+    flagged = [f.id for f in result.timing.regressions if f.kind == "test"]
+    suite = any(f.kind == "session" for f in result.timing.regressions)
     # The 0.1 correction: divide by the median ratio and judge the corrected timing alone.
     ratio = float(np.median(current / np.median(samples, axis=1)))
     alone = judge(current / ratio, samples, rule).regressed
     unchanged = factors == 1.0
-    return flagged, result.speed, suite, int(np.sum(alone & unchanged)), result.compared
+    return (
+        flagged,
+        result.timing.speed,
+        suite,
+        int(np.sum(alone & unchanged)),
+        result.timing.compared,
+    )
 
 
 def main() -> None:

@@ -272,6 +272,7 @@ def test_the_alarm_kinds_are_listed_in_one_module_and_every_output_reads_them() 
         MemoryVerdict,
         Recompiled,
         RecompileVerdict,
+        TimingVerdict,
     )
     from pytest_accel.perf.model.timings import RunIdentity
     from pytest_accel.text import Tone
@@ -285,8 +286,10 @@ def test_the_alarm_kinds_are_listed_in_one_module_and_every_output_reads_them() 
     assert set(output.ALARM_LABELS) == set(output.ALARM_TITLES) == set(findings.ALARM_KINDS)
     one_of_each = Comparison(
         "cpu/x1",
-        regressions=[Finding("test", "t.py::a", 0.1, 0.5, 5.0, 10)],
-        changes=[Change("test", "t.py::b", 0.2, 0.6, 3, RunIdentity("abc"))],
+        TimingVerdict(
+            regressions=[Finding("test", "t.py::a", 0.1, 0.5, 5.0, 10)],
+            changes=[Change("test", "t.py::b", 0.2, 0.6, 3, RunIdentity("abc"))],
+        ),
         recompiles=RecompileVerdict([Recompiled("t.py::c", 9, 0, 5)]),
         device_memory=MemoryVerdict([MemoryGrowth("t.py::d", 4 * 2**30, 2**30, 3)]),
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_accel.perf.analysis.causes import CommitRange, changed_code_of, code_questions
-from pytest_accel.perf.model.findings import Change, Comparison, Finding
+from pytest_accel.perf.model.findings import Change, Comparison, Finding, TimingVerdict
 from pytest_accel.perf.model.timings import RunIdentity
 from pytest_accel.selection.suspects import changed_names, describe_block, innermost
 from tests.test_change_selection import commit, edit, git, git_project
@@ -167,7 +167,7 @@ def test_a_pending_regression_asks_for_the_commits_before_the_run_it_left_out() 
     regression came between the run before that one and this one."""
     pending = Finding("test", "t.py::a", 0.1, 0.5, 5.0, 3, pending=True)
     plain = Finding("test", "t.py::b", 0.1, 0.5, 5.0, 3)
-    comparison = Comparison("cpu/x1", regressions=[pending, plain])
+    comparison = Comparison("cpu/x1", TimingVerdict(regressions=[pending, plain]))
     questions = code_questions(
         comparison, run_commit="c3", baseline_commit="c3", before_newest="c1"
     )
@@ -181,7 +181,7 @@ def test_each_alarm_asks_for_the_commits_its_step_came_between() -> None:
     same = Change("test", "t.py::e", 0.1, 0.3, 2, _identity("c2"), previous=_identity("c2"))
     unknown = Change("test", "t.py::f", 0.1, 0.3, 2, _identity("c2"))
     comparison = Comparison(
-        "cpu/x1", regressions=[regression, group], changes=[change, same, unknown]
+        "cpu/x1", TimingVerdict(regressions=[regression, group], changes=[change, same, unknown])
     )
     questions = code_questions(comparison, run_commit="c3", baseline_commit="c2")
     assert {key: (q.between, q.tests) for key, q in questions.items()} == {

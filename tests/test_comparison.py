@@ -22,7 +22,7 @@ from pytest_accel.perf.analysis.comparison import compare
 from pytest_accel.perf.analysis.rule import Rule
 from pytest_accel.perf.formats.baseline import Baseline, EnvHistory, add_run
 from pytest_accel.perf.formats.record import check_record, timings
-from pytest_accel.perf.model.findings import Comparison
+from pytest_accel.perf.model.findings import Comparison, TimingVerdict
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.offline import baseline_json
 from pytest_accel.perf.output import scope_notes, summary_line, terminal_rows
@@ -320,8 +320,8 @@ def test_tests_that_got_faster_on_their_own_never_make_the_others_regress() -> N
     then = many(50)
     now = {t: s * (0.6 if i < 20 else 1.0) for i, (t, s) in enumerate(then.items())}
     result = compared(now, then)
-    assert result.regressions == []
-    assert len([f for f in result.improvements if f.kind == "test"]) == 20
+    assert result.timing.regressions == []
+    assert len([f for f in result.timing.improvements if f.kind == "test"]) == 20
 
 
 def test_on_a_slower_runner_only_the_truly_slower_test_regresses_with_both_ratios() -> None:
@@ -329,13 +329,13 @@ def test_on_a_slower_runner_only_the_truly_slower_test_regresses_with_both_ratio
     now = {t: s * 1.3 for t, s in then.items()}
     now["t_007.py::test"] *= 2.0
     result = compared(now, then)
-    assert result.speed == pytest.approx(1.3, rel=0.03)
-    tests = [f for f in result.regressions if f.kind == "test"]
+    assert result.timing.speed == pytest.approx(1.3, rel=0.03)
+    tests = [f for f in result.timing.regressions if f.kind == "test"]
     assert [f.id for f in tests] == ["t_007.py::test"]
     assert tests[0].ratio == pytest.approx(2.6, rel=0.05)
     assert tests[0].corrected == pytest.approx(2.0, rel=0.05)
     # The runner is not the code: the summary line says it, no total regresses for it.
-    assert [f.kind for f in result.regressions] == ["test"]
+    assert [f.kind for f in result.timing.regressions] == ["test"]
     assert "this run was 1.30x the baseline overall" in summary_line(result, failing=False)
 
 
@@ -350,8 +350,8 @@ def test_a_uniformly_slower_run_on_a_busy_runner_is_the_runner_not_a_regression(
         for runs in (3, 5, 8):
             env = history([then] * runs, groups=groups)
             result = compare(run_of(now, 99, groups=groups), env, Rule())
-            assert result.regressions == [], (factor, runs)
-            assert result.speed == pytest.approx(factor, rel=0.03)
+            assert result.timing.regressions == [], (factor, runs)
+            assert result.timing.speed == pytest.approx(factor, rel=0.03)
 
 
 def test_a_total_slower_as_measured_is_no_improvement_for_the_runners_speed() -> None:
@@ -363,10 +363,10 @@ def test_a_total_slower_as_measured_is_no_improvement_for_the_runners_speed() ->
     then = {**{t: 0.2 + (i % 5) * 0.05 for i, t in enumerate(ids)}, "heavy.py::test": 20.0}
     now = {t: s * 1.6 for t, s in then.items()} | {"heavy.py::test": 20.0}
     result = compare(run_of(now, 99, groups=groups), history([then] * 8, groups=groups), Rule())
-    assert result.speed == pytest.approx(1.6, rel=0.03)
-    assert result.suite_now / result.suite_then > 1.2
-    assert result.improvements == []
-    assert result.regressions == []
+    assert result.timing.speed == pytest.approx(1.6, rel=0.03)
+    assert result.timing.suite_now / result.timing.suite_then > 1.2
+    assert result.timing.improvements == []
+    assert result.timing.regressions == []
 
 
 def test_a_run_in_another_order_than_the_baseline_is_compared_the_same() -> None:
@@ -378,8 +378,8 @@ def test_a_run_in_another_order_than_the_baseline_is_compared_the_same() -> None
     in_order = compared(now, then)
     reordered = compared(dict(reversed(list(now.items()))), then)
     assert reordered.to_json() == in_order.to_json()
-    assert [f.id for f in in_order.regressions if f.kind == "test"] == ["t_007.py::test"]
-    assert [f.id for f in in_order.improvements if f.kind == "test"] == ["t_020.py::test"]
+    assert [f.id for f in in_order.timing.regressions if f.kind == "test"] == ["t_007.py::test"]
+    assert [f.id for f in in_order.timing.improvements if f.kind == "test"] == ["t_020.py::test"]
 
 
 def test_compare_after_merging_shards_warm_from_a_cache_passes_with_fail(
@@ -791,11 +791,11 @@ def test_a_runner_that_got_slower_for_good_is_one_suite_change_not_one_per_test(
     slower = {t: s * 1.5 for t, s in then.items()}
     env = history([then] * 12 + [slower] * 3)
     result = compare(run_of(slower, 99), env, Rule())
-    assert [(c.kind, c.id, c.runs, c.since.commit) for c in result.changes] == [
+    assert [(c.kind, c.id, c.runs, c.since.commit) for c in result.timing.changes] == [
         ("session", "suite total", 4, "c12")
     ]
-    assert result.changes[0].ratio == pytest.approx(1.5, rel=0.05)
-    assert [f.kind for f in result.regressions] == []  # the change says it, once
+    assert result.timing.changes[0].ratio == pytest.approx(1.5, rel=0.05)
+    assert [f.kind for f in result.timing.regressions] == []  # the change says it, once
 
 
 def test_a_test_that_changed_on_a_runner_that_also_changed_is_still_a_change() -> None:
@@ -803,7 +803,7 @@ def test_a_test_that_changed_on_a_runner_that_also_changed_is_still_a_change() -
     faster = {t: s * 0.8 for t, s in then.items()}
     later = {**faster, "t_005.py::test": then["t_005.py::test"] * 0.8 * 2.5}
     result = compare(run_of(later, 99), history([then] * 12 + [later] * 3), Rule())
-    kinds = sorted((c.kind, c.id, c.slower) for c in result.changes)
+    kinds = sorted((c.kind, c.id, c.slower) for c in result.timing.changes)
     assert kinds == [("session", "suite total", False), ("test", "t_005.py::test", True)]
 
 
@@ -829,9 +829,9 @@ def test_a_step_between_two_runs_of_one_commit_is_never_that_commits_change() ->
     later = {**then, "t_005.py::test": then["t_005.py::test"] * 2.5}
     env = of_commits([then] * 12 + [later] * 2, ["1bda877"] * 14)
     result = compare(now_at(later, "1bda877"), env, Rule())
-    assert result.changes == []
-    assert result.regressions == []
-    stepped = [(c.kind, c.id, c.runs, c.slower) for c in result.unattributed]
+    assert result.timing.changes == []
+    assert result.timing.regressions == []
+    stepped = [(c.kind, c.id, c.runs, c.slower) for c in result.timing.unattributed]
     assert stepped == [("test", "t_005.py::test", 3, True)]  # its module's step is its own
     (note,) = [n for n in scope_notes(result) if n.startswith("environment:")]
     assert "1 test(s), class(es) or module(s) stepped (1 slower, 0 faster: t_005.py::test)" in note
@@ -839,8 +839,10 @@ def test_a_step_between_two_runs_of_one_commit_is_never_that_commits_change() ->
     # The same step where the commit changed with it is that commit's change.
     env = of_commits([then] * 12 + [later] * 2, ["1bda877"] * 12 + ["9f0e2c4"] * 2)
     result = compare(now_at(later, "9f0e2c4"), env, Rule())
-    assert [(c.id, c.since.commit) for c in result.changes] == [("t_005.py::test", "9f0e2c4")]
-    assert result.unattributed == []
+    assert [(c.id, c.since.commit) for c in result.timing.changes] == [
+        ("t_005.py::test", "9f0e2c4")
+    ]
+    assert result.timing.unattributed == []
 
 
 def test_a_run_at_the_commit_of_its_baseline_says_environment_never_changed(
@@ -891,8 +893,8 @@ def test_a_step_inside_a_later_commits_runs_is_not_that_commits_change() -> None
     runs = [then] * 12 + [then] + [later] * 2
     env = of_commits(runs, ["aaaaaaa"] * 12 + ["bbbbbbb"] * 3)
     result = compare(now_at(later, "bbbbbbb"), env, Rule())
-    assert result.changes == []
-    assert [(c.id, c.since.commit) for c in result.unattributed if c.kind == "test"] == [
+    assert result.timing.changes == []
+    assert [(c.id, c.since.commit) for c in result.timing.unattributed if c.kind == "test"] == [
         ("t_005.py::test", "bbbbbbb")
     ]
 
@@ -902,8 +904,8 @@ def test_a_runner_that_slowed_at_one_commit_is_named_as_the_runner() -> None:
     slower = {t: s * 1.5 for t, s in then.items()}
     env = of_commits([then] * 12 + [slower] * 3, ["c0ffee1"] * 15)
     result = compare(now_at(slower, "c0ffee1"), env, Rule())
-    assert result.changes == []
-    assert [(c.kind, c.runs) for c in result.unattributed] == [("session", 4)]
+    assert result.timing.changes == []
+    assert [(c.kind, c.runs) for c in result.timing.unattributed] == [("session", 4)]
     (note,) = [n for n in scope_notes(result) if n.startswith("environment:")]
     assert re.match(
         r"environment: the runner's speed 1\.[45]\dx since c0ffee1, between two runs"
@@ -934,7 +936,7 @@ def test_a_warm_up_is_judged_against_warm_ups_and_only_a_large_change_is_a_findi
     for factor, found in ((1.33, False), (2.2, True)):
         now = {**then, "t.py::first": 0.6 * factor}
         result = compare(run_of(now, 99, warmup=True), env, Rule())
-        regressions = [(f.id, f.warmup) for f in result.regressions if f.kind == "test"]
+        regressions = [(f.id, f.warmup) for f in result.timing.regressions if f.kind == "test"]
         assert regressions == ([("t.py::first", True)] if found else []), factor
 
 
@@ -950,13 +952,13 @@ def test_a_cost_that_moved_inside_its_class_in_a_run_ordered_otherwise_is_not_a_
     assert {run.layout for run in env.runs} == {"serial"}
 
     serial = compare(run_of(moved, 99, groups=groups), env, Rule())
-    assert [f.id for f in serial.regressions] == [ids[3]]  # same order: a finding
+    assert [f.id for f in serial.timing.regressions] == [ids[3]]  # same order: a finding
 
     reordered = replace(run_of(moved, 99, groups=groups), layout="xdist 2")
     result = compare(reordered, env, Rule())
-    assert result.regressions == result.improvements == []
-    assert result.unconfirmed == sorted([ids[0], ids[3]])
-    assert (result.layout, result.baseline_layout) == ("xdist 2", "serial")
+    assert result.timing.regressions == result.timing.improvements == []
+    assert result.timing.unconfirmed == sorted([ids[0], ids[3]])
+    assert (result.timing.layout, result.timing.baseline_layout) == ("xdist 2", "serial")
     rows = terminal_rows(result, 20)
     assert any(
         row.text.startswith("order: this run was xdist 2, the baseline's runs serial")
@@ -966,7 +968,7 @@ def test_a_cost_that_moved_inside_its_class_in_a_run_ordered_otherwise_is_not_a_
     # A real slowdown moves its class's total too, in any order.
     slower = replace(run_of(moved | {ids[3]: 0.7}, 99, groups=groups), layout="xdist 2")
     result = compare(slower, env, Rule())
-    assert [(f.kind, f.id) for f in result.regressions] == [("test", ids[3])]
+    assert [(f.kind, f.id) for f in result.timing.regressions] == [("test", ids[3])]
 
 
 def test_a_regression_row_is_red_and_minus_q_keeps_only_what_matters(
@@ -1083,8 +1085,8 @@ def test_many_small_tests_each_slower_under_the_floor_are_found_at_their_module_
     now = {t: s + (0.02 if t.startswith("m.py") else 0.0) for t, s in then.items()}
     now["m.py::test_07"] += 0.01  # the one that moved most
     result = compare(run_of(now, 99, groups=groups), history([then] * 8, groups=groups), Rule())
-    assert [f.kind for f in result.regressions if f.kind == "test"] == []
-    [module] = [f for f in result.regressions if f.kind == "module"]
+    assert [f.kind for f in result.timing.regressions if f.kind == "test"] == []
+    [module] = [f for f in result.timing.regressions if f.kind == "module"]
     assert module.id == "m.py"
     assert module.movers[0][0] == "m.py::test_07"
     assert len(module.movers) == 3
@@ -1105,12 +1107,14 @@ def test_a_recompiling_function_is_one_alarm_with_its_symptoms_beneath_it() -> N
     a, b, other = "t.py::test_a", "t.py::test_b", "t.py::test_other"
     comparison = Comparison(
         "cpu/x1",
-        regressions=[
-            Finding("test", a, 0.1, 0.5, 5.0, 5),
-            Finding("test", a, 0.01, 0.2, 20.0, 5, tracing=True),
-            Finding("session", "suite total", 1.0, 1.9, 1.9, 3, movers=((b, 0.5), (a, 0.4))),
-            Finding("test", other, 0.2, 0.5, 2.5, 5),
-        ],
+        TimingVerdict(
+            regressions=[
+                Finding("test", a, 0.1, 0.5, 5.0, 5),
+                Finding("test", a, 0.01, 0.2, 20.0, 5, tracing=True),
+                Finding("session", "suite total", 1.0, 1.9, 1.9, 3, movers=((b, 0.5), (a, 0.4))),
+                Finding("test", other, 0.2, 0.5, 2.5, 5),
+            ]
+        ),
         recompiles=RecompileVerdict(
             [
                 Recompiled(a, 19, 0, 5, culprit=culprit, compilations=20),
@@ -1160,7 +1164,7 @@ def test_a_modules_change_names_the_tests_that_moved_most_as_its_regression_does
     slower["m.py::test_07"] += 0.01  # the one that moved most
     env = history([then] * 12 + [slower] * 2, groups=groups)
     result = compare(run_of(slower, 99, groups=groups), env, Rule())
-    [module] = [c for c in result.changes if c.kind == "module"]
+    [module] = [c for c in result.timing.changes if c.kind == "module"]
     assert (module.id, module.since.commit) == ("m.py", "c12")
     assert module.movers[0][0] == "m.py::test_07"
     assert all(ident.startswith("m.py::") for ident, _ in module.movers)
@@ -1182,19 +1186,21 @@ def test_a_slowed_run_folded_into_a_3_run_baseline_does_not_hide_the_next_one() 
         wobble = WOBBLE[index]
         add_run(env, run_of({slow: 0.5 * wobble, other: 0.3 * wobble}, index), 20)
     first = run_of({slow: 1.0, other: 0.9}, 3)
-    assert sorted(f.id for f in compare(first, env, Rule()).regressions) == [other, slow]
+    assert sorted(f.id for f in compare(first, env, Rule()).timing.regressions) == [other, slow]
     add_run(env, first, 20)
     second_run = run_of({slow: 1.02, other: 0.29}, 4)
     second = compare(second_run, env, Rule())
-    assert [(f.id, f.pending) for f in second.regressions] == [(slow, True)]
+    assert [(f.id, f.pending) for f in second.timing.regressions] == [(slow, True)]
     from pytest_accel.perf.output import describe
 
-    assert "3 sample(s), the newest run left out: it was as slow" in describe(second.regressions[0])
-    assert second.slowdowns == []
+    assert "3 sample(s), the newest run left out: it was as slow" in describe(
+        second.timing.regressions[0]
+    )
+    assert second.timing.slowdowns == []
     assert second.alarms == 1
     add_run(env, second_run, 20)
     third = compare(run_of({slow: 0.98, other: 0.31}, 5), env, Rule())
-    assert [(c.id, c.since.commit, c.runs) for c in third.slowdowns] == [(slow, "c3", 3)]
+    assert [(c.id, c.since.commit, c.runs) for c in third.timing.slowdowns] == [(slow, "c3", 3)]
     assert third.alarms == 1
 
 
@@ -1238,14 +1244,14 @@ def test_the_steps_kept_in_the_summary_judge_as_the_steps_found_anew() -> None:
     with_steps = compare(now, kept, Rule())
     without = compare(now, _read_back(env, steps=None), Rule())
     assert with_steps == without
-    assert ids[1] in {f.id for f in with_steps.regressions}
+    assert ids[1] in {f.id for f in with_steps.timing.regressions}
     assert with_steps.alarms >= 1
     # A run without some of the baseline's tests, and with one it lacks: the steps of
     # the tests it has, each at its place among them.
     fewer = {k: v for k, v in calls.items() if k not in (ids[0], ids[3])}
     partial = run_of({**fewer, "t.py::test_new": 0.5}, 100)
     assert compare(partial, kept, Rule()) == compare(partial, _read_back(env, steps=None), Rule())
-    assert ids[1] in {f.id for f in compare(partial, kept, Rule()).regressions}
+    assert ids[1] in {f.id for f in compare(partial, kept, Rule()).timing.regressions}
 
 
 def test_the_summarys_steps_are_read_by_the_default_rule_only() -> None:
@@ -1259,7 +1265,7 @@ def test_the_summarys_steps_are_read_by_the_default_rule_only() -> None:
     told, untold = _read_back(env, steps=[[0, 2]]), _read_back(env, steps=None)
 
     def test_changes(comparison: Comparison) -> list[tuple[str, int]]:
-        return [(c.id, c.runs) for c in comparison.changes if c.kind == "test"]
+        return [(c.id, c.runs) for c in comparison.timing.changes if c.kind == "test"]
 
     assert test_changes(compare(now, untold, Rule())) == [(ident, 3)]
     assert test_changes(compare(now, told, Rule())) == []

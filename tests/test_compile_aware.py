@@ -366,11 +366,11 @@ def test_a_switch_of_layout_is_no_change_and_a_step_within_one_layout_is_one() -
             add_run(env, _laid_out({SLOW: slow * factor, FAST: 0.3 * factor}, index, layout), 50)
             index += 1
     switched = compare(_laid_out({SLOW: 1.2, FAST: 0.45}, index, "xdist 2"), env, Rule())
-    assert [(c.id, c.since.commit) for c in switched.changes] == [(SLOW, "c11")]
-    assert switched.regressions == []
-    assert switched.left_out_layout == 8  # 8 xdist runs: enough to compare with alone
+    assert [(c.id, c.since.commit) for c in switched.timing.changes] == [(SLOW, "c11")]
+    assert switched.timing.regressions == []
+    assert switched.timing.left_out_layout == 8  # 8 xdist runs: enough to compare with alone
     serial = compare(_laid_out({SLOW: 0.8, FAST: 0.3}, index, "serial"), env, Rule())
-    assert [(c.id, c.since.commit) for c in serial.changes] == [(SLOW, "c10")]
+    assert [(c.id, c.since.commit) for c in serial.timing.changes] == [(SLOW, "c10")]
     # The baseline alone, as `baseline --accept` reads it: its newest run is xdist.
     found = [(c.id, c.since.commit) for _, _, c in changes_in_runs(env, Rule())]
     assert found == [(SLOW, "c11"), ("t.py", "c11")]
@@ -383,8 +383,8 @@ def test_a_run_with_too_few_runs_of_its_layout_sees_no_change_from_the_others() 
     for index in range(10, 12):
         add_run(env, _laid_out({SLOW: 0.6, FAST: 0.45}, index, "xdist 2"), 50)
     result = compare(_laid_out({SLOW: 0.6, FAST: 0.45}, 12, "xdist 2"), env, Rule())
-    assert result.changes == []
-    assert result.change_runs == 2
+    assert result.timing.changes == []
+    assert result.timing.change_runs == 2
 
 
 def test_a_shard_is_laid_out_as_itself_within_merged_shards() -> None:
@@ -403,9 +403,9 @@ def test_three_samples_with_two_alike_give_no_z_score_from_a_collapsed_spread(
     for index, seconds in enumerate((1.0, 1.001, 1.2)):
         add_run(env, run_of({SLOW: seconds}, index), 50)
     result = compare(run_of({SLOW: now}, 3), env, Rule(normalize=False))
-    assert [f.id for f in result.regressions] == ([SLOW] if regressed else [])
+    assert [f.id for f in result.timing.regressions] == ([SLOW] if regressed else [])
     if regressed:
-        z = result.regressions[0].z
+        z = result.timing.regressions[0].z
         assert z is not None
         assert 2.7 < z < 10  # a spread of at least 10%, not 0.15%
 
@@ -430,7 +430,7 @@ def test_a_baseline_of_wall_times_judges_a_jax_run_on_wall_time_until_it_has_eno
     assert (scope.run.basis, scope.left_out_time, len(scope.env.runs)) == ("execution", 5, 3)
     assert scope.run.call[0] == pytest.approx(0.4)
     result = compare(run, env, Rule())
-    assert (result.time, result.left_out_time) == ("execution", 5)
+    assert (result.timing.time, result.timing.left_out_time) == ("execution", 5)
 
 
 def _recompiling(count: int, index: int) -> RunTimings:
@@ -623,8 +623,8 @@ def test_a_run_laid_out_unlike_the_baseline_judges_no_group_and_says_so() -> Non
     now = {**dict.fromkeys(heavy, 0.8), FAST: 0.3}
     run = replace(run_of(now, 8, groups=groups), layout="xdist 2")
     result = compare(run, env, Rule())
-    assert (result.layout, result.baseline_layout) == ("xdist 2", "serial")
-    assert [f.kind for f in result.regressions] == ["test"] * 3  # their class moved too
+    assert (result.timing.layout, result.timing.baseline_layout) == ("xdist 2", "serial")
+    assert [f.kind for f in result.timing.regressions] == ["test"] * 3  # their class moved too
     from pytest_accel.perf.output import terminal_rows
 
     assert any(
@@ -796,8 +796,8 @@ def test_under_xdist_a_slowdown_within_what_its_compiling_leaves_is_no_finding(
         add_run(env, replace(run, layout="xdist 2"), 50)
     run = replace(run_of({SLOW: now, FAST: 0.3}, 5), layout="xdist 2", compiling={SLOW: compiling})
     result = compare(run, env, Rule())
-    assert [f.id for f in result.regressions] == ([SLOW] if found else [])
-    assert result.unconfirmed == ([] if found else [SLOW])
+    assert [f.id for f in result.timing.regressions] == ([SLOW] if found else [])
+    assert result.timing.unconfirmed == ([] if found else [SLOW])
     from pytest_accel.perf.output import terminal_rows
 
     if not found:

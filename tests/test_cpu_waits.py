@@ -646,4 +646,4 @@ def test_a_huge_threshold_widened_on_a_busy_run_is_no_overflow() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         result = compare(busy, env, Rule(threshold=1e308))
-    assert result.regressions == []
+    assert result.timing.regressions == []

@@ -69,16 +69,16 @@ def test_an_unchanged_record_compares_clean(tmp_path: Path) -> None:
     baseline = baseline_of(tmp_path, [0.5] * 8)
     record = write_record(tmp_path, "now", calls(0.5, 9), started=999.0)
     comparison, _ = compare_files(record, baseline)
-    assert comparison.regressions == []
-    assert comparison.changes == []
-    assert comparison.compared == 3
+    assert comparison.timing.regressions == []
+    assert comparison.timing.changes == []
+    assert comparison.timing.compared == 3
 
 
 def test_a_slower_test_is_a_regression(tmp_path: Path) -> None:
     baseline = baseline_of(tmp_path, [0.5] * 8)
     record = write_record(tmp_path, "now", calls(1.5, 9), started=999.0)
     comparison, _ = compare_files(record, baseline)
-    assert [f.id for f in comparison.regressions] == ["t.py::test_a"]
+    assert [f.id for f in comparison.timing.regressions] == ["t.py::test_a"]
 
 
 def test_a_record_of_other_hardware_finds_no_timings_and_says_which_there_are(
@@ -103,7 +103,7 @@ def test_accepting_a_change_makes_the_new_level_the_baseline(tmp_path: Path) -> 
     assert all(math.isnan(v) for v in matrix[row, :8])  # the old level's samples are gone
     assert env.accepted[0]["id"] == "t.py::test_a"
     record = write_record(tmp_path, "now", calls(1.0, 12), started=9999.0)
-    assert compare_files(record, baseline)[0].changes == []
+    assert compare_files(record, baseline)[0].timing.changes == []
 
 
 def test_accepting_where_nothing_changed_accepts_nothing(tmp_path: Path) -> None:

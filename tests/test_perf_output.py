@@ -4,13 +4,14 @@ terminal, the warning text, the annotations and the job-summary table, each exac
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from pytest_accel.github import Location
 from pytest_accel.perf import output
-from pytest_accel.perf.model.findings import Change, Comparison, Finding
+from pytest_accel.perf.model.findings import Change, Comparison, Finding, TimingVerdict
 from pytest_accel.perf.model.timings import RunIdentity
 from pytest_accel.text import Tone
 
@@ -21,7 +22,12 @@ BACK = Change("module", "u.py", 2.0, 1.0, 4, RunIdentity(None, None, "2026-11-20
 
 
 def comparison(**fields: Any) -> Comparison:
-    return Comparison("cpu/x1", **{"compared": 250, **fields})
+    """A comparison of 250 tests, ``fields`` set on its timing verdict or on it."""
+    timing = {name: fields.pop(name) for name in list(fields) if name in TIMING_FIELDS}
+    return Comparison("cpu/x1", TimingVerdict(**{"compared": 250, **timing}), **fields)
+
+
+TIMING_FIELDS = {f.name for f in dataclasses.fields(TimingVerdict)}
 
 
 def test_seconds_show_three_significant_digits() -> None:

@@ -65,11 +65,11 @@ def test_the_quiet_comparison_is_the_full_comparison(
     env = history([{test: FAST.get(test, 0.0) for test in now}] * runs, warmup=True)
     quiet, full = both(run_of(now, 99, warmup=True), env)
     assert quiet.to_json() == full.to_json()
-    assert len(quiet.suite_history) == runs
-    assert quiet.compared == len(now)
+    assert len(quiet.timing.suite_history) == runs
+    assert quiet.timing.compared == len(now)
     if case == "a tenth slower runner":
-        assert quiet.speed == pytest.approx(1.1, rel=0.02)
-        assert quiet.regressions == []  # below --perf-threshold: no suite finding
+        assert quiet.timing.speed == pytest.approx(1.1, rel=0.02)
+        assert quiet.timing.regressions == []  # below --perf-threshold: no suite finding
 
 
 def test_a_third_slower_runner_is_the_runner_and_no_finding_either_way() -> None:
@@ -78,8 +78,8 @@ def test_a_third_slower_runner_is_the_runner_and_no_finding_either_way() -> None
     env = history([FAST] * 12, warmup=True)
     run = run_of(scaled(FAST, 4 / 3), 99, warmup=True)
     quiet, full = both(run, env)
-    assert full.regressions == []
-    assert full.speed == pytest.approx(4 / 3, rel=0.02)
+    assert full.timing.regressions == []
+    assert full.timing.speed == pytest.approx(4 / 3, rel=0.02)
     assert quiet.to_json() == full.to_json()
 
 
@@ -87,7 +87,7 @@ def test_new_and_missing_tests_are_the_same_either_way() -> None:
     then = {"m.py::a": 0.002, "m.py::b": 0.003, **FAST}
     now = {"m.py::a": 0.002, "m.py::c": 0.004, **FAST}
     quiet, full = both(run_of(now, 99), history([then] * 8))
-    assert (quiet.new, quiet.missing) == (["m.py::c"], ["m.py::b"])
+    assert (quiet.timing.new, quiet.timing.missing) == (["m.py::c"], ["m.py::b"])
     assert quiet.to_json() == full.to_json()
 
 
@@ -105,7 +105,7 @@ def test_a_suite_total_over_the_floors_is_left_to_the_full_comparison_which_find
         quiet_comparison(run, read, rule, {}, new_slow=1.0, change_rule=change_rule(rule)) is None
     )
     full = compare(run, env, rule)
-    assert [f.kind for f in full.regressions] == ["session"]
+    assert [f.kind for f in full.timing.regressions] == ["session"]
 
 
 def test_a_suite_slowed_by_its_own_processes_contention_or_a_slower_runner_is_no_finding() -> None:
@@ -115,19 +115,19 @@ def test_a_suite_slowed_by_its_own_processes_contention_or_a_slower_runner_is_no
     env = history([many] * 12)
     slower = run_of(scaled(many, 1.4), 99)
     quiet, full = both(replace(slower, layout="xdist 2"), env)
-    assert quiet.speed == pytest.approx(1.4, rel=0.02)
-    assert quiet.regressions == []
+    assert quiet.timing.speed == pytest.approx(1.4, rel=0.02)
+    assert quiet.timing.regressions == []
     assert quiet.to_json() == full.to_json()
     full = compare(slower, env, RULE)  # the same layout: a slower runner, said once
-    assert full.regressions == []
-    assert full.speed == pytest.approx(1.4, rel=0.02)
+    assert full.timing.regressions == []
+    assert full.timing.speed == pytest.approx(1.4, rel=0.02)
 
 
 def test_a_run_spread_unlike_the_baseline_names_both_layouts_either_way() -> None:
     env = history([FAST] * 6)
     run = replace(run_of(FAST, 99), layout="xdist 2")
     quiet, full = both(run, env)
-    assert (quiet.layout, quiet.baseline_layout) == ("xdist 2", "serial")
+    assert (quiet.timing.layout, quiet.timing.baseline_layout) == ("xdist 2", "serial")
     assert quiet.to_json() == full.to_json()
 
 
@@ -159,7 +159,7 @@ def test_a_step_in_the_runners_speed_is_left_to_the_full_comparison() -> None:
     env = history([then] * 12 + [scaled(then, 1.5)] * 2)
     assert unanswered(run_of(scaled(then, 1.5), 99), env)
     result = compare(run_of(scaled(then, 1.5), 99), as_read(env), Rule())
-    assert [(c.kind, c.runs) for c in result.changes] == [("session", 3)]
+    assert [(c.kind, c.runs) for c in result.timing.changes] == [("session", 3)]
 
 
 def test_a_rule_the_summary_was_not_made_for_is_left_to_the_full_comparison() -> None:

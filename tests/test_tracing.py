@@ -56,7 +56,7 @@ USUAL = {**dict.fromkeys(TESTS, 0.01), OTHER: 0.02}
 
 def test_a_test_whose_tracing_grew_is_a_tracing_regression_and_its_execution_is_not() -> None:
     result = _judged(USUAL, {**USUAL, OTHER: 0.4})
-    assert [(f.kind, f.id, f.tracing) for f in result.regressions] == [("test", OTHER, True)]
+    assert [(f.kind, f.id, f.tracing) for f in result.timing.regressions] == [("test", OTHER, True)]
     assert result.tracing.judged
     assert any(
         text.startswith(f"REGRESSION test {OTHER} tracing: 0.4") and "vs baseline 0.02" in text
@@ -71,8 +71,10 @@ def test_under_xdist_only_the_sums_of_tracing_are_judged() -> None:
     first in its worker moves, so a test's tracing is no finding there; its module's
     sum is."""
     result = _judged(USUAL, {**USUAL, OTHER: 0.4}, layout="xdist 2")
-    assert [(f.kind, f.id, f.tracing) for f in result.regressions] == [("module", "o.py", True)]
-    assert result.regressions[0].movers[0][0] == OTHER
+    assert [(f.kind, f.id, f.tracing) for f in result.timing.regressions] == [
+        ("module", "o.py", True)
+    ]
+    assert result.timing.regressions[0].movers[0][0] == OTHER
 
 
 def test_many_tests_tracing_a_little_longer_each_are_found_at_their_module() -> None:
@@ -80,9 +82,9 @@ def test_many_tests_tracing_a_little_longer_each_are_found_at_their_module() -> 
     while JAX traces them): every one under the floor, 0.3 s in all."""
     slower = {**USUAL, **dict.fromkeys(TESTS[:12], 0.035)}
     result = _judged(USUAL, slower)
-    found = [(f.kind, f.id, f.tracing) for f in result.regressions]
+    found = [(f.kind, f.id, f.tracing) for f in result.timing.regressions]
     assert found == [("module", MODULE, True)]  # the suite's shift is the module's
-    module = result.regressions[0]
+    module = result.timing.regressions[0]
     assert len(module.movers) == 3
     assert all(test in TESTS[:12] for test, _ in module.movers)
     assert any(
@@ -102,7 +104,7 @@ def test_tracing_that_moved_to_another_test_is_no_finding_and_is_said(
     before = {**USUAL, TESTS[0]: then}
     after = {**USUAL, TESTS[1]: now}
     result = _judged(before, after)
-    assert [f for f in result.regressions if f.tracing] == []
+    assert [f for f in result.timing.regressions if f.tracing] == []
     assert result.tracing.moved == [TESTS[0], TESTS[1]]  # the one that fell, the one that rose
     assert any(text.startswith("tracing: 2 test(s) or module(s) traced") for text in _texts(result))
 
@@ -115,7 +117,7 @@ def test_tracing_that_moved_to_a_test_on_a_quicker_runner_is_no_improvement() ->
     before = {**USUAL, TESTS[0]: 0.12}
     after = {**USUAL, TESTS[1]: 0.055}
     result = _judged(before, after)
-    assert result.improvements == []
+    assert result.timing.improvements == []
     assert result.tracing.moved == [TESTS[0]]  # the finding set aside
 
 
@@ -127,7 +129,7 @@ def test_a_steady_suite_has_no_tracing_finding_on_a_quiet_or_a_busy_runner(
     finding of the module or the suite."""
     result = _judged(USUAL, {test: seconds * runner for test, seconds in USUAL.items()})
     assert result.tracing.judged
-    assert result.regressions == result.improvements == []
+    assert result.timing.regressions == result.timing.improvements == []
     assert result.tracing.moved == []
 
 
@@ -138,7 +140,7 @@ def test_tracing_is_not_judged_against_runs_of_another_layout_and_that_is_said()
     compiled = replace(_run({**USUAL, OTHER: 0.4}, 5, "xdist 2"), compiling={OTHER: 0.5})
     result = compare(compiled, env, Rule())
     assert not result.tracing.judged
-    assert [f for f in result.regressions if f.tracing] == []
+    assert [f for f in result.timing.regressions if f.tracing] == []
     assert any(
         text.startswith("tracing: not judged; too few baseline runs") for text in _texts(result)
     )
@@ -166,7 +168,7 @@ def test_a_short_trace_keeps_a_millisecond_once_its_wait_is_out_and_its_slowdown
         trace_waits = {OTHER: 0.004} if index == 0 else {}
         add_run(env, waited(_run({**USUAL, OTHER: 0.0009}, index), trace_waits), 50)
     result = compare(_run({**USUAL, OTHER: 0.3}, 3), env, Rule())
-    assert [(f.id, f.tracing) for f in result.regressions] == [(OTHER, True)]
+    assert [(f.id, f.tracing) for f in result.timing.regressions] == [(OTHER, True)]
 
 
 def test_the_baseline_file_keeps_the_tracing_of_a_jax_suite_and_writes_none_without_jax(
@@ -294,7 +296,7 @@ def test_on_a_busy_runner_a_move_may_trace_slower_by_as_much_as_its_waits_say(
     within = {TESTS[1]: 0.0} if measured else None
     result = compare(replace(now, cpu_wait=share_waited, tracing_waits=within), env, Rule())
     assert result.load.calls_share == pytest.approx(waited)
-    regressions = [f.id for f in result.regressions if f.tracing]
+    regressions = [f.id for f in result.timing.regressions if f.tracing]
     assert (regressions, result.tracing.moved) == (
         ([], [TESTS[1]]) if moved else ([TESTS[1]], [])  # the one that fell was no finding
     )
@@ -305,5 +307,5 @@ def test_a_fall_that_is_a_finding_does_not_hide_a_rise_far_past_it() -> None:
     matched by a rise is not the rise explained (at most 1/MOVED_SHARE of it)."""
     result = _judged({**USUAL, TESTS[0]: 0.4}, {**USUAL, TESTS[1]: 4.0})
     assert result.tracing.moved == []
-    assert [f.id for f in result.regressions if f.tracing] == [TESTS[1]]
-    assert [f.id for f in result.improvements if f.tracing] == [TESTS[0]]
+    assert [f.id for f in result.timing.regressions if f.tracing] == [TESTS[1]]
+    assert [f.id for f in result.timing.improvements if f.tracing] == [TESTS[0]]

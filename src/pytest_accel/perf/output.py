@@ -97,9 +97,9 @@ def _movers(found: Finding | Change) -> str:
 def describe_learning(finding: Finding, comparison: Comparison) -> str:
     """``test t.py::a: 0.430s vs baseline 0.210s (2.05x) on 2 of the 3 samples a verdict
     needs``: slower, but too new to tell from noise (docs/regressions.md)."""
-    needed = comparison.min_samples
+    needed = comparison.timing.min_samples
     if finding.kind == "session":
-        basis = f"over {finding.samples} test(s), on {comparison.runs} of the {needed} runs"
+        basis = f"over {finding.samples} test(s), on {comparison.timing.runs} of the {needed} runs"
     else:
         basis = f"on {finding.samples} of the {needed} samples"
     return one_line(
@@ -279,26 +279,26 @@ def summary_line(comparison: Comparison, failing: bool, fail_option: str = "--pe
     """The one-line summary; ``fail_option`` names the option that fails on findings as
     the reader typed it (``--fail`` for ``pytest-accel compare``).  Its tone:
     ``summary_tone``."""
-    new = f"{len(comparison.new)} new"
-    if comparison.new_slow:
-        new += f" ({len(comparison.new_slow)} slow)"
+    new = f"{len(comparison.timing.new)} new"
+    if comparison.timing.new_slow:
+        new += f" ({len(comparison.timing.new_slow)} slow)"
     parts = [
-        f"{len(comparison.regressions)} regression(s)",
-        f"{len(comparison.changes)} change(s)",
-        f"{len(comparison.improvements)} improvement(s)",
+        f"{len(comparison.timing.regressions)} regression(s)",
+        f"{len(comparison.timing.changes)} change(s)",
+        f"{len(comparison.timing.improvements)} improvement(s)",
         new,
-        f"{len(comparison.missing)} missing",
-        f"{comparison.compared} test(s) compared under {comparison.key}",
+        f"{len(comparison.timing.missing)} missing",
+        f"{comparison.timing.compared} test(s) compared under {comparison.key}",
     ]
     if comparison.recompiles.found:
         parts.insert(2, f"{len(comparison.recompiles.found)} recompiling")
     if comparison.device_memory.grew:
         parts.insert(2, f"{len(comparison.device_memory.grew)} memory growth(s)")
-    if comparison.learning:
-        parts.insert(1, f"{len(comparison.learning)} learning")
+    if comparison.timing.learning:
+        parts.insert(1, f"{len(comparison.timing.learning)} learning")
     line = "perf: " + ", ".join(parts)
-    if comparison.speed != 1.0:
-        line += f"; this run was {comparison.speed:.2f}x the baseline overall"
+    if comparison.timing.speed != 1.0:
+        line += f"; this run was {comparison.timing.speed:.2f}x the baseline overall"
     if failing:
         line += f" -- failing the run ({fail_option})"
     return one_line(line)
@@ -330,17 +330,21 @@ def terminal_rows(comparison: Comparison, top: int) -> list[Line]:
         rows.append(Line(Tone.ALARM, f"{ALARM_LABELS[alarm.kind]} {head}"))
         rows += [Line(Tone.ALARM, f"  {symptom}") for symptom in symptoms]
     sections: list[tuple[str, Tone, list[str]]] = [
-        ("CHANGED", Tone.OK, [describe_change(c) for c in comparison.changes if not c.slower]),
-        ("improved  ", Tone.OK, [describe(f) for f in comparison.improvements]),
+        (
+            "CHANGED",
+            Tone.OK,
+            [describe_change(c) for c in comparison.timing.changes if not c.slower],
+        ),
+        ("improved  ", Tone.OK, [describe(f) for f in comparison.timing.improvements]),
         (
             "LEARNING",
             Tone.CHANGE,
-            [describe_learning(f, comparison) for f in comparison.learning],
+            [describe_learning(f, comparison) for f in comparison.timing.learning],
         ),
         (
             "NEW SLOW",
             Tone.CHANGE,
-            [f"test {t}: {seconds(s)} (no baseline yet)" for t, s in comparison.new_slow],
+            [f"test {t}: {seconds(s)} (no baseline yet)" for t, s in comparison.timing.new_slow],
         ),
     ]
     if grew is not None:
@@ -537,34 +541,36 @@ def summary_section(
     """The job-summary section: the summary line, then one table row per finding."""
     line = summary_line(comparison, failing, fail_option)
     head = ["### pytest-accel performance", "", escape_cell(line), ""]
-    if comparison.totals_comparable and comparison.run_total:
+    if comparison.timing.totals_comparable and comparison.timing.run_total:
         # Runs' totals beside a run's total (each baseline run's tests, this run's).
-        labels = [label for label, _ in comparison.suite_history] + ["this run"]
-        totals = [total for _, total in comparison.suite_history] + [comparison.run_total]
+        labels = [label for label, _ in comparison.timing.suite_history] + ["this run"]
+        totals = [total for _, total in comparison.timing.suite_history] + [
+            comparison.timing.run_total
+        ]
         title = f"Suite total per run, {comparison.key}"
         head += [*mermaid_line_chart(title, labels, totals, "seconds"), ""]
     head += [escape_cell(note) + "  " for note in scope_notes(comparison)]
     # The most severe first; a recompiling function's symptoms beneath it.
     rows = [row for alarm in comparison.alarm_list for row in _alarm_rows(alarm)]
-    rows += [_change_row(c) for c in comparison.changes if not c.slower]
+    rows += [_change_row(c) for c in comparison.timing.changes if not c.slower]
     c = comparison.compilation
     if c is not None and c.grew:
         rows.append(
             f"| compile time | session | suite | {c.baseline or 0:.3f} | {c.seconds:.3f} |"
             f" {c.ratio or 0:.2f}x | median of {c.samples} runs of this layout |"
         )
-    rows += [_row("improvement", f, _evidence(f)) for f in comparison.improvements]
+    rows += [_row("improvement", f, _evidence(f)) for f in comparison.timing.improvements]
     rows += [
-        _row("learning", f, f"{f.samples} of the {comparison.min_samples} samples needed")
-        for f in comparison.learning
+        _row("learning", f, f"{f.samples} of the {comparison.timing.min_samples} samples needed")
+        for f in comparison.timing.learning
     ]
     rows += [
         f"| new, slow | test | {escape_cell(t)} | | {s:.3f} | | no baseline yet |"
-        for t, s in comparison.new_slow
+        for t, s in comparison.timing.new_slow
     ]
     if not rows:
         return Section(head)
-    time = comparison.time  # what every seconds cell is: execution or wall time
+    time = comparison.timing.time  # what every seconds cell is: execution or wall time
     head += [
         f"| | kind | id | baseline ({time}, s) | current ({time}, s) | ratio | evidence |",
         "| --- | --- | --- | ---: | ---: | ---: | --- |",

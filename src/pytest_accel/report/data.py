@@ -367,16 +367,16 @@ def _summary(view: RecordView, comparison: Comparison | None, label: str) -> Run
     run, info = view.run, view.info
     now = then = 0.0
     basis = ""
-    if comparison is not None and comparison.totals_comparable:
+    if comparison is not None and comparison.timing.totals_comparable:
         # Runs' totals against a run's total: each baseline run's tests, this run's.
-        totals = [total for _, total in comparison.suite_history]
-        now, then = comparison.run_total, median(totals)
-        basis = f"the median of {len(totals)} baseline runs' totals, {comparison.time} time"
+        totals = [total for _, total in comparison.timing.suite_history]
+        now, then = comparison.timing.run_total, median(totals)
+        basis = f"the median of {len(totals)} baseline runs' totals, {comparison.timing.time} time"
     elif comparison is not None:
         # Laid out unlike the baseline's runs (a shard among whole runs): its own tests'
         # medians, never the whole suite's totals.
-        now, then = comparison.suite_now, comparison.suite_then
-        basis = f"the same tests' baseline medians, {comparison.time} time"
+        now, then = comparison.timing.suite_now, comparison.timing.suite_then
+        basis = f"the same tests' baseline medians, {comparison.timing.time} time"
     return RunSummary(
         path=view.path,
         label=label,
@@ -445,7 +445,7 @@ def _add_trends(
         "module": dict(zip(run.modules.ids, run.modules.total, strict=True)),
     }
     items: list[Trend] = []
-    for change in comparison.changes:
+    for change in comparison.timing.changes:
         if change.kind not in KIND_OF_FINDING:
             continue  # the suite's change: the suite chart shows it
         series = _series(
@@ -462,12 +462,12 @@ def _add_trends(
                 change_at,
                 headline,
                 change.slower,
-                unit=comparison.time,
+                unit=comparison.timing.time,
                 severity=change.ratio if change.slower else 0.0,
             )
         )
-    for finding, word in [(f, "REGRESSION") for f in comparison.regressions] + [
-        (f, "improved") for f in comparison.improvements
+    for finding, word in [(f, "REGRESSION") for f in comparison.timing.regressions] + [
+        (f, "improved") for f in comparison.timing.improvements
     ]:
         if finding.kind not in KIND_OF_FINDING:
             continue
@@ -481,7 +481,7 @@ def _add_trends(
                 None,
                 f"{named}{word} {output.describe(finding)}",
                 word == "REGRESSION",
-                unit=comparison.time,
+                unit=comparison.timing.time,
                 severity=finding.ratio if word == "REGRESSION" else 0.0,
             )
         )
@@ -538,12 +538,12 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
     """Each baseline run's total and this run's, as the job summary's chart, with their
     median drawn as the reference: runs' totals beside a run's total (never a shard's
     among whole runs: ``Comparison.totals_comparable``)."""
-    if not comparison.totals_comparable:
+    if not comparison.timing.totals_comparable:
         return None
-    labels = [label for label, _ in comparison.suite_history] + [THIS_RUN]
-    totals: list[float | None] = [total for _, total in comparison.suite_history]
-    reference = median([total for _, total in comparison.suite_history])
-    totals.append(comparison.run_total)
+    labels = [label for label, _ in comparison.timing.suite_history] + [THIS_RUN]
+    totals: list[float | None] = [total for _, total in comparison.timing.suite_history]
+    reference = median([total for _, total in comparison.timing.suite_history])
+    totals.append(comparison.timing.run_total)
     return Trend(
         "session",
         "suite total",
@@ -553,7 +553,7 @@ def _suite_trend(comparison: Comparison) -> Trend | None:
         "suite total",
         False,
         reference=reference,
-        unit=comparison.time,
+        unit=comparison.timing.time,
     )
 
 

@@ -81,16 +81,17 @@ def _summary(runs: Sequence[RunSummary]) -> Iterator[str]:
                 f'<span class="{cls}">{run.suite_now:.2f} s vs {run.suite_then:.2f} s'
                 f" ({ratio:.2f}x)</span> <small>against {escape(run.suite_basis)}</small>"
             )
+            timing = comparison.timing
             findings = (
-                f"{len(comparison.regressions)} regression(s), {len(comparison.changes)}"
-                f" change(s), {len(comparison.improvements)} improvement(s),"
-                f" {len(comparison.new)} new, {len(comparison.missing)} missing"
+                f"{len(timing.regressions)} regression(s), {len(timing.changes)}"
+                f" change(s), {len(timing.improvements)} improvement(s),"
+                f" {len(timing.new)} new, {len(timing.missing)} missing"
             )
             if comparison.recompiles.found:
                 findings += f", {len(comparison.recompiles.found)} recompiling"
             if comparison.device_memory.grew:
                 findings += f", {len(comparison.device_memory.grew)} memory growth(s)"
-            if comparison.time == "execution":
+            if timing.time == "execution":
                 findings += "; judged on execution time"
         yield (
             f'<tr><td class="id">{escape(run.label)}</td><td class="id">{escape(run.key)}</td>'

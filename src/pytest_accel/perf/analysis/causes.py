@@ -169,9 +169,9 @@ def code_questions(
     asked: dict[tuple[str, str], CodeQuestion] = {}
     findings: list[tuple[Finding | Change, str | None, str | None]] = [
         (found, before_newest if found.pending else baseline_commit, run_commit)
-        for found in comparison.regressions
+        for found in comparison.timing.regressions
     ]
-    for change in comparison.slowdowns:
+    for change in comparison.timing.slowdowns:
         since = change.previous.commit if change.previous is not None else None
         findings.append((change, since, change.since.commit or run_commit))
     for found, since, until in findings:

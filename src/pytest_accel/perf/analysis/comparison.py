@@ -188,7 +188,7 @@ def compare(
     result, (compared, warm_compared) = take_inventory(
         run, env, summary, rule, overrides=overrides, new_slow=new_slow, timed=timed
     )
-    result = replace(result, suite_history=suite_history(env, summary))
+    result = result.timed(suite_history=suite_history(env, summary))
     setting = _Setting(env, run, rule, summary=summary, change_runs=scope.change_runs)
     test_inputs = _inputs(setting, "test", compared, env.matrix("tests"))
     speed = speeds = None
@@ -199,7 +199,7 @@ def compare(
         every = [*summary.speeds, current_speed_of_arrays(current, levels)]
         speeds = None if all(s == 1.0 for s in every) else np.array(every)
     if speed is not None or speeds is not None:
-        result = replace(result, speed=speed or 1.0)
+        result = result.timed(speed=speed or 1.0)
         setting = replace(setting, speed=speed, run_speeds=speeds)
     tests = _judge(setting, "test", test_inputs, overrides)
     if speeds is not None:
@@ -220,13 +220,12 @@ def compare(
     result = _judge_suite(result, [tests, warm], groups, busy_rule)
     result = _name_movers(result, tests, run)
     result = _judge_tracing(result, setting, overrides)
-    result = replace(
-        result,
-        regressions=sorted(result.regressions, key=lambda f: (-f.ratio, f.kind, f.id)),
-        improvements=sorted(result.improvements, key=lambda f: (f.ratio, f.kind, f.id)),
-        learning=sorted(result.learning, key=lambda f: (-f.ratio, f.kind, f.id)),
+    result = result.timed(
+        regressions=sorted(result.timing.regressions, key=lambda f: (-f.ratio, f.kind, f.id)),
+        improvements=sorted(result.timing.improvements, key=lambda f: (f.ratio, f.kind, f.id)),
+        learning=sorted(result.timing.learning, key=lambda f: (-f.ratio, f.kind, f.id)),
         changes=sorted(
-            result.changes, key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id)
+            result.timing.changes, key=lambda c: (not c.slower, -abs(log(max(c.ratio, 1e-9))), c.id)
         ),
     )
     return with_memory(with_compilation(result, scope), scope, rule)
@@ -248,7 +247,11 @@ def _name_movers(
     def grouped(finding: Finding | Change) -> bool:
         return finding.kind in kinds and finding.tracing == tracing
 
-    found: list[Finding | Change] = [*result.regressions, *result.learning, *result.changes]
+    found: list[Finding | Change] = [
+        *result.timing.regressions,
+        *result.timing.learning,
+        *result.timing.changes,
+    ]
     if not any(map(grouped, found)):
         return result
     moved = {
@@ -270,12 +273,11 @@ def _name_movers(
         top = sorted(ids, key=lambda i: (-moved[i], i))[:MOVERS]
         return replace(finding, movers=tuple((i, moved[i]) for i in top))
 
-    return replace(
-        result,
-        regressions=[named(f) for f in result.regressions],
-        learning=[named(f) for f in result.learning],
+    return result.timed(
+        regressions=[named(f) for f in result.timing.regressions],
+        learning=[named(f) for f in result.timing.learning],
         # A slower group's change names its tests that moved most, as its regression would.
-        changes=[named(c) if c.slower else c for c in result.changes],
+        changes=[named(c) if c.slower else c for c in result.timing.changes],
     )
 
 
@@ -296,7 +298,7 @@ def _judge_tracing(
 
     run, env, rule = setting.run, setting.env, setting.rule
     now = run.comparable_tracing()
-    if not now or not env.ids["trace"] or result.layout is not None:
+    if not now or not env.ids["trace"] or result.timing.layout is not None:
         return result
     for ident in [i for i, o in overrides.items() if o.ignore and i in now]:
         del now[ident]
@@ -449,8 +451,7 @@ def _judge_groups(
     sizes = Counter(c for c in run.cls if c) + Counter(m for m in run.module if m) if moving else {}
     if not same_layout(run.layout, usual):
         confirmed = confirmed_by_groups(tests, [classes, modules], class_of, module_of, sizes)
-        result = replace(
-            result,
+        result = result.timed(
             layout=run.layout,
             baseline_layout=usual,
             unconfirmed=sorted({*dominated, *confirmed}),
@@ -471,7 +472,7 @@ def _judge_groups(
         groups = [classes, modules]
         confirmed = confirmed_by_groups(tests, groups, class_of, module_of, sizes, only=heavy)
         if dominated or confirmed:
-            result = replace(result, unconfirmed=sorted({*dominated, *confirmed}))
+            result = result.timed(unconfirmed=sorted({*dominated, *confirmed}))
     result = _collect(result, tests)
     # A group is reported only where what it holds does not explain it: a class by its
     # tests, a module by its tests and classes, the suite by all of them.
@@ -821,10 +822,9 @@ def _attributed(result: Comparison, changes: list[Change], setting: _Setting) ->
     theirs: list[Change] = []
     for change in changes:
         (theirs if _within_one_commit(setting, change.runs) else mine).append(change)
-    return replace(
-        result,
-        changes=[*result.changes, *mine],
-        unattributed=[*result.unattributed, *theirs],
+    return result.timed(
+        changes=[*result.timing.changes, *mine],
+        unattributed=[*result.timing.unattributed, *theirs],
     )
 
 
@@ -878,13 +878,15 @@ def _overrides(
 def _collect(result: Comparison, judged: Judged) -> Comparison:
     """``result`` with ``judged``'s findings, changes and findings still learning."""
     found = judged.findings
-    return replace(
-        result,
-        regressions=[*result.regressions, *(f for what, f in found if what == "regression")],
-        improvements=[*result.improvements, *(f for what, f in found if what != "regression")],
-        changes=[*result.changes, *judged.changes],
-        learning=[*result.learning, *judged.learning],
-        unattributed=[*result.unattributed, *judged.unattributed],
+    return result.timed(
+        regressions=[*result.timing.regressions, *(f for what, f in found if what == "regression")],
+        improvements=[
+            *result.timing.improvements,
+            *(f for what, f in found if what != "regression"),
+        ],
+        changes=[*result.timing.changes, *judged.changes],
+        learning=[*result.timing.learning, *judged.learning],
+        unattributed=[*result.timing.unattributed, *judged.unattributed],
     )
 
 
@@ -923,7 +925,7 @@ def _judge_suite(
         return result
     now = fsum(fsum(k.current.tolist()) for k in kinds)
     then = fsum(fsum(k.medians.tolist()) for k in kinds)
-    result = replace(result, suite_now=now, suite_then=then)
+    result = result.timed(suite_now=now, suite_then=then)
     # A group's finding stands only where its tests' do not explain it, so adding both
     # counts each cause about once.
     accounted = sum(f.current - f.baseline for k in (*kinds, *groups) for _, f in k.findings)
@@ -932,14 +934,16 @@ def _judge_suite(
     # ... and a change of the suite itself (the runner's speed over runs) says it already,
     # as does a step of it between runs of one commit.
     accounted += sum(
-        c.after - c.before for c in (*result.changes, *result.unattributed) if c.kind == "session"
+        c.after - c.before
+        for c in (*result.timing.changes, *result.timing.unattributed)
+        if c.kind == "session"
     )
     verdict = suite_finding(result, count, accounted, rule, _run_levels(kinds))
     if verdict is None:
         return result
     what, finding = verdict
     if what == "regression":
-        return replace(result, regressions=[*result.regressions, finding])
+        return result.timed(regressions=[*result.timing.regressions, finding])
     if what == "improvement":
-        return replace(result, improvements=[*result.improvements, finding])
-    return replace(result, learning=[*result.learning, finding])
+        return result.timed(improvements=[*result.timing.improvements, finding])
+    return result.timed(learning=[*result.timing.learning, finding])

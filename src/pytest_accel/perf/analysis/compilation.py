@@ -148,7 +148,7 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
     judged on execution, the seconds it spent compiling."""
     run = scope.run
     judging = _judging_runs(scope)
-    needed = result.min_samples
+    needed = result.timing.min_samples
     handed_out = handed_out_anew(run.layout)
     across = len(judging) < needed and run.repeats is not None
     if across:
@@ -156,13 +156,14 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
     elif handed_out:
         judging = [other for other in judging if other.repeats is not None]
     result = replace(
-        result,
-        time=run.basis,
-        run_layout=run.layout,
+        result.timed(
+            time=run.basis,
+            run_layout=run.layout,
+            left_out_time=scope.left_out_time,
+            left_out_layout=scope.left_out_layout,
+            change_runs=None if scope.change_runs is None else len(scope.change_runs),
+        ),
         load=RunnerLoad(run.cpu_wait, run.cpu_wait_share, run.threads_wait_share),
-        left_out_time=scope.left_out_time,
-        left_out_layout=scope.left_out_layout,
-        change_runs=None if scope.change_runs is None else len(scope.change_runs),
         recompiles=RecompileVerdict(
             found=recompiled(scope, judging, needed, repeats=across or handed_out),
             judged=run.recompiles is not None and len(judging) >= needed,
@@ -181,9 +182,8 @@ def with_compilation(result: Comparison, scope: Scope) -> Comparison:
             seconds = (compiling if scope.env.test_metric == "total" else calls).get(finding.id)
             return replace(finding, compiling=seconds)
 
-        result = replace(
-            result,
-            regressions=list(map(beside, result.regressions)),
-            improvements=list(map(beside, result.improvements)),
+        result = result.timed(
+            regressions=list(map(beside, result.timing.regressions)),
+            improvements=list(map(beside, result.timing.improvements)),
         )
     return result

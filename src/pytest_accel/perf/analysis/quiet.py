@@ -37,7 +37,7 @@ from pytest_accel.perf.analysis.rule import (
 )
 from pytest_accel.perf.analysis.speed import current_speed, median, runner_speed
 from pytest_accel.perf.model.columns import Values
-from pytest_accel.perf.model.findings import Comparison, Finding, TracingVerdict
+from pytest_accel.perf.model.findings import Comparison, Finding, TimingVerdict, TracingVerdict
 from pytest_accel.perf.model.overrides import Override
 from pytest_accel.perf.model.samples import EnvHistory, Summary, has_sample
 from pytest_accel.perf.model.timings import RunTimings, run_labels
@@ -89,8 +89,7 @@ def take_inventory(
     ignored = {i for i, o in overrides.items() if o.ignore}
     if ignored:
         compared, warm_compared = _without(compared, ignored), _without(warm_compared, ignored)
-    result = Comparison(
-        run.key,
+    timing = TimingVerdict(
         runs=len(env.runs),
         min_samples=rule.min_samples,
         new=new,
@@ -102,7 +101,7 @@ def take_inventory(
         compared=len(compared) + len(warm_compared),
         run_total=fsum(now.values()) + fsum(warm_now.values()),
     )
-    return result, Compared(compared, warm_compared)
+    return Comparison(run.key, timing), Compared(compared, warm_compared)
 
 
 def in_their_order(now: Mapping[str, float], ids: list[str]) -> bool:
@@ -200,7 +199,7 @@ def suite_finding(
     rule: Rule,
     levels: Sequence[float] | None = None,
 ) -> tuple[str, Finding] | None:
-    """The suite total's verdict (``result.suite_now`` against ``suite_then``), where
+    """The suite total's verdict (``result.timing.suite_now`` against ``suite_then``), where
     the findings (``accounted`` seconds of shift) do not explain it.  The floors and the
     ratio decide, and with ``min_samples`` baseline runs the z-score of its log ratio
     against the plain spread of those runs' ``levels`` (each run's log total of the
@@ -209,22 +208,22 @@ def suite_finding(
     execution time, a JAX suite's total is a few seconds of dispatch that moves 10% run
     to run, and a shard's, half as many tests, more.
 
-    The total is judged after the runner's speed (``result.speed``, where ``--perf-
+    The total is judged after the runner's speed (``result.timing.speed``, where ``--perf-
     normalize`` estimates one): a busy runner makes every test slower alike, and that is
     the runner, not the code; the summary line says how much slower it was.  And a run
     spread over processes unlike the baseline's runs (``-n 2`` against serial runs)
     slows every test by the processes' contention, not by anything in the code, and by
     how much depends on the test (compute-bound ones most): there the total is not
     judged."""
-    now, then = result.suite_now, result.suite_then
-    if result.layout is not None or is_explained(now - then, accounted):
+    now, then = result.timing.suite_now, result.timing.suite_then
+    if result.timing.layout is not None or is_explained(now - then, accounted):
         return None
     measured = now / then if then > 0 else float("inf")
-    speed = result.speed if result.speed and result.speed > 0 else 1.0
+    speed = result.timing.speed if result.timing.speed and result.timing.speed > 0 else 1.0
     ratio = measured / speed  # what is left of the move once the runner's speed is out
     now = then * ratio if then > 0 else now
     if levels is None:  # the baseline runs' whole totals, where the same tests are not known
-        levels = [log(total) for _, total in result.suite_history if total > 0]
+        levels = [log(total) for _, total in result.timing.suite_history if total > 0]
     enough = len(levels) >= rule.min_samples
     spread = plain_spread(levels) if enough else 0.0
     if enough and len(levels) < SHORT_HISTORY:  # as for a test (docs/regressions.md)
@@ -238,7 +237,7 @@ def suite_finding(
         "session",
         "suite total",
         then,
-        result.suite_now,
+        result.timing.suite_now,
         measured,
         count,
         z=z,
@@ -247,7 +246,7 @@ def suite_finding(
     # As a test's: the runner's speed explains a finding away, never makes one, so it
     # holds as measured too (jmp's suite on a busy runner: "improved", at 0.75x for the
     # runner's speed, a total 1.19x its baseline as measured).
-    measured_now = result.suite_now
+    measured_now = result.timing.suite_now
     if _slower(now, then, rule) and _slower(measured_now, then, rule):
         return ("regression" if enough else "learning"), finding
     if not enough:
@@ -374,11 +373,11 @@ def quiet_comparison(
             if may_step([s * total for s in speeds], change_rule):
                 return None  # a change of the suite: find_steps decides
         if speed is not None or speeds is not None:
-            result = replace(result, speed=speed or 1.0)
-    result = replace(result, suite_history=suite_history(env, summary))
+            result = result.timed(speed=speed or 1.0)
+    result = result.timed(suite_history=suite_history(env, summary))
     usual = usual_layout(env)
     if not same_layout(run.layout, usual):
-        result = replace(result, layout=run.layout, baseline_layout=usual)
+        result = result.timed(layout=run.layout, baseline_layout=usual)
     elif tracing:
         result = replace(
             result, tracing=TracingVerdict(judged=True)
@@ -387,8 +386,7 @@ def quiet_comparison(
     warm_medians = _of_tests(summary.warmup_median, env, "warmup", warm)
     count = len(tests) + len(warm)
     if count:
-        result = replace(
-            result,
+        result = result.timed(
             suite_now=fsum(current) + fsum(compared.warmups[i] for i in warm),
             suite_then=fsum(medians) + fsum(warm_medians),
         )

@@ -395,11 +395,11 @@ class Alarm:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """One run judged against a baseline: built once by ``perf.analysis`` (each step
-    returns a new one, ``dataclasses.replace``), read by every output."""
+class TimingVerdict:
+    """The timings judged: the tests', classes', modules' and the suite's findings and
+    changes, what was new, missing or learning, and what the run and the runs it was
+    judged against were (layout, basis, speed) where that qualifies them."""
 
-    key: str  # the hardware key it was compared under (the file says "env")
     regressions: list[Finding] = field(default_factory=list)
     improvements: list[Finding] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
@@ -426,8 +426,6 @@ class Comparison:
     # The run's own layout (``timings.layout_of``; None: not known), whatever the
     # baseline's: what the notes name it by.
     run_layout: str | None = None
-    found: bool = True  # whether the baseline has the hardware key
-    available_keys: list[str] = field(default_factory=list)  # its keys, when it has not
     time: str = "wall"  # what the timings were judged on: "execution" or "wall"
     # The baseline's runs left out: timed on the other basis; of other layouts (where
     # enough of this run's own were there).  ``change_runs``: where too few were, the
@@ -435,25 +433,13 @@ class Comparison:
     left_out_time: int = 0
     left_out_layout: int = 0
     change_runs: int | None = None
-    # The other questions a run is judged on, each its own verdict: JAX's recompilations,
-    # its compile time, the tests' tracing, device memory; and how busy the runner was.
-    recompiles: RecompileVerdict = field(default_factory=RecompileVerdict)
-    compilation: Compilation | None = None
-    tracing: TracingVerdict = field(default_factory=TracingVerdict)
-    device_memory: MemoryVerdict = field(default_factory=MemoryVerdict)
-    load: RunnerLoad = field(default_factory=RunnerLoad)
     # Slower by every gate but the samples a verdict needs: no alarm yet ("learning").
     learning: list[Finding] = field(default_factory=list)
     runs: int | None = None  # the baseline's runs it was compared with (None: not known)
-    # The run was interrupted: a part of the suite, compared as it is; no gate passes.
-    interrupted: bool = False
     min_samples: int = 3  # the samples a verdict needs (``--perf-min-samples``)
     # Steps that began between two runs of one commit: the runner or its environment
     # moved, not the code; never reported as changes (``analysis.comparison``).
     unattributed: list[Change] = field(default_factory=list)
-    # The changed code each alarm's test ran, by (scope, id) (``ChangedCode``): filled
-    # by the run, where it has a dependency map, once the alarms are known.
-    changed_code: Mapping[tuple[str, str], ChangedCode] = field(default_factory=dict)
 
     @property
     def slowdowns(self) -> list[Change]:
@@ -466,12 +452,40 @@ class Comparison:
         serial runs) the suite total is not judged, and no output draws it beside them."""
         return bool(self.suite_history) and self.layout is None
 
+
+@dataclass(frozen=True)
+class Comparison:
+    """One run judged against a baseline: built once by ``perf.analysis`` (each step
+    returns a new one, ``dataclasses.replace``; ``timed`` for the timing verdict), read
+    by every output.  Each question a run is judged on is its own verdict."""
+
+    key: str  # the hardware key it was compared under (the file says "env")
+    timing: TimingVerdict = field(default_factory=TimingVerdict)
+    # JAX's recompilations, its compile time, the tests' tracing, device memory; and how
+    # busy the runner was.
+    recompiles: RecompileVerdict = field(default_factory=RecompileVerdict)
+    compilation: Compilation | None = None
+    tracing: TracingVerdict = field(default_factory=TracingVerdict)
+    device_memory: MemoryVerdict = field(default_factory=MemoryVerdict)
+    load: RunnerLoad = field(default_factory=RunnerLoad)
+    found: bool = True  # whether the baseline has the hardware key
+    available_keys: list[str] = field(default_factory=list)  # its keys, when it has not
+    # The run was interrupted: a part of the suite, compared as it is; no gate passes.
+    interrupted: bool = False
+    # The changed code each alarm's test ran, by (scope, id) (``ChangedCode``): filled
+    # by the run, where it has a dependency map, once the alarms are known.
+    changed_code: Mapping[tuple[str, str], ChangedCode] = field(default_factory=dict)
+
+    def timed(self, **changes: Any) -> Comparison:
+        """This comparison with its timing verdict's ``changes``."""
+        return replace(self, timing=replace(self.timing, **changes))
+
     @property
     def alarm_list(self) -> list[Alarm]:
         """What ``--perf-fail`` fails on, the most severe first (``ALARM_KINDS``)."""
         of_kind: dict[str, list[Finding] | list[Change] | list[Recompiled] | list[MemoryGrowth]] = {
-            "regression": self.regressions,
-            "slowdown": self.slowdowns,
+            "regression": self.timing.regressions,
+            "slowdown": self.timing.slowdowns,
             "recompiled": self.recompiles.found,
             "memory": self.device_memory.grew,
         }
@@ -487,39 +501,40 @@ class Comparison:
         return len(self.alarm_list)
 
     def to_json(self) -> dict[str, Any]:
+        timing = self.timing
         return {
             "env": self.key,
-            "regressions": [f.to_json() for f in self.regressions],
-            "improvements": [f.to_json() for f in self.improvements],
-            "changes": [c.to_json() for c in self.changes],
-            "new": self.new,
-            "new_slow": [{"id": i, "current": round(s, 6)} for i, s in self.new_slow],
-            "missing": self.missing,
-            "compared": self.compared,
-            "speed": round(self.speed, 4),
-            "warmup": self.warmup,
-            "layout": self.layout,
-            "baseline_layout": self.baseline_layout,
-            "unconfirmed": self.unconfirmed,
+            "regressions": [f.to_json() for f in timing.regressions],
+            "improvements": [f.to_json() for f in timing.improvements],
+            "changes": [c.to_json() for c in timing.changes],
+            "new": timing.new,
+            "new_slow": [{"id": i, "current": round(s, 6)} for i, s in timing.new_slow],
+            "missing": timing.missing,
+            "compared": timing.compared,
+            "speed": round(timing.speed, 4),
+            "warmup": timing.warmup,
+            "layout": timing.layout,
+            "baseline_layout": timing.baseline_layout,
+            "unconfirmed": timing.unconfirmed,
             "suite": {
-                "current": round(self.suite_now, 6),
-                "baseline": round(self.suite_then, 6),
-                "history": [{"run": run, "total": round(t, 6)} for run, t in self.suite_history],
-                "run_total": round(self.run_total, 6),
+                "current": round(timing.suite_now, 6),
+                "baseline": round(timing.suite_then, 6),
+                "history": [{"run": run, "total": round(t, 6)} for run, t in timing.suite_history],
+                "run_total": round(timing.run_total, 6),
             },
             "available_envs": self.available_keys,
-            "time": self.time,
-            "left_out": {"time": self.left_out_time, "layout": self.left_out_layout},
-            "change_runs": self.change_runs,
+            "time": timing.time,
+            "left_out": {"time": timing.left_out_time, "layout": timing.left_out_layout},
+            "change_runs": timing.change_runs,
             **self.recompiles.to_json(),
             "compilation": None if self.compilation is None else self.compilation.to_json(),
-            "learning": [f.to_json() for f in self.learning],
+            "learning": [f.to_json() for f in timing.learning],
             "interrupted": self.interrupted,
-            "runs": self.runs,
-            "min_samples": self.min_samples,
+            "runs": timing.runs,
+            "min_samples": timing.min_samples,
             **self.load.to_json(),
             **self.tracing.to_json(),
-            "unattributed": [c.to_json() for c in self.unattributed],
+            "unattributed": [c.to_json() for c in timing.unattributed],
             "changed_code": [
                 {"kind": scope, "id": ident, **code.to_json()}
                 for (scope, ident), code in self.changed_code.items()

@@ -155,31 +155,31 @@ def notes_of(comparison: Comparison) -> list[Note]:
     notes: list[Note] = []
     if c.interrupted:
         notes.append(Interrupted())
-    if c.runs is not None and c.runs < c.min_samples:
-        notes.append(Learning(c.runs, c.min_samples, c.key))
+    if c.timing.runs is not None and c.timing.runs < c.timing.min_samples:
+        notes.append(Learning(c.timing.runs, c.timing.min_samples, c.key))
     if c.load.busy:
         notes.append(Busy(c.load))
-    if c.left_out_time:
-        notes.append(BasisLeftOut(c.time, c.left_out_time))
+    if c.timing.left_out_time:
+        notes.append(BasisLeftOut(c.timing.time, c.timing.left_out_time))
     # Its own layout, which every run has; "an unknown layout" only for a record from
     # before layouts were kept.
-    layout = c.layout or c.run_layout or "an unknown layout"
-    if c.left_out_layout:
-        notes.append(LayoutsLeftOut(layout, c.left_out_layout))
-    if c.layout is not None:
-        notes.append(FewOfLayout(layout, c.baseline_layout))
-    if c.change_runs is not None:
-        notes.append(ChangesOfLayout(layout, c.change_runs))
-    if c.compilation is not None and c.layout is not None:
+    layout = c.timing.layout or c.timing.run_layout or "an unknown layout"
+    if c.timing.left_out_layout:
+        notes.append(LayoutsLeftOut(layout, c.timing.left_out_layout))
+    if c.timing.layout is not None:
+        notes.append(FewOfLayout(layout, c.timing.baseline_layout))
+    if c.timing.change_runs is not None:
+        notes.append(ChangesOfLayout(layout, c.timing.change_runs))
+    if c.compilation is not None and c.timing.layout is not None:
         notes.append(TracingNotJudged(layout))
     if c.recompiles.across:
         notes.append(RecompilesAcross(layout, c.recompiles.runs))
-    if c.time == "execution" and not c.recompiles.judged:
-        notes.append(RecompilesNotJudged(layout, c.recompiles.runs, c.min_samples))
+    if c.timing.time == "execution" and not c.recompiles.judged:
+        notes.append(RecompilesNotJudged(layout, c.recompiles.runs, c.timing.min_samples))
     if c.device_memory.peak is not None:
-        notes.append(DeviceMemory(c.device_memory, c.min_samples))
-    if c.unattributed:
-        notes.append(SteppedBetweenRuns(tuple(c.unattributed)))
+        notes.append(DeviceMemory(c.device_memory, c.timing.min_samples))
+    if c.timing.unattributed:
+        notes.append(SteppedBetweenRuns(tuple(c.timing.unattributed)))
     return notes
 
 
@@ -188,10 +188,12 @@ def set_aside_of(comparison: Comparison) -> list[SetAside]:
     notes beneath its rows."""
     c = comparison
     found: list[SetAside] = []
-    if c.warmup:
-        found.append(WarmupNotJudged(tuple(c.warmup)))
-    if c.unconfirmed:
-        found.append(OrderUnconfirmed(tuple(c.unconfirmed), c.layout, c.baseline_layout))
+    if c.timing.warmup:
+        found.append(WarmupNotJudged(tuple(c.timing.warmup)))
+    if c.timing.unconfirmed:
+        found.append(
+            OrderUnconfirmed(tuple(c.timing.unconfirmed), c.timing.layout, c.timing.baseline_layout)
+        )
     if c.tracing.moved:
         found.append(TracingMoved(tuple(c.tracing.moved)))
     return found
