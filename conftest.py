@@ -13,7 +13,7 @@ from tests.jax_runs import import_jax
 # The same for JAX, which tests/jax_runs.py runs generated suites with in this process.
 import_jax()
 
-pytest_plugins = ["tests.fakesys"]
+pytest_plugins = ["tests.fakesys", "tests.processes"]
 
 
 def _import_the_plugin_whole() -> None:

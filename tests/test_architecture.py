@@ -374,6 +374,7 @@ def test_on_the_cpu_tier():
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_a_new_built_in_platform_is_its_probe_and_its_row(
     pytester: pytest.Pytester, fakesys: FakeSys
 ) -> None:

@@ -189,6 +189,7 @@ def test_a_missing_baseline_passes_and_says_so_and_an_update_starts_one(
     result.stderr.fnmatch_lines(["ERROR: --perf-update-baseline needs --perf-baseline PATH*"])
 
 
+@pytest.mark.processes
 def test_six_updates_at_once_lose_no_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         "import pytest\n@pytest.mark.parametrize('i', range(20))\ndef test_p(i): pass\n"
@@ -592,6 +593,7 @@ def pytest_collection_finish(session):
 """
 
 
+@pytest.mark.processes
 def test_the_baseline_and_the_flaky_history_hold_one_copy_of_each_test_id(
     pytester: pytest.Pytester,
 ) -> None:

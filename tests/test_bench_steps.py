@@ -24,6 +24,7 @@ def test_every_step_the_bench_times_names_a_function_of_the_plugin(
     assert callable(getattr(owner, name, None)), f"{step}: {module}.{path} is not a function"
 
 
+@pytest.mark.processes
 def test_the_probe_adds_up_each_step_of_a_run_with_everything_on(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -59,6 +60,7 @@ def test_the_probe_adds_up_each_step_of_a_run_with_everything_on(
 @pytest.mark.skipif(
     not os.path.exists("/proc/thread-self/schedstat"), reason="needs Linux's schedstat"
 )
+@pytest.mark.processes
 def test_the_instruction_bench_switches_off_the_step_it_names(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,6 +88,7 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     assert "PYTEST_ACCEL_WITHOUT='fold': expected one of finish, waits" in refused.stderr.str()
 
 
+@pytest.mark.processes
 def test_the_instruction_bench_runs_each_feature_variant_with_its_files_in_its_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -120,6 +123,7 @@ def test_the_instruction_bench_runs_each_feature_variant_with_its_files_in_its_d
     ]
 
 
+@pytest.mark.processes
 def test_the_suite_probe_notes_each_subprocess_a_test_starts(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -170,6 +174,7 @@ def run_probe(
     return result, log, json.loads(written.read_text())
 
 
+@pytest.mark.processes
 def test_the_suite_cpu_probe_puts_a_childs_cpu_on_the_test_that_waited_for_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -213,6 +218,7 @@ def test_collects_here_and_elsewhere():
 """
 
 
+@pytest.mark.processes
 def test_the_gc_threads_probe_tells_the_tests_thread_from_another(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -231,6 +237,7 @@ def test_the_gc_threads_probe_tells_the_tests_thread_from_another(
     assert re.fullmatch(summary + r" \([\d.]+ s\), 1 on other threads \([\d.]+ s\)", out)
 
 
+@pytest.mark.processes
 def test_the_process_probe_logs_each_python_process_and_sums_them_by_kind(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

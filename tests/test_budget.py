@@ -78,6 +78,7 @@ def _take_many(path: str, total: int, times: int, results: multiprocessing.Queue
     results.put(sum(budget.take() for _ in range(times)))
 
 
+@pytest.mark.processes
 def test_processes_taking_at_once_never_get_more_than_the_total(cache_home: Path) -> None:
     budget = Budget.create(25)
     assert budget.path is not None

@@ -171,6 +171,7 @@ def test_a_mapping_run_records_the_blocks_each_test_ran(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_xdist_and_shard_maps_equal_the_serial_one(
     project: Path, pytester: pytest.Pytester
 ) -> None:
@@ -220,6 +221,7 @@ def test_a_map_with_pytest_cov_active_maps_alike(project: Path, pytester: pytest
     selected.assert_outcomes(passed=4)  # the whole test file changed for pytest-cov's map
 
 
+@pytest.mark.processes
 def test_an_interrupted_mapping_run_leaves_the_map_as_it_was(
     project: Path, pytester: pytest.Pytester
 ) -> None:
@@ -400,6 +402,7 @@ def test_shards_plan_over_the_selected_tests(project: Path, pytester: pytest.Pyt
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_selection_under_xdist_decides_alike_in_every_worker(
     project: Path, pytester: pytest.Pytester, mapped: Run
 ) -> None:

@@ -291,6 +291,7 @@ def zizmor_binary() -> str:
     return found
 
 
+@pytest.mark.processes
 def test_zizmor_finds_nothing_of_medium_severity_or_above(tmp_path: Path) -> None:
     paths = [str(p) for p in WORKFLOWS]
     for name, workflow in workflows_and_snippets():

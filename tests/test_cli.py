@@ -46,6 +46,7 @@ def test_detect_text_names_each_check(
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_detect_with_the_jax_probe_runs_jax_for_real(fakesys: FakeSys) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "pytest_accel", "detect", "--json", "--probe", "jax"],
@@ -61,6 +62,7 @@ def test_detect_with_the_jax_probe_runs_jax_for_real(fakesys: FakeSys) -> None:
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_detect_probe_failure_exits_1_and_says_why(
     fakesys: FakeSys, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,6 +152,7 @@ def test_baseline_folds_records_and_compare_finds_the_regression(
     assert "0 regression(s)" in capsys.readouterr().out
 
 
+@pytest.mark.processes
 def test_the_command_as_a_process_writes_all_its_output_and_keeps_its_status(
     tmp_path: Path,
 ) -> None:
@@ -257,6 +260,7 @@ def test_bad_rule_options_are_usage_errors(
     assert "argument --normalize: invalid choice: 'maybe'" in capsys.readouterr().err
 
 
+@pytest.mark.processes
 def test_detect_reads_the_rootdir_ini_and_says_what_the_pytest_header_says(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

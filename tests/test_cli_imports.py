@@ -90,6 +90,7 @@ def files(pytester: pytest.Pytester) -> Path:
     ],
     ids=lambda args: args[0],
 )
+@pytest.mark.processes
 def test_a_command_that_reads_files_runs_without_importing_pytest(
     files: Path, args: list[str]
 ) -> None:
@@ -98,6 +99,7 @@ def test_a_command_that_reads_files_runs_without_importing_pytest(
     assert imported is False
 
 
+@pytest.mark.processes
 def test_a_bad_option_value_is_still_one_line_and_exit_2_in_a_fresh_process(files: Path) -> None:
     """The shared parsers raise pytest's UsageError, importing pytest only then: the
     tool must still catch it as bad input, not show a traceback."""
@@ -110,6 +112,7 @@ def test_a_bad_option_value_is_still_one_line_and_exit_2_in_a_fresh_process(file
     )
 
 
+@pytest.mark.processes
 def test_a_command_that_loads_numpy_starts_no_blas_threads(files: Path) -> None:
     """No command multiplies matrices: OpenBLAS's pool would only spin on the other
     cores, so the tool asks for one thread while it runs, unless the user set a number,
@@ -122,6 +125,7 @@ def test_a_command_that_loads_numpy_starts_no_blas_threads(files: Path) -> None:
         assert outcome["threads"] == 1  # OpenBLAS would start one per core past the first
 
 
+@pytest.mark.processes
 def test_compare_imports_neither_detection_nor_the_other_commands_modules(files: Path) -> None:
     """`compare` reads two files and prints: detection, merging, the flaky history, a
     subprocess or a temp file are other commands' (a few milliseconds each, every time)."""

@@ -431,6 +431,7 @@ def test_a_shard_compares_only_what_it_ran_and_no_partial_group(
     assert load(pytester.path / "r.json")["comparison"]["missing"] == ["test_other.py::test_5"]
 
 
+@pytest.mark.processes
 def test_the_first_test_of_each_process_is_judged_apart_as_with_jax_compilation(
     pytester: pytest.Pytester,
 ) -> None:
@@ -673,6 +674,7 @@ def test_collects():
 
 
 @SERIAL_AND_UNDER_XDIST
+@pytest.mark.processes
 def test_full_garbage_collections_are_recorded_and_left_out_of_the_timing_judged(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:
@@ -720,6 +722,7 @@ def test_collects():
 
 
 @SERIAL_AND_UNDER_XDIST
+@pytest.mark.processes
 def test_another_threads_full_collection_is_left_in_the_test_it_did_not_hold_up(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:
@@ -762,6 +765,7 @@ def test_with_fixture(collects):
 
 
 @SERIAL_AND_UNDER_XDIST
+@pytest.mark.processes
 def test_full_collections_in_a_setup_or_teardown_leave_that_phase_and_its_module_total(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:

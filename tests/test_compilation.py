@@ -51,6 +51,7 @@ def record(pytester: pytest.Pytester) -> dict[str, Any]:
         pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
     ],
 )
+@pytest.mark.processes
 def test_each_tests_compilations_and_their_seconds_are_recorded(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -91,6 +92,7 @@ def test_each_tests_compilations_and_their_seconds_are_recorded(
     assert "% of test time (" in (pytester.path / "p.html").read_text()
 
 
+@pytest.mark.processes
 def test_the_persistent_caches_hits_are_counted_on_the_second_run(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

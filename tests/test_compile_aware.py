@@ -315,6 +315,7 @@ def test_the_function_named_is_the_jitted_one_never_an_eager_operation(
 
 @pytest.mark.requires("jax")
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_a_per_call_jit_is_found_on_the_first_xdist_run_against_serial_runs(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -635,6 +636,7 @@ def test_a_run_laid_out_unlike_the_baseline_judges_no_group_and_says_so() -> Non
 
 @pytest.mark.requires("jax")
 @pytest.mark.parametrize("runner", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.processes
 def test_a_suite_that_imports_jax_in_a_test_is_counted_from_that_import(
     pytester: pytest.Pytester, runner: list[str]
 ) -> None:
@@ -674,6 +676,7 @@ def test_a_suite_that_imports_jax_in_a_test_is_counted_from_that_import(
     assert "test_lazy.py::test_before_jax" not in tests["compiles"]
 
 
+@pytest.mark.processes
 def test_jaxs_import_in_a_test_stays_that_tests_execution(pytester: pytest.Pytester) -> None:
     """Unlike torch.compile's Dynamo and Inductor, which the first compile imports on
     its own, ``import jax`` is the code's: where a test does it, it stays execution (the
@@ -736,6 +739,7 @@ STUBBED_JAX = {
         pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
     ],
 )
+@pytest.mark.processes
 def test_a_conftest_that_stubs_jax_never_breaks_the_run(
     pytester: pytest.Pytester, stub: str, runner: list[str]
 ) -> None:

@@ -51,6 +51,7 @@ def record(pytester: pytest.Pytester, name: str = "r.json") -> dict[str, Any]:
         pytest.param(["-n", "2"], 4.0, id="xdist", marks=pytest.mark.requires("xdist")),
     ],
 )
+@pytest.mark.processes
 def test_the_record_and_the_terminal_give_the_runs_tests_and_reruns_cost(
     pytester: pytest.Pytester, workers: list[str], share: float
 ) -> None:
@@ -344,6 +345,7 @@ def test_pure_python():
         pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
     ],
 )
+@pytest.mark.processes
 def test_a_test_that_compiled_nothing_on_an_accelerator_is_a_cpu_tier_candidate(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -373,6 +375,7 @@ def test_a_test_that_compiled_nothing_on_an_accelerator_is_a_cpu_tier_candidate(
     assert '<table id="cpu-candidates"' in page
 
 
+@pytest.mark.processes
 def test_a_suite_without_jax_records_no_compiles_and_a_cpu_key_no_candidates(
     pytester: pytest.Pytester,
 ) -> None:

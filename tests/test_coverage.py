@@ -64,6 +64,7 @@ def run_on(pytester: pytest.Pytester, name: str, *args: str) -> Path:
         pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
     ],
 )
+@pytest.mark.processes
 def test_the_record_keeps_why_the_markers_skipped_a_test(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -152,6 +153,7 @@ def test_the_command_shows_each_keys_trend_over_its_records(
     assert out[1] == "  trend on new-chip: 50.0% -> 100.0% over 2 run(s)"
 
 
+@pytest.mark.processes
 def test_the_command_reads_no_pytest_and_refuses_a_bad_record_in_one_line(
     tmp_path: Path,
 ) -> None:
@@ -184,6 +186,7 @@ def test_the_report_draws_the_coverage_matrix_and_the_gaps(
 
 
 @NEEDS_CHROMIUM
+@pytest.mark.processes
 def test_the_coverage_table_fits_its_section_in_a_real_browser(
     pytester: pytest.Pytester, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

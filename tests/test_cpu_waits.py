@@ -197,6 +197,7 @@ RUNNERS = [
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.processes
 def test_a_call_slowed_by_waiting_for_a_cpu_is_not_a_regression(
     pytester: pytest.Pytester, sleeper: Path, runner: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -264,6 +265,7 @@ def test_a_busy_runners_unseen_waits_are_no_regression_and_a_real_one_still_is(
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.processes
 def test_a_runner_whose_threads_waited_is_busy_though_the_calls_did_not(
     pytester: pytest.Pytester, sleeper: Path, runner: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -409,6 +409,7 @@ def test_a_damaged_compilation_section_is_read_in_its_stride_by_every_command(
     assert found == []
 
 
+@pytest.mark.processes
 def test_a_number_beyond_any_double_is_refused_alike_by_pytest_and_the_command(
     pytester: pytest.Pytester, real_files: dict[str, Doc]
 ) -> None:

@@ -327,6 +327,7 @@ def test_a_limit_that_is_not_a_size_is_one_line(pytester: pytest.Pytester) -> No
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_each_pinned_worker_reports_its_own_device(
     gpu_suite: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -350,6 +351,7 @@ def expand(column: Any) -> list[Any]:
     return [v for v, n in zip(column["values"], column["counts"], strict=True) for _ in range(n)]
 
 
+@pytest.mark.processes
 def test_the_gpu_check_parses_and_names_options_the_plugin_has() -> None:
     """bench/gpu_check.sh runs where no test here can (a lent GPU machine): it must at
     least parse, and every option it passes must be one the plugin declares."""

@@ -139,6 +139,7 @@ def test_only_old_temp_files_of_ours_are_cleaned_up(tmp_path: Path) -> None:
     assert leftovers(tmp_path) == sorted([fresh.name, other.name])
 
 
+@pytest.mark.processes
 def test_a_temp_file_of_a_dead_writer_on_this_host_goes_at_once_a_live_ones_stays(
     tmp_path: Path,
 ) -> None:
@@ -421,6 +422,7 @@ def test_an_exclusive_lock_is_held_by_one_holder_at_a_time(tmp_path: Path) -> No
     assert acquired.is_set()  # and gets it once the first lets go
 
 
+@pytest.mark.processes
 def test_a_lock_held_by_a_process_that_died_is_free(tmp_path: Path) -> None:
     target = tmp_path / "history.json"
     code = (

@@ -103,6 +103,7 @@ def test_a_test_that_always_fails_gets_three_attempts_and_fails_the_session(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_xdist_classifies_the_two_tests_as_a_single_process_does(
     pytester: pytest.Pytester,
 ) -> None:
@@ -213,6 +214,7 @@ def test_teardown_failures_skips_and_xfails_are_never_rerun(pytester: pytest.Pyt
     "workers",
     [pytest.param([], id="serial"), pytest.param(["-n", "2"], id="xdist", marks=XDIST)],
 )
+@pytest.mark.processes
 def test_junit_xml_keeps_one_testcase_per_test_with_attempts_and_quarantine_properties(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -299,6 +301,7 @@ def test_a_quarantined_failure_does_not_fail_the_session_and_is_shown(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_a_quarantined_failure_under_xdist_does_not_fail_the_session(
     pytester: pytest.Pytester,
 ) -> None:
@@ -325,6 +328,7 @@ def test_plain_failure():
 @pytest.mark.parametrize(
     "layout", [[], pytest.param(["-n", "2"], marks=XDIST)], ids=["serial", "xdist"]
 )
+@pytest.mark.processes
 def test_a_quarantined_test_whose_history_shows_it_always_fails_is_not_rerun(
     pytester: pytest.Pytester, layout: list[str]
 ) -> None:
@@ -419,6 +423,7 @@ def test_a_quarantined_failure_in_any_phase_neither_fails_nor_stops_the_session(
 
 
 @XDIST
+@pytest.mark.processes
 def test_quarantine_as_the_test_runs_holds_on_xdist_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_q=EVERY_PHASE)
     (pytester.path / "q.txt").write_text(
@@ -682,6 +687,7 @@ def test_the_flaky_command_reads_records_as_runs(
     assert [v["test"] for v in env["broken"]] == ["test_two.py::test_always_fails"]
 
 
+@pytest.mark.processes
 def test_six_processes_updating_one_history_at_once_lose_no_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         "import pytest\n@pytest.mark.parametrize('i', range(30))\ndef test_p(i): pass\n"
@@ -1061,6 +1067,7 @@ def letter_from_record(test: dict[str, Any]) -> str | None:
         ),
     ],
 )
+@pytest.mark.processes
 def test_the_timing_record_and_the_flaky_history_tell_each_test_alike(
     pytester: pytest.Pytester, how: list[str]
 ) -> None:

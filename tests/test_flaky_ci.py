@@ -64,6 +64,7 @@ def cases(path: Path) -> dict[str, ET.Element]:
 
 
 @SERIAL_AND_XDIST
+@pytest.mark.processes
 def test_junit_keeps_each_failed_attempt_as_surefire_does(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -104,6 +105,7 @@ ALWAYS_FAILING = (
 
 
 @SERIAL_AND_XDIST
+@pytest.mark.processes
 def test_the_rerun_budget_is_shared_by_every_worker_and_says_when_it_ran_out(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -122,6 +124,7 @@ def test_the_rerun_budget_is_shared_by_every_worker_and_says_when_it_ran_out(
 
 
 @SERIAL_AND_XDIST
+@pytest.mark.processes
 def test_a_mass_failure_stops_reruns_and_the_history_learns_nothing_from_it(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -212,6 +215,7 @@ def test_new_and_shaky():
 
 
 @SERIAL_AND_XDIST
+@pytest.mark.processes
 def test_a_new_test_runs_several_times_and_mixed_outcomes_make_it_flaky(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -244,6 +248,7 @@ def test_a_new_test_runs_several_times_and_mixed_outcomes_make_it_flaky(
 
 
 @SERIAL_AND_XDIST
+@pytest.mark.processes
 def test_a_new_test_that_passes_every_run_is_a_pass_not_flaky_and_passes_the_gate(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
@@ -391,6 +396,7 @@ PYTEST_9 = pytest.mark.skipif(
 
 @PYTEST_9
 @SERIAL_AND_XDIST
+@pytest.mark.processes
 def test_a_failed_subtest_is_rerun_as_its_test_and_a_superseded_attempts_subtests_vanish(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:

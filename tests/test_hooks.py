@@ -232,6 +232,7 @@ def pytest_accel_detect(context):
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_a_third_party_platform_opts_into_pinning_through_its_row(
     pytester: pytest.Pytester, fakesys: FakeSys
 ) -> None:

@@ -88,6 +88,7 @@ def test_c():
 
 
 @pytest.mark.parametrize("runner", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.processes
 def test_the_test_running_when_the_run_was_interrupted_is_interrupted_not_passed(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], runner: list[str]
 ) -> None:

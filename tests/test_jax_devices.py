@@ -32,6 +32,7 @@ def test_shards_an_array_over_all_devices():
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_multi_device_runs_with_jax_num_cpu_devices_and_skips_beyond_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -50,6 +51,7 @@ def test_multi_device_runs_with_jax_num_cpu_devices_and_skips_beyond_it(
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_accel_cpu_devices_gives_jax_the_host_devices_even_when_a_conftest_imports_jax(
     pytester: pytest.Pytester,
 ) -> None:
@@ -61,6 +63,7 @@ def test_accel_cpu_devices_gives_jax_the_host_devices_even_when_a_conftest_impor
 
 
 @pytest.mark.requires("jax", "xdist")
+@pytest.mark.processes
 def test_accel_cpu_devices_reaches_xdist_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(MULTI_DEVICE_SUITE)
     result = pytester.runpytest_subprocess("--accel-cpu-devices=8", "-n", "2")

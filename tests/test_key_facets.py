@@ -51,6 +51,7 @@ def test_the_runtimes_versions_are_read_from_their_distributions_and_rocms_insta
     assert versions["jax"] == "0.7.2"  # the first on the path wins, as Python's import
 
 
+@pytest.mark.processes
 def test_facets_key_the_runs_by_version_and_compare_crosses_them(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,6 +10,7 @@ HEAVY = ("jax", "numpy", "filelock", "orjson", "coverage", "sqlite3", "fsspec", 
 
 
 @pytest.mark.parametrize("args", [(), ("-p", "pytest_accel"), ("-p", "pytest_accel.plugin")])
+@pytest.mark.processes
 def test_the_plugin_registers_once_however_it_is_named(
     pytester: pytest.Pytester, args: tuple[str, ...]
 ) -> None:
@@ -19,6 +20,7 @@ def test_the_plugin_registers_once_however_it_is_named(
     assert result.stdout.str().count("accel: cpu x1") == 1
 
 
+@pytest.mark.processes
 def test_dash_p_loads_the_plugin_when_autoload_is_disabled(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -29,6 +31,7 @@ def test_dash_p_loads_the_plugin_when_autoload_is_disabled(
     result.stdout.fnmatch_lines(["accel: cpu x1 via default*"])
 
 
+@pytest.mark.processes
 def test_dash_p_no_disables_everything(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("import pytest\n@pytest.mark.tpu\ndef test_t(): pass\n")
     result = pytester.runpytest_subprocess("-p", "no:pytest_accel")
@@ -40,6 +43,7 @@ def test_dash_p_no_disables_everything(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*unrecognized arguments: --accel=cpu*"])
 
 
+@pytest.mark.processes
 def test_importing_the_plugin_does_not_import_heavy_modules() -> None:
     code = (
         "import sys, pytest_accel, pytest_accel.plugin, pytest_accel.cli;"
@@ -51,6 +55,7 @@ def test_importing_the_plugin_does_not_import_heavy_modules() -> None:
     assert output.strip() == "[]"
 
 
+@pytest.mark.processes
 def test_a_session_without_features_switched_on_imports_no_heavy_module(
     pytester: pytest.Pytester,
 ) -> None:
@@ -64,6 +69,7 @@ def test_a_session_without_features_switched_on_imports_no_heavy_module(
     pytester.runpytest_subprocess("-p", "no:xdist").assert_outcomes(passed=1)
 
 
+@pytest.mark.processes
 def test_a_run_with_every_file_switched_on_never_imports_orjson_or_filelock(
     pytester: pytest.Pytester,
 ) -> None:
@@ -92,6 +98,7 @@ def test_a_run_with_every_file_switched_on_never_imports_orjson_or_filelock(
     assert [len(env["runs"]) for env in history["envs"].values()] == [2]
 
 
+@pytest.mark.processes
 def test_comparing_fast_tests_with_a_baseline_needs_no_numpy_until_one_could_be_a_finding(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -157,6 +164,7 @@ def test_pytest_help_renders_every_options_help_with_the_plugin_loaded(
     assert "Once more than PCT% of at least 20 executed tests" in shown
 
 
+@pytest.mark.processes
 def test_the_version_is_one_everywhere_pytest_and_the_tool_show_it() -> None:
     """The package once said 0.1.0 while the CHANGELOG described 0.2 and 0.3: the wheel's
     metadata, pytest's plugin line and ``pytest-accel --version`` all read

@@ -234,6 +234,7 @@ def test_a_durations_map_is_not_upgraded(tmp_path: Path) -> None:
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_a_record_already_folded_in_under_a_minority_layout_compares_and_reports(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -33,6 +33,7 @@ def files_beside(directory: Path) -> set[str]:
     return {p.name for p in directory.iterdir()}
 
 
+@pytest.mark.processes
 def test_a_test_file_whose_name_is_not_utf8_is_written_as_python_shows_it(
     pytester: pytest.Pytester,
 ) -> None:
@@ -85,6 +86,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.processes
 def test_a_full_disk_at_session_end_fails_the_run_in_one_line_and_keeps_the_old_file(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -228,6 +230,7 @@ write_atomic(sys.argv[1], chunks())
 """
 
 
+@pytest.mark.processes
 def test_kill_9_in_the_middle_of_a_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
     target = tmp_path / "record.json"
     target.write_text('{"old": true}\n')
@@ -260,6 +263,7 @@ def test_slow():
 """
 
 
+@pytest.mark.processes
 def test_sigterm_ends_the_run_like_ctrl_c_records_what_ran_and_adds_nothing_to_history(
     pytester: pytest.Pytester,
 ) -> None:

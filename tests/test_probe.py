@@ -47,6 +47,7 @@ FALLBACK_WITH_TPU_IN_USE = """
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_the_real_jax_probe_reports_cpu_with_the_host_device_count_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -59,6 +60,7 @@ def test_the_real_jax_probe_reports_cpu_with_the_host_device_count_from_the_envi
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_requesting_tpu_where_real_jax_falls_back_to_cpu_is_an_error_naming_the_fallback(
     pytester: pytest.Pytester, fakesys: FakeSys
 ) -> None:
@@ -72,6 +74,7 @@ def test_requesting_tpu_where_real_jax_falls_back_to_cpu_is_an_error_naming_the_
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_auto_probe_runs_for_an_explicit_accelerator_when_jax_is_importable(
     pytester: pytest.Pytester, fakesys: FakeSys
 ) -> None:
@@ -85,6 +88,7 @@ def test_auto_probe_runs_for_an_explicit_accelerator_when_jax_is_importable(
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_a_tpu_held_by_another_process_is_reported_with_its_pid(
     pytester: pytest.Pytester, fakesys: FakeSys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,6 +106,7 @@ def test_a_tpu_held_by_another_process_is_reported_with_its_pid(
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_allow_missing_with_a_failed_probe_skips_the_tpu_tests_instead(
     pytester: pytest.Pytester, fakesys: FakeSys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,6 +118,7 @@ def test_allow_missing_with_a_failed_probe_skips_the_tpu_tests_instead(
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_a_hung_probe_is_killed_at_its_timeout_with_a_clear_message(
     pytester: pytest.Pytester, fakesys: FakeSys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,6 +132,7 @@ def test_a_hung_probe_is_killed_at_its_timeout_with_a_clear_message(
     )
 
 
+@pytest.mark.processes
 def test_a_probe_whose_jax_raises_reports_the_exception(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

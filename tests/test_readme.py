@@ -96,6 +96,7 @@ def test_the_changelog_has_a_release_entry_for_the_package_version() -> None:
     assert "## [Unreleased]" in changelog
 
 
+@pytest.mark.processes
 def test_scripts_dev_says_what_it_is_doing_while_it_installs(tmp_path: Path) -> None:
     """A first install takes minutes: the script says so, step by step.  A fake
     .venv/bin/python stands in for pip, so nothing is installed."""

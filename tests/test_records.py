@@ -104,6 +104,7 @@ def test_awkward_parametrize_ids_survive_the_round_trip(pytester: pytest.Pyteste
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_xdist_records_each_test_once_with_its_worker_and_matches_a_serial_run(
     pytester: pytest.Pytester,
 ) -> None:
@@ -191,6 +192,7 @@ def test_exitfirst_leaves_a_partial_but_valid_record(pytester: pytest.Pytester) 
     validate(record)
 
 
+@pytest.mark.processes
 def test_ctrl_c_leaves_a_partial_but_valid_record_with_the_interrupted_status(
     pytester: pytest.Pytester,
 ) -> None:
@@ -213,6 +215,7 @@ def test_ctrl_c_leaves_a_partial_but_valid_record_with_the_interrupted_status(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_a_test_that_kills_its_xdist_worker_is_recorded_as_crashed_and_the_rest_still_are(
     pytester: pytest.Pytester,
 ) -> None:
@@ -346,6 +349,7 @@ def test_reruns_of_one_node_id_become_attempts() -> None:
     assert (groups.ids, columns.ids) == ([], [])  # no module known: not grouped
 
 
+@pytest.mark.processes
 def test_concurrent_writers_never_expose_a_half_written_file(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         "import pytest\n@pytest.mark.parametrize('i', range(300))\ndef test_many(i): pass\n"

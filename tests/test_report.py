@@ -243,6 +243,7 @@ def _png_pixels_differ(path: Path) -> bool:
 
 
 @NEEDS_CHROMIUM
+@pytest.mark.processes
 def test_a_real_browser_renders_the_regression_its_trend_and_the_flaky_grid(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -280,6 +281,7 @@ def test_a_real_browser_renders_the_regression_its_trend_and_the_flaky_grid(
 
 
 @NEEDS_CHROMIUM
+@pytest.mark.processes
 def test_no_chart_label_is_clipped_in_a_real_browser(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -305,6 +307,7 @@ def test_no_chart_label_is_clipped_in_a_real_browser(
 
 
 @NEEDS_CHROMIUM
+@pytest.mark.processes
 def test_how_long_ago_the_run_ended_is_told_when_the_page_is_opened(
     pytester: pytest.Pytester, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

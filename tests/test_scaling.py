@@ -357,6 +357,7 @@ def pinned_env(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_eight_gpus_and_four_workers_give_each_worker_a_disjoint_pair(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -373,6 +374,7 @@ def test_eight_gpus_and_four_workers_give_each_worker_a_disjoint_pair(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_an_outer_cuda_mask_is_indexed_into(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -383,6 +385,7 @@ def test_an_outer_cuda_mask_is_indexed_into(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_amd_workers_get_rocr_and_hip_masks(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -394,6 +397,7 @@ def test_amd_workers_get_rocr_and_hip_masks(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_tpu_workers_get_visible_chips_and_process_bounds(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -407,6 +411,7 @@ def test_tpu_workers_get_visible_chips_and_process_bounds(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_n_auto_is_the_device_count_and_pin_off_leaves_masks_alone(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -419,6 +424,7 @@ def test_n_auto_is_the_device_count_and_pin_off_leaves_masks_alone(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_n_auto_on_a_cpu_runner_leaves_the_worker_count_to_xdist(
     pytester: pytest.Pytester, fakesys: FakeSys, monkeypatch: pytest.MonkeyPatch
 ) -> None:

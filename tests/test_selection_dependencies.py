@@ -665,6 +665,7 @@ def test_with_pytest_cov_a_module_outside_its_sources_is_depended_on_whole(
         pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.requires("xdist")),
     ],
 )
+@pytest.mark.processes
 def test_a_test_that_failed_in_the_mapping_run_is_kept_until_one_sees_it_pass(
     pytester: pytest.Pytester, layout: list[str]
 ) -> None:
@@ -893,6 +894,7 @@ def test_pytest_configuration_files_fire_the_packaging_valve(
     result.stdout.fnmatch_lines([f"selection kept every test: packaging: *src/{name}"])
 
 
+@pytest.mark.processes
 def test_a_test_that_starts_a_process_is_kept_when_python_changes(
     pytester: pytest.Pytester,
 ) -> None:
@@ -1134,6 +1136,7 @@ def test_merge_names_a_damaged_map_and_writes_nothing(
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_under_xdist_the_last_line_counts_what_selection_deselected(
     project: Path, pytester: pytest.Pytester, mapped: Select
 ) -> None:
@@ -1197,6 +1200,7 @@ def test_a_docstring_example_is_a_dependency_of_its_doctest(pytester: pytest.Pyt
     result.assert_outcomes(failed=1)
 
 
+@pytest.mark.processes
 def test_threads_that_start_together_survive_a_mapping_run(pytester: pytest.Pytester) -> None:
     """A mapping run adds no Python code to ``sys.settrace`` (an audit hook would):
     threads started together under coverage.py's thread tracer all reach their target
@@ -1427,6 +1431,7 @@ def test_the_projects_own_egg_info_is_its_code_not_a_dependency(
     assert "pkg" not in json.loads(recorded)
 
 
+@pytest.mark.processes
 def test_a_process_started_at_import_and_a_copied_environment_are_not_dependencies(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

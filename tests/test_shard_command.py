@@ -63,6 +63,7 @@ def collected(pytester: pytest.Pytester, *args: str) -> list[str]:
 
 
 @pytest.mark.parametrize("by", ["class", "test"])
+@pytest.mark.processes
 def test_the_printed_plan_is_what_each_shard_runs_new_tests_and_skips_included(
     pytester: pytest.Pytester, by: str
 ) -> None:
@@ -89,6 +90,7 @@ def test_the_printed_plan_is_what_each_shard_runs_new_tests_and_skips_included(
     assert "test_suite.py::test_on_tpu" in everything  # collected, skipped here
 
 
+@pytest.mark.processes
 def test_pytest_arguments_after_a_double_dash_select_as_in_the_shards(
     pytester: pytest.Pytester,
 ) -> None:
@@ -104,6 +106,7 @@ def test_pytest_arguments_after_a_double_dash_select_as_in_the_shards(
     ]
 
 
+@pytest.mark.processes
 def test_without_a_suite_here_the_command_says_where_to_run_it(
     pytester: pytest.Pytester,
 ) -> None:
@@ -138,6 +141,7 @@ def test_compiles_{n}():
 
 
 @pytest.mark.requires("jax")
+@pytest.mark.processes
 def test_shards_are_balanced_on_wall_time_with_the_compilation_in_it(
     pytester: pytest.Pytester,
 ) -> None:

@@ -197,6 +197,7 @@ def test_merge_by_env_refuses_keys_that_come_to_one_file_and_writes_nothing(
     assert written == ["merged.cpu_x1.json", "merged.tpu_v5e_x8.json"]
 
 
+@pytest.mark.processes
 def test_twenty_concurrent_writers_in_two_cache_directories_lose_no_run(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
@@ -260,6 +261,7 @@ def test_a_wait_for_the_lock_says_what_it_waits_for_and_gives_up_with_the_file_n
         pass
 
 
+@pytest.mark.processes
 def test_a_command_waiting_on_a_held_lock_fails_in_one_line(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:

@@ -154,6 +154,7 @@ def test_a_directory_store_keeps_each_run_and_judges_the_next_against_them(
     assert Path(sorted(_objects(store))[0]).name not in shown
 
 
+@pytest.mark.processes
 def test_a_store_folds_the_baseline_a_file_of_the_same_records_holds(
     pytester: pytest.Pytester,
 ) -> None:
@@ -250,6 +251,7 @@ def test_a_bucket_that_refuses_writes_fails_no_test(pytester: pytest.Pytester, b
 
 
 @pytest.mark.requires("s3fs", "moto")  # the S3 backend and its server: the dev extra
+@pytest.mark.processes
 def test_the_server_stopped_mid_run_costs_the_upload_only(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -336,6 +338,7 @@ def _records(pytester: pytest.Pytester, count: int) -> list[Path]:
 @pytest.mark.parametrize(
     "where", ["directory", pytest.param("s3", marks=pytest.mark.requires("s3fs", "moto"))]
 )
+@pytest.mark.processes
 def test_32_writers_at_once_lose_nothing(
     pytester: pytest.Pytester, where: str, request: pytest.FixtureRequest
 ) -> None:
@@ -360,6 +363,7 @@ def test_32_writers_at_once_lose_nothing(
 
 
 @pytest.mark.requires("s3fs", "moto")  # the S3 backend and its server: the dev extra
+@pytest.mark.processes
 def test_a_writer_killed_in_an_upload_leaves_nothing_half_written(
     pytester: pytest.Pytester, bucket: str
 ) -> None:
@@ -432,6 +436,7 @@ def test_a_store_url_no_backend_serves_is_a_usage_error(pytester: pytest.Pyteste
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_under_xdist_the_controller_sends_one_record_of_every_worker(
     pytester: pytest.Pytester,
 ) -> None:
@@ -449,6 +454,7 @@ def test_under_xdist_the_controller_sends_one_record_of_every_worker(
     ]
 
 
+@pytest.mark.processes
 def test_an_interrupted_run_is_kept_as_one_and_never_folded_as_passing(
     pytester: pytest.Pytester,
 ) -> None:
@@ -599,6 +605,7 @@ def test_to_prune_by_runs_and_by_days() -> None:
     assert to_prune(found[:1], 0, 0.0, now) == []  # never the last
 
 
+@pytest.mark.processes
 def test_a_run_killed_without_a_word_leaves_its_finished_tests_as_an_interrupted_run(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -681,6 +688,7 @@ def test_fine():
 
 
 @pytest.mark.requires("xdist")
+@pytest.mark.processes
 def test_the_flaky_history_is_the_stores_runs(pytester: pytest.Pytester) -> None:
     """No --flaky-history: the history is the store's runs (and this one); under xdist
     the workers know the store's tests (--flaky-new-runs reruns only a test the store
@@ -714,6 +722,7 @@ def _indexed_store(url: str, pytester: pytest.Pytester, runs: int) -> list[str]:
 @pytest.mark.parametrize(
     "where", ["directory", pytest.param("s3", marks=pytest.mark.requires("s3fs", "moto"))]
 )
+@pytest.mark.processes
 def test_the_index_serves_reads_and_a_lost_race_costs_only_a_compaction(
     pytester: pytest.Pytester,
     where: str,

@@ -49,6 +49,7 @@ def recorded(pytester: pytest.Pytester) -> dict[str, Any]:
     return tests
 
 
+@pytest.mark.processes
 def test_each_tests_graphs_and_recompilations_are_recorded(torch_suite: pytest.Pytester) -> None:
     result = torch_suite.runpytest_subprocess("--perf-record=r.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
@@ -63,6 +64,7 @@ def test_each_tests_graphs_and_recompilations_are_recorded(torch_suite: pytest.P
     assert tests["compile_seconds"]["test_compiled.py::test_plain"] == 0
 
 
+@pytest.mark.processes
 def test_a_test_that_recompiles_far_more_than_its_baseline_is_recompiled(
     torch_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,6 +124,7 @@ def slow_torch_package(pytester: pytest.Pytester) -> None:
         (pytester.path / path).write_text(text)
 
 
+@pytest.mark.processes
 def test_the_compilers_import_in_a_test_is_compiling_time(pytester: pytest.Pytester) -> None:
     """torch.compile's first call imports Dynamo and Inductor (3.8 s for Dynamo alone on
     a GPU machine): the process's first compilation, taken out of the judged call of
@@ -139,6 +142,7 @@ def test_the_compilers_import_in_a_test_is_compiling_time(pytester: pytest.Pytes
     assert tests["compile_seconds"][second] < IMPORT_SECONDS
 
 
+@pytest.mark.processes
 def test_the_compilers_import_at_collection_is_no_tests(pytester: pytest.Pytester) -> None:
     slow_torch_package(pytester)
     pytester.makepyfile(
@@ -150,6 +154,7 @@ def test_the_compilers_import_at_collection_is_no_tests(pytester: pytest.Pyteste
     assert sum(seconds.values()) < IMPORT_SECONDS, seconds
 
 
+@pytest.mark.processes
 def test_the_compilers_later_imports_are_compiling_time(pytester: pytest.Pytester) -> None:
     """Dynamo imported at collection (as einops' suite does), its debugging wrapper of
     the backend imported by a test's first torch.compile (0.3 s there): that test's
