@@ -938,7 +938,7 @@ def _judge_suite(
         for c in (*result.timing.changes, *result.timing.unattributed)
         if c.kind == "session"
     )
-    verdict = suite_finding(result, count, accounted, rule, _run_levels(kinds))
+    verdict = suite_finding(result.timing, count, accounted, rule, _run_levels(kinds))
     if verdict is None:
         return result
     what, finding = verdict

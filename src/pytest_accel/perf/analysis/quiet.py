@@ -193,13 +193,13 @@ def _of_tests(values: Values, env: EnvHistory, kind: str, ids: list[str]) -> lis
 
 
 def suite_finding(
-    result: Comparison,
+    timing: TimingVerdict,
     count: int,
     accounted: float,
     rule: Rule,
     levels: Sequence[float] | None = None,
 ) -> tuple[str, Finding] | None:
-    """The suite total's verdict (``result.timing.suite_now`` against ``suite_then``), where
+    """The suite total's verdict (``timing.suite_now`` against ``suite_then``), where
     the findings (``accounted`` seconds of shift) do not explain it.  The floors and the
     ratio decide, and with ``min_samples`` baseline runs the z-score of its log ratio
     against the plain spread of those runs' ``levels`` (each run's log total of the
@@ -208,22 +208,22 @@ def suite_finding(
     execution time, a JAX suite's total is a few seconds of dispatch that moves 10% run
     to run, and a shard's, half as many tests, more.
 
-    The total is judged after the runner's speed (``result.timing.speed``, where ``--perf-
+    The total is judged after the runner's speed (``timing.speed``, where ``--perf-
     normalize`` estimates one): a busy runner makes every test slower alike, and that is
     the runner, not the code; the summary line says how much slower it was.  And a run
     spread over processes unlike the baseline's runs (``-n 2`` against serial runs)
     slows every test by the processes' contention, not by anything in the code, and by
     how much depends on the test (compute-bound ones most): there the total is not
     judged."""
-    now, then = result.timing.suite_now, result.timing.suite_then
-    if result.timing.layout is not None or is_explained(now - then, accounted):
+    now, then = timing.suite_now, timing.suite_then
+    if timing.layout is not None or is_explained(now - then, accounted):
         return None
     measured = now / then if then > 0 else float("inf")
-    speed = result.timing.speed if result.timing.speed and result.timing.speed > 0 else 1.0
+    speed = timing.speed if timing.speed and timing.speed > 0 else 1.0
     ratio = measured / speed  # what is left of the move once the runner's speed is out
     now = then * ratio if then > 0 else now
     if levels is None:  # the baseline runs' whole totals, where the same tests are not known
-        levels = [log(total) for _, total in result.timing.suite_history if total > 0]
+        levels = [log(total) for _, total in timing.suite_history if total > 0]
     enough = len(levels) >= rule.min_samples
     spread = plain_spread(levels) if enough else 0.0
     if enough and len(levels) < SHORT_HISTORY:  # as for a test (docs/regressions.md)
@@ -237,7 +237,7 @@ def suite_finding(
         "session",
         "suite total",
         then,
-        result.timing.suite_now,
+        timing.suite_now,
         measured,
         count,
         z=z,
@@ -246,7 +246,7 @@ def suite_finding(
     # As a test's: the runner's speed explains a finding away, never makes one, so it
     # holds as measured too (jmp's suite on a busy runner: "improved", at 0.75x for the
     # runner's speed, a total 1.19x its baseline as measured).
-    measured_now = result.timing.suite_now
+    measured_now = timing.suite_now
     if _slower(now, then, rule) and _slower(measured_now, then, rule):
         return ("regression" if enough else "learning"), finding
     if not enough:
@@ -390,6 +390,6 @@ def quiet_comparison(
             suite_now=fsum(current) + fsum(compared.warmups[i] for i in warm),
             suite_then=fsum(medians) + fsum(warm_medians),
         )
-        if suite_finding(result, count, 0.0, rule) is not None:
+        if suite_finding(result.timing, count, 0.0, rule) is not None:
             return None  # the full comparison judges it, against the same tests' runs
     return result
