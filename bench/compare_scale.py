@@ -7,7 +7,8 @@ against it.  Reports the median wall time and peak RSS of each command, per size
 
 ``--against DIR`` (a checkout of another commit, e.g. ``git worktree add ../before
 HEAD~1``) also times ``compare`` with that tree's source, paired: each round runs both,
-forward and backward in turn, and the ratio is the median of the rounds' ratios.  That
+forward and backward in turn, and each ratio (wall, peak RSS, CPU, page faults) is the
+median of the rounds' ratios.  That
 tree reads the same runs in the newest versions it knows: a record in version 2's
 layout (every column a list) for a tree from before version 3 records, a baseline in
 version 3's (base64 columns) for one from before version 4 baselines.
@@ -43,6 +44,10 @@ KEY = "tpu/TPU v6 lite/x8"
 class Measured:
     walls: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
+    # CPU (user and system) and minor page faults: on a shared machine whose steal time
+    # moves walls 10% round to round, these move far less.
+    cpus: list[float] = field(default_factory=list)
+    faults: list[float] = field(default_factory=list)
 
     def row(self) -> str:
         return f"{statistics.median(self.walls):.2f} | {statistics.median(self.rss_mb):.0f}"
@@ -121,6 +126,8 @@ def timed(command: list[str], into: Measured, env: dict[str, str] | None = None)
     _, status, usage = os.wait4(process.pid, 0)
     into.walls.append(time.perf_counter() - start)
     into.rss_mb.append(usage.ru_maxrss / 1024)
+    into.cpus.append(usage.ru_utime + usage.ru_stime)
+    into.faults.append(usage.ru_minflt)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         stderr = process.stderr.read().decode() if process.stderr else ""
@@ -138,11 +145,15 @@ class Paired:
         def median_ratio(a: list[float], b: list[float]) -> float:
             return statistics.median(x / y for x, y in zip(a, b, strict=True))
 
-        wall = median_ratio(self.now.walls, self.then.walls)
-        rss = median_ratio(self.now.rss_mb, self.then.rss_mb)
+        now, then = self.now, self.then
+        wall = median_ratio(now.walls, then.walls)
+        rss = median_ratio(now.rss_mb, then.rss_mb)
+        cpu = median_ratio(now.cpus, then.cpus)
+        faults = median_ratio(now.faults, then.faults)
         return (
-            f"now {self.now.row()} | then {self.then.row()} | paired wall ratio {wall:.3f}x"
-            f" | paired RSS ratio {rss:.3f}x"
+            f"now {now.row()} | then {then.row()} | paired wall ratio {wall:.3f}x"
+            f" | paired RSS ratio {rss:.3f}x | paired CPU ratio {cpu:.3f}x"
+            f" | paired page-fault ratio {faults:.3f}x"
         )
 
 
