@@ -3,7 +3,7 @@ pytest session or the command in a fresh interpreter, xdist workers, the forked
 writers' parent, a browser, a script) is marked ``@pytest.mark.processes``, and one
 that is not marked fails at the start it makes, saying so.
 
-These are the suite's slow tests: about 150 of its 1,900 spend half its time
+These are the suite's slow tests: 228 of its 1,930 spend about 70% of its CPU time
 (docs/benchmarks.md). ``pytest -m "not processes"`` runs the rest, the quick loop; a
 test that needs a fresh process for what it proves (what a run imports, a worker's
 devices, a killed run's files) says so with the mark, and a test that only checks a
