@@ -15,6 +15,8 @@ full garbage collection across the run's end (about 55 ms, 200 M instructions, o
     build/bench-venv/bin/python bench/instructions.py --tests 2000 --flaky
     # where a recording run's instructions go: its session's end, its CPU-wait clock
     build/bench-venv/bin/python bench/instructions.py --tests 10000 --steps
+    # the floor: a lean recorder of the same per-test data (bench/lean_recorder.py)
+    build/bench-venv/bin/python bench/instructions.py --tests 10000 --lean
     # what each feature adds to a recording run (bench/overhead.py's --set features),
     # also in milliseconds at the pace of a bare run timed outside valgrind
     build/bench-venv/bin/python bench/instructions.py --tests 10000 --features
@@ -76,6 +78,24 @@ STEPS = [
         env={"PYTEST_ACCEL_WITHOUT": "waits"},
     ),
 ]
+LEAN = ["-p", "bench.lean_recorder"]  # a prototype: the floor under a recorder's cost
+LEAN_OUT = {"LEAN_RECORDER_OUT": "{tmp}/lean-record.json"}
+LEAN_SET = [
+    Variant("bare pytest", []),
+    Variant("pytest-split --store-durations", SPLIT),
+    Variant("pytest-accel --perf-record", [*ACCEL, RECORD]),
+    Variant("lean recorder (bench/lean_recorder.py)", LEAN, env=LEAN_OUT),
+    Variant(
+        "lean recorder, no CPU-wait clock",
+        LEAN,
+        env={**LEAN_OUT, "LEAN_RECORDER_WITHOUT": "clock"},
+    ),
+    Variant(
+        "lean recorder, nothing at the session's end",
+        LEAN,
+        env={**LEAN_OUT, "LEAN_RECORDER_WITHOUT": "end"},
+    ),
+]
 VARIANTS = [
     Variant("bare pytest", []),
     Variant("pytest-accel (no option)", ACCEL),
@@ -107,7 +127,7 @@ def run(
     command += [a.replace("{tmp}", str(workdir)) for a in args]
     env = {**measured_env(), "PYTHONHASHSEED": "0"}
     env.update({k: v.replace("{tmp}", str(workdir)) for k, v in variant.env.items()})
-    if WITHOUT[1] in args:  # bench.without_step, importable from the repository
+    if any(a.startswith("bench.") for a in args):  # a plugin of bench/, from the repository
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if counted or valgrind:
         command = [*VALGRIND, *command]
@@ -135,6 +155,12 @@ def main() -> None:
         help="each feature on top of --perf-record, one at a time (overhead.py's set)",
     )
     parser.add_argument(
+        "--lean",
+        action="store_true",
+        help="the record against a lean recorder of the same per-test data"
+        " (bench/lean_recorder.py), with and without its clock and its end",
+    )
+    parser.add_argument(
         "--flaky",
         action="store_true",
         help="the flaky features (1,000-entry quarantine, 50-run history) against the plugin",
@@ -147,6 +173,8 @@ def main() -> None:
         chosen = FLAKY
     elif args.steps:
         chosen = STEPS
+    elif args.lean:
+        chosen = LEAN_SET
     elif args.features:
         chosen = VARIANT_SETS["features"]
     variants = chosen if not args.only else [chosen[int(i)] for i in args.only.split(",")]

@@ -290,3 +290,53 @@ def test_the_rewritten_imports_bench_reads_pytests_cached_modules_both_ways(
     (cache / f"module.{tag}.pyc").write_bytes(b"not pytest's")  # read by importlib only
     modules, *_ = unmarshal_times(tmp_path, rounds=1)  # unmarshals it both ways
     assert modules == 1
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/thread-self/schedstat"), reason="needs Linux's schedstat"
+)
+@pytest.mark.processes
+def test_the_lean_recorder_records_what_the_record_does_per_test_and_each_part_switches_off(
+    tmp_path: Path,
+) -> None:
+    """``bench/instructions.py --lean`` counts a floor under the record's cost: it must
+    record the same per-test data (phases, outcome, start and stop, class, module, the
+    call's CPU wait past 1 ms), and each variant must switch off only its part."""
+    from bench import instructions
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text(
+        "import time, pytest\n"
+        "class TestC:\n    def test_m(self): pass\n"
+        "def test_slow():\n    time.sleep(0.01)\n"
+        "@pytest.mark.skip(reason='no')\ndef test_skipped(): pass\n"
+    )
+    lean = {v.env.get("LEAN_RECORDER_WITHOUT", ""): v for v in instructions.LEAN_SET[3:]}
+    assert set(lean) == {"", "clock", "end"}
+    written = tmp_path / "lean-record.json"
+    records = {}
+    for without, variant in lean.items():
+        instructions.run(variant, variant.args, suite, tmp_path, counted=False)
+        records[without] = json.loads(written.read_bytes()) if written.exists() else None
+        written.unlink(missing_ok=True)
+    record = records[""]
+    assert record is not None
+    tests = record["tests"]
+    assert tests["id"] == [
+        "suite/test_a.py::TestC::test_m",
+        "suite/test_a.py::test_slow",
+        "suite/test_a.py::test_skipped",
+    ]
+    assert tests["outcome"] == ["passed", "passed", "skipped"]
+    assert tests["class"] == ["suite/test_a.py::TestC", None, None]
+    assert tests["module"] == ["suite/test_a.py"] * 3
+    assert tests["call"][1] >= 0.01
+    assert tests["call"][2] == 0.0  # a skipped test has no call
+    assert all(stop >= start > 0 for start, stop in zip(tests["start"], tests["stop"], strict=True))
+    assert tests["cpu_wait"][0] is None  # a call under 1 ms is not read at its end
+    assert isinstance(tests["cpu_wait"][1], float)
+    assert records["clock"] is not None
+    assert records["clock"]["tests"]["cpu_wait"] == [None, None, None]
+    assert records["clock"]["tests"]["id"] == tests["id"]
+    assert records["end"] is None  # nothing at the session's end: no file
