@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy  # noqa: F401
 
 import pytest_accel
-from tests import kept_distributions
+from tests import kept_distributions, processes
 from tests.jax_runs import import_jax
 
 # The same for JAX, which tests/jax_runs.py runs generated suites with in this process.
@@ -47,6 +47,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "requires(*modules): skip unless the modules are installed (the release matrix runs"
         " the suite without the jax extra and without pytest-xdist)",
     )
+    # xdist's ``-n`` without a ``--dist`` of the user's: idle workers take tests queued on
+    # a busy one (``worksteal``), not ``load``, which keeps each test where it was sent.
+    # There a run of long tests queued late (test_store.py's, test_architecture.py's)
+    # kept one worker busy 6-15 s after the others had run out (docs/benchmarks.md).
+    args = config.invocation_params.args
+    chosen = any(arg in ("--dist", "-d") or arg.startswith("--dist=") for arg in args)
+    if getattr(config.option, "dist", None) == "load" and not chosen:
+        config.option.dist = "worksteal"
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: runs without xdist too
@@ -59,7 +67,14 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (cores or 1) + 1
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)  # after tests/processes.py has marked what starts a process
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_what_needs_a_missing_module(items)
+    if not (config.getoption("failedfirst", False) or config.getoption("newfirst", False)):
+        _long_modules_first(items)
+
+
+def _skip_what_needs_a_missing_module(items: list[pytest.Item]) -> None:
     installed: dict[str, bool] = {}
     for item in items:
         for mark in item.iter_markers("requires"):
@@ -70,6 +85,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             ]
             if missing:
                 item.add_marker(pytest.mark.skip(reason=f"needs {', '.join(missing)}"))
+
+
+def _long_modules_first(items: list[pytest.Item]) -> None:
+    """The modules whose tests start the most processes first, each module's tests
+    together and in their order: the long tests are handed out first, so that the
+    last ones xdist hands out, while the other workers end, are short."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.partition("::")[0], []).append(item)
+    starting = {
+        name: sum(item.get_closest_marker(processes.MARK) is not None for item in tests)
+        for name, tests in modules.items()
+    }
+    ordered = sorted(modules, key=lambda name: -starting[name])  # stable: ties as collected
+    items[:] = [item for name in ordered for item in modules[name]]
 
 
 _process_state_key = pytest.StashKey[dict[str, object]]()
