@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy  # noqa: F401
 
 import pytest_accel
-from tests import kept_distributions, processes
+from tests import kept_distributions
 from tests.jax_runs import import_jax
 
 # The same for JAX, which tests/jax_runs.py runs generated suites with in this process.
@@ -91,11 +91,15 @@ def _long_modules_first(items: list[pytest.Item]) -> None:
     """The modules whose tests start the most processes first, each module's tests
     together and in their order: the long tests are handed out first, so that the
     last ones xdist hands out, while the other workers end, are short."""
+    # Imported here, not at the top: pytest_plugins must import tests.processes first,
+    # so that its asserts are rewritten (-W error makes the warning an error).
+    from tests.processes import MARK
+
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.partition("::")[0], []).append(item)
     starting = {
-        name: sum(item.get_closest_marker(processes.MARK) is not None for item in tests)
+        name: sum(item.get_closest_marker(MARK) is not None for item in tests)
         for name, tests in modules.items()
     }
     ordered = sorted(modules, key=lambda name: -starting[name])  # stable: ties as collected

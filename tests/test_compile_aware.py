@@ -25,7 +25,7 @@ from pytest_accel.perf.formats.baseline import (
 from pytest_accel.perf.model.timings import RunTimings
 from pytest_accel.perf.offline import baseline_json
 from tests.jax_runs import run_jax_suite, run_serial_or_xdist
-from tests.test_comparison import NO_FULL_COLLECTION_IN_CALLS, WOBBLE, run_of
+from tests.test_comparison import NO_FULL_COLLECTION_IN_TESTS, WOBBLE, run_of
 
 HEAVY = """
 import jax
@@ -142,7 +142,7 @@ def test_the_record_keeps_each_tests_compilation_in_its_call_and_its_recompilati
 # full collection runs in them: after test_store.py's runs had loaded botocore into the
 # process, one the compiling set off (0.14 s) was taken from the 0.15 s given.
 GIVEN_EXECUTION = (
-    NO_FULL_COLLECTION_IN_CALLS
+    NO_FULL_COLLECTION_IN_TESTS
     + """
 
 
