@@ -26,7 +26,7 @@ def test_the_root_conftest_leaves_importing_its_plugins_to_pytest() -> None:
             isinstance(target, ast.Name) and target.id == "pytest_plugins"
             for target in node.targets
         ):
-            plugins |= {str(ast.literal_eval(element)) for element in node.value.elts}  # type: ignore[attr-defined]
+            plugins |= set(ast.literal_eval(node.value))
         elif isinstance(node, ast.Import):
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
