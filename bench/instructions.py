@@ -15,6 +15,8 @@ full garbage collection across the run's end (about 55 ms, 200 M instructions, o
     build/bench-venv/bin/python bench/instructions.py --tests 2000 --flaky
     # where a recording run's instructions go: its session's end, its CPU-wait clock
     build/bench-venv/bin/python bench/instructions.py --tests 10000 --steps
+    # the CPU-wait clock's parts
+    build/bench-venv/bin/python bench/instructions.py --tests 2000 --clock
     # the floor: a lean recorder of the same per-test data (bench/lean_recorder.py)
     build/bench-venv/bin/python bench/instructions.py --tests 10000 --lean
     # what each feature adds to a recording run (bench/overhead.py's --set features),
@@ -77,6 +79,22 @@ STEPS = [
         [*WITHOUT, *ACCEL, RECORD],
         env={"PYTEST_ACCEL_WITHOUT": "waits"},
     ),
+]
+
+
+def _record_without(name: str, steps: str) -> Variant:
+    return Variant(name, [*WITHOUT, *ACCEL, RECORD], env={"PYTEST_ACCEL_WITHOUT": steps})
+
+
+# The CPU-wait clock's parts, garbage collection off in each (a full collection moving
+# between two counts would be most of a part's difference).
+CLOCK = [
+    _record_without("--perf-record, no clock", "waits,gc"),
+    _record_without("an empty call wrapper, no report hook", "call-body,report-hook,gc"),
+    _record_without("an empty call wrapper and the report hook", "call-body,gc"),
+    _record_without("the driver's call wrapper, no report hook", "report-hook,gc"),
+    _record_without("the clock as shipped", "gc"),
+    _record_without("the clock, no call read at its end", "closing-read,gc"),
 ]
 LEAN = ["-p", "bench.lean_recorder"]  # a prototype: the floor under a recorder's cost
 LEAN_OUT = {"LEAN_RECORDER_OUT": "{tmp}/lean-record.json"}
@@ -155,6 +173,12 @@ def main() -> None:
         help="each feature on top of --perf-record, one at a time (overhead.py's set)",
     )
     parser.add_argument(
+        "--clock",
+        action="store_true",
+        help="the CPU-wait clock's parts (its call wrapper, its report hook, the closing"
+        " read), garbage collection off",
+    )
+    parser.add_argument(
         "--lean",
         action="store_true",
         help="the record against a lean recorder of the same per-test data"
@@ -175,6 +199,8 @@ def main() -> None:
         chosen = STEPS
     elif args.lean:
         chosen = LEAN_SET
+    elif args.clock:
+        chosen = CLOCK
     elif args.features:
         chosen = VARIANT_SETS["features"]
     variants = chosen if not args.only else [chosen[int(i)] for i in args.only.split(",")]

@@ -4,8 +4,10 @@ Issue 59 asks for the record at pytest-split's cost plus 1%.  This ``-p`` plugin
 records the same per-test data in the least code that can: each test's phases,
 outcome, start and stop, class and module, and its call's CPU wait (two ``pread``\\ s of
 the thread's ``schedstat`` inside the call, the closing one skipped under 1 ms as the
-plugin's ``SHORT_CALL``), folded in one pass at the end with garbage collection paused
-(as the plugin's end) and written atomically with the standard library's C encoder.  It
+plugin's ``SHORT_CALL``), gathered at the end in one loop over the reports with garbage
+collection paused (as the plugin's end), taken into columns with C-level maps and
+written atomically, times as integer microseconds, with the standard library's C
+encoder.  It
 leaves out what the product does beyond that (xdist, reruns and attempts, the
 collections' pauses, quarantine, compilation, groups' totals, validation, the store), so
 what it costs is less than any full recorder's.
@@ -22,7 +24,9 @@ import gc
 import json
 import os
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
+from itertools import repeat
+from operator import attrgetter
 
 import pytest
 
@@ -35,6 +39,7 @@ MAX_WAIT_PER_ARRIVAL = 50_000_000  # ns
 _schedstat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
 _waits: dict[str, float] = {}
 _items: list[pytest.Item] = []
+_started: list[float] = []
 
 
 def _call_waits(item: pytest.Item) -> Generator[None, object, object]:
@@ -52,6 +57,10 @@ def _call_waits(item: pytest.Item) -> Generator[None, object, object]:
 
 if WITHOUT != "clock":
     pytest_runtest_call = pytest.hookimpl(wrapper=True, tryfirst=True)(_call_waits)
+
+
+def pytest_sessionstart() -> None:
+    _started.append(time.time())
 
 
 @pytest.hookimpl(trylast=True)
@@ -72,56 +81,86 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def _write_record(session: pytest.Session) -> None:
-    parents: dict[str, tuple[str | None, str | None]] = {}
-    for item in _items:
-        cls, module = item.getparent(pytest.Class), item.getparent(pytest.Module)
-        parents[item.nodeid] = (
-            None if cls is None else cls.nodeid,
-            None if module is None else module.nodeid,
-        )
-    ids: list[str] = []
-    outcomes: list[str] = []
-    setups: list[float] = []
-    calls: list[float] = []
-    teardowns: list[float] = []
-    starts: list[float] = []
-    stops: list[float] = []
-    phases = {"setup": setups, "call": calls, "teardown": teardowns}
-    rows: dict[str, int] = {}
+    # Each pass over the reports is one plain loop; the columns are then taken with
+    # C-level maps.  Times are written as integer microseconds (the record's six
+    # decimals), starts and stops from the session's start: an int's text costs a
+    # fraction of a float's ``repr``.
+    setup: dict[str, pytest.TestReport] = {}
+    call: dict[str, pytest.TestReport] = {}
+    teardown: dict[str, pytest.TestReport] = {}
+    by_phase = {"setup": setup, "call": call, "teardown": teardown}
+    not_passed: dict[str, str] = {}  # the first phase's outcome that is not "passed"
+    test_report = pytest.TestReport
     terminal = session.config.pluginmanager.getplugin("terminalreporter")
-    for group in terminal.stats.values():
+    for category, group in terminal.stats.items():
+        if category in PASSED_CATEGORIES:
+            for report in group:
+                by_phase[report.when][report.nodeid] = report
+            continue
         for report in group:
-            if not isinstance(report, pytest.TestReport):
-                continue
-            row = rows.get(report.nodeid)
-            if row is None:
-                row = rows[report.nodeid] = len(ids)
-                ids.append(report.nodeid)
-                outcomes.append("passed")
-                for column in (setups, calls, teardowns):
-                    column.append(0.0)
-                starts.append(report.start)
-                stops.append(report.stop)
-            phase = phases.get(report.when or "")
-            if phase is not None:
-                phase[row] = round(phase[row] + report.duration, 6)
-            if report.outcome != "passed":
-                outcomes[row] = report.outcome
-            starts[row] = min(starts[row], report.start)
-            stops[row] = max(stops[row], report.stop)
-    no_parents = (None, None)
+            if type(report) is test_report:
+                by_phase[report.when][report.nodeid] = report
+                if report.outcome != "passed":
+                    not_passed.setdefault(report.nodeid, report.outcome)
+    ids = list(setup)
+    setups = list(setup.values())
+    calls = list(map(call.get, ids, repeat(_ABSENT)))
+    teardowns = list(map(teardown.get, ids, repeat(_ABSENT)))
+    classes, modules = _parents(_items)
+    origin = _started[0]
     columns = {
         "id": ids,
-        "outcome": outcomes,
-        **phases,
-        "start": starts,
-        "stop": stops,
-        "class": [parents.get(i, no_parents)[0] for i in ids],
-        "module": [parents.get(i, no_parents)[1] for i in ids],
-        "cpu_wait": [_waits.get(i) for i in ids],
+        "outcome": list(map(not_passed.get, ids, repeat("passed"))),
+        "setup": _microseconds(map(_DURATION, setups)),
+        "call": _microseconds(map(_DURATION, calls)),
+        "teardown": _microseconds(map(_DURATION, teardowns)),
+        "start": [round((at - origin) * 1e6) for at in map(_START, setups)],
+        "stop": [round((at - origin) * 1e6) for at in map(_STOP, map(teardown.get, ids, setups))],
+        "class": list(map(classes.get, ids)),
+        "module": list(map(modules.get, ids)),
+        "cpu_wait": list(map(_waits.get, ids)),
     }
     with open(OUT + ".tmp", "w", encoding="utf-8") as handle:
-        handle.write(json.dumps({"tests": columns}, separators=(",", ":")))
+        handle.write(json.dumps({"origin": origin, "tests": columns}, separators=(",", ":")))
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(OUT + ".tmp", OUT)
+
+
+# pytest's terminal stats: categories holding only reports of phases that passed (a
+# passed call in "passed", a passed setup or teardown in "").
+PASSED_CATEGORIES = frozenset({"", "passed"})
+_DURATION, _START, _STOP = attrgetter("duration"), attrgetter("start"), attrgetter("stop")
+
+
+class _Absent:
+    """A phase that did not run (a call skipped in its setup)."""
+
+    duration = 0.0
+
+
+_ABSENT = _Absent()
+
+
+def _microseconds(seconds: Iterable[float]) -> list[int]:
+    return [round(value * 1e6) for value in seconds]
+
+
+def _parents(items: list[pytest.Item]) -> tuple[dict[str, str], dict[str, str]]:
+    """Each test's class and module node ids, read up from its parent: most tests'
+    parent is their module or their class, so ``getparent``'s walk is spared."""
+    classes: dict[str, str] = {}
+    modules: dict[str, str] = {}
+    module_type, class_type = pytest.Module, pytest.Class
+    for item in items:
+        node = item.parent
+        if type(node) is module_type:
+            modules[item.nodeid] = node.nodeid
+            continue
+        while node is not None and not isinstance(node, module_type):
+            if isinstance(node, class_type) and item.nodeid not in classes:
+                classes[item.nodeid] = node.nodeid
+            node = node.parent
+        if node is not None:
+            modules[item.nodeid] = node.nodeid
+    return classes, modules

@@ -1,9 +1,15 @@
-"""A plugin that switches one step of a recording run off, for ``bench/instructions.py
---steps``: what a step costs is the count with it less the count without.
+"""A plugin that switches steps of a recording run off, for ``bench/instructions.py
+--steps`` and ``--clock``: what a step costs is the count with it less the count
+without.
 
-    PYTEST_ACCEL_WITHOUT=finish  # nothing at the session's end: no fold, record, output
-    PYTEST_ACCEL_WITHOUT=waits   # no CPU-wait clock (as on a kernel without schedstat)
-    PYTEST_ACCEL_WITHOUT=        # nothing off: the reference, loaded the same way
+    PYTEST_ACCEL_WITHOUT=finish        # nothing at the session's end: no fold, record, output
+    PYTEST_ACCEL_WITHOUT=waits         # no CPU-wait clock (as on a kernel without schedstat)
+    PYTEST_ACCEL_WITHOUT=call-body     # the clock's call wrapper left empty: nothing read
+    PYTEST_ACCEL_WITHOUT=report-hook   # the clock's report hook gone: no figure on a report
+    PYTEST_ACCEL_WITHOUT=closing-read  # no call read again at its end (SHORT_CALL unbounded)
+    PYTEST_ACCEL_WITHOUT=gc            # no garbage collection: no full one moves between counts
+    PYTEST_ACCEL_WITHOUT=call-body,gc  # several, comma-separated
+    PYTEST_ACCEL_WITHOUT=              # nothing off: the reference, loaded the same way
 
 Load it before the plugin (``-p bench.without_step -p pytest_accel``), with the
 repository on ``PYTHONPATH``.  Its own cost is a module import, the same in every
@@ -12,16 +18,40 @@ variant.
 
 from __future__ import annotations
 
+import gc
+import math
 import os
+from collections.abc import Generator
+
+import pytest
 
 from pytest_accel import session_end
-from pytest_accel.perf import waits
+from pytest_accel.perf import meters, waits
 
-STEPS = ("finish", "waits")
-_without = os.environ.get("PYTEST_ACCEL_WITHOUT", "")
-if _without not in ("", *STEPS):
-    raise SystemExit(f"PYTEST_ACCEL_WITHOUT={_without!r}: expected one of {', '.join(STEPS)}")
-if _without == "finish":
+STEPS = ("finish", "waits", "call-body", "report-hook", "closing-read", "gc")
+_without = [step for step in os.environ.get("PYTEST_ACCEL_WITHOUT", "").split(",") if step]
+if set(_without) - set(STEPS):
+    raise SystemExit(
+        f"PYTEST_ACCEL_WITHOUT={','.join(_without)!r}: expected one of {', '.join(STEPS)}"
+    )
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def _empty_call_wrapper(
+    self: meters.CallDriver, item: pytest.Item
+) -> Generator[None, object, object]:
+    return (yield)
+
+
+if "finish" in _without:
     session_end.finish = lambda session: None
-elif _without == "waits":
+if "waits" in _without:
     waits.RunQueueClock.open = classmethod(lambda cls: None)  # type: ignore[method-assign,assignment]
+if "call-body" in _without:
+    meters.CallDriver.pytest_runtest_call = _empty_call_wrapper  # type: ignore[method-assign]
+if "report-hook" in _without:
+    del meters.CallDriver.pytest_runtest_logreport
+if "closing-read" in _without:
+    waits.SHORT_CALL = math.inf
+if "gc" in _without:
+    gc.disable()

@@ -71,7 +71,7 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     pytester.makepyfile(test_a="import time\n\ndef test_f():\n    time.sleep(0.01)\n")
     plugins = ["-p", "bench.without_step", "-p", "pytest_accel", "--perf-record=r.json"]
     records = {}
-    for without in ("", "waits", "finish"):
+    for without in ("", "waits", "finish", "call-body", "report-hook", "closing-read", "gc"):
         monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", without)
         pytester.runpytest_subprocess(*plugins).assert_outcomes(passed=1)
         record = pytester.path / "r.json"
@@ -82,10 +82,19 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     assert records["waits"] is not None
     assert "cpu_wait" not in records["waits"]["tests"]
     assert records["finish"] is None  # nothing at the session's end: no record
-    monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", "fold")
+    # Each of the clock's parts off: the call's wait never reaches the record.
+    for part in ("call-body", "report-hook", "closing-read"):
+        written = records[part]
+        assert written is not None
+        assert "cpu_wait" not in written["tests"], part
+    assert records["gc"] is not None
+    assert "cpu_wait" in records["gc"]["tests"]  # the collector off, the clock on
+    monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", "gc,fold")
     refused = pytester.runpytest_subprocess(*plugins)
     assert refused.ret != 0
-    assert "PYTEST_ACCEL_WITHOUT='fold': expected one of finish, waits" in refused.stderr.str()
+    assert "PYTEST_ACCEL_WITHOUT='gc,fold': expected one of finish, waits, call-body" in (
+        refused.stderr.str()
+    )
 
 
 @pytest.mark.processes
@@ -331,9 +340,17 @@ def test_the_lean_recorder_records_what_the_record_does_per_test_and_each_part_s
     assert tests["outcome"] == ["passed", "passed", "skipped"]
     assert tests["class"] == ["suite/test_a.py::TestC", None, None]
     assert tests["module"] == ["suite/test_a.py"] * 3
-    assert tests["call"][1] >= 0.01
-    assert tests["call"][2] == 0.0  # a skipped test has no call
+    # Times in integer microseconds, starts and stops from the session's start.
+    assert tests["call"][1] >= 10_000
+    assert tests["call"][2] == 0  # a skipped test has no call
+    assert all(
+        isinstance(value, int)
+        for column in ("setup", "call", "teardown", "start", "stop")
+        for value in tests[column]
+    )
     assert all(stop >= start > 0 for start, stop in zip(tests["start"], tests["stop"], strict=True))
+    assert tests["start"] == sorted(tests["start"])
+    assert record["origin"] > 1e9  # the session's start, seconds since the epoch
     assert isinstance(tests["cpu_wait"][1], float)  # 10 ms: read at its end too
     assert tests["cpu_wait"][2] is None  # a skipped test's call never ran
     assert records["clock"] is not None
