@@ -104,6 +104,11 @@ LEAN_SET = [
     Variant("pytest-accel --perf-record", [*ACCEL, RECORD]),
     Variant("lean recorder (bench/lean_recorder.py)", LEAN, env=LEAN_OUT),
     Variant(
+        "lean recorder, with the record's other columns and checks",
+        LEAN,
+        env={**LEAN_OUT, "LEAN_RECORDER_WITH": "record"},
+    ),
+    Variant(
         "lean recorder, no CPU-wait clock",
         LEAN,
         env={**LEAN_OUT, "LEAN_RECORDER_WITHOUT": "clock"},

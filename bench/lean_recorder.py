@@ -26,11 +26,14 @@ import os
 import time
 from collections.abc import Generator, Iterable
 from itertools import repeat
-from operator import attrgetter
+from operator import add, attrgetter
+from typing import Any
 
 import pytest
 
 WITHOUT = os.environ.get("LEAN_RECORDER_WITHOUT", "")
+# "record": with what the record writes beyond the floor's columns, and its checks.
+WITH_RECORD = os.environ.get("LEAN_RECORDER_WITH", "") == "record"
 OUT = os.environ.get("LEAN_RECORDER_OUT", "lean-record.json")
 # perf.waits's, copied: importing the plugin's package would add its import to the floor.
 SHORT_CALL = 0.001  # seconds
@@ -90,15 +93,25 @@ def _write_record(session: pytest.Session) -> None:
     teardown: dict[str, pytest.TestReport] = {}
     by_phase = {"setup": setup, "call": call, "teardown": teardown}
     not_passed: dict[str, str] = {}  # the first phase's outcome that is not "passed"
+    odd: list[pytest.TestReport] = []  # with more on them than pytest puts there
     test_report = pytest.TestReport
     terminal = session.config.pluginmanager.getplugin("terminalreporter")
+    placed = 0  # reports put in a phase's dict: more than the dicts hold where a test reran
     for category, group in terminal.stats.items():
         if category in PASSED_CATEGORIES:
+            placed += len(group)
+            if WITH_RECORD:  # the product's check that a report holds nothing else
+                for report in group:
+                    by_phase[report.when][report.nodeid] = report
+                    if not _PLAIN_FIELDS.issuperset(vars(report)):
+                        odd.append(report)
+                continue
             for report in group:
                 by_phase[report.when][report.nodeid] = report
             continue
         for report in group:
             if type(report) is test_report:
+                placed += 1
                 by_phase[report.when][report.nodeid] = report
                 if report.outcome != "passed":
                     not_passed.setdefault(report.nodeid, report.outcome)
@@ -108,7 +121,7 @@ def _write_record(session: pytest.Session) -> None:
     teardowns = list(map(teardown.get, ids, repeat(_ABSENT)))
     classes, modules = _parents(_items)
     origin = _started[0]
-    columns = {
+    columns: dict[str, list[Any]] = {
         "id": ids,
         "outcome": list(map(not_passed.get, ids, repeat("passed"))),
         "setup": _microseconds(map(_DURATION, setups)),
@@ -120,8 +133,12 @@ def _write_record(session: pytest.Session) -> None:
         "module": list(map(modules.get, ids)),
         "cpu_wait": list(map(_waits.get, ids)),
     }
+    written: dict[str, object] = {"origin": origin, "tests": columns}
+    if WITH_RECORD:
+        reran = placed - len(setup) - len(call) - len(teardown)
+        written.update(_the_records_other_parts(columns, reran, len(odd), not_passed))
     with open(OUT + ".tmp", "w", encoding="utf-8") as handle:
-        handle.write(json.dumps({"origin": origin, "tests": columns}, separators=(",", ":")))
+        handle.write(json.dumps(written, separators=(",", ":")))
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(OUT + ".tmp", OUT)
@@ -164,3 +181,56 @@ def _parents(items: list[pytest.Item]) -> tuple[dict[str, str], dict[str, str]]:
         if node is not None:
             modules[item.nodeid] = node.nodeid
     return classes, modules
+
+
+# What a TestReport holds of its own (pytest 9 keeps its node id as ``_id``).
+_PLAIN_FIELDS = frozenset(
+    {"nodeid", "_id", "location", "keywords", "outcome", "longrepr", "when"}
+    | {"user_properties", "sections", "duration", "start", "stop"}
+)
+
+
+def _the_records_other_parts(
+    columns: dict[str, list[Any]], reran: int, odd: int, not_passed: dict[str, str]
+) -> dict[str, Any]:
+    """What the record writes beyond the floor's columns (``LEAN_RECORDER_WITH=record``):
+    each test's total, collections' seconds, worker and warm-up; the classes' and the
+    modules' tests, totals, spans and wholeness; whether any test ran more than once."""
+    ids, setups, calls, teardowns = (columns[k] for k in ("id", "setup", "call", "teardown"))
+    count = len(ids)
+    totals = list(map(add, map(add, setups, calls), teardowns))
+    modules = columns["module"]
+    first_of_module = dict(zip(reversed(modules), reversed(ids), strict=True))
+    columns.update(
+        total=totals,
+        gc=[0] * count,
+        worker=[None] * count,
+        warmup=list(first_of_module.values()),
+    )
+    groups = {}
+    starts, stops = columns["start"], columns["stop"]
+    for section in ("class", "module"):
+        found: dict[str, list[Any]] = {}  # id -> [tests, total, first start, last stop, whole]
+        for row, group in enumerate(columns[section]):
+            if group is None:
+                continue
+            kept = found.get(group)
+            if kept is None:
+                found[group] = [1, totals[row], starts[row], stops[row], ids[row] not in not_passed]
+                continue
+            kept[0] += 1
+            kept[1] += totals[row]
+            kept[3] = stops[row]
+            if ids[row] in not_passed:
+                kept[4] = False
+        groups["classes" if section == "class" else "modules"] = {
+            "id": list(found),
+            "tests": [kept[0] for kept in found.values()],
+            "total": [kept[1] for kept in found.values()],
+            "span": [kept[3] - kept[2] for kept in found.values()],
+            "whole": [kept[4] for kept in found.values()],
+        }
+    # A test that ran twice (a rerun) would need its attempts in order, and a report
+    # with more on it a reading of its own: the product's slow path.  Here both are
+    # only counted.
+    return {**groups, "reran": reran, "odd": odd}

@@ -320,8 +320,11 @@ def test_the_lean_recorder_records_what_the_record_does_per_test_and_each_part_s
         "def test_slow():\n    time.sleep(0.01)\n"
         "@pytest.mark.skip(reason='no')\ndef test_skipped(): pass\n"
     )
-    lean = {v.env.get("LEAN_RECORDER_WITHOUT", ""): v for v in instructions.LEAN_SET[3:]}
-    assert set(lean) == {"", "clock", "end"}
+    lean = {
+        v.env.get("LEAN_RECORDER_WITHOUT", "") or v.env.get("LEAN_RECORDER_WITH", ""): v
+        for v in instructions.LEAN_SET[3:]
+    }
+    assert set(lean) == {"", "record", "clock", "end"}
     written = tmp_path / "lean-record.json"
     records = {}
     for without, variant in lean.items():
@@ -356,3 +359,18 @@ def test_the_lean_recorder_records_what_the_record_does_per_test_and_each_part_s
     assert records["clock"]["tests"]["cpu_wait"] == [None, None, None]
     assert records["clock"]["tests"]["id"] == tests["id"]
     assert records["end"] is None  # nothing at the session's end: no file
+    # With what the record writes beyond the floor's columns: the same tests, and more.
+    fuller = records["record"]
+    assert fuller is not None
+    for column in ("id", "outcome", "class", "module"):  # the times differ run to run
+        assert fuller["tests"][column] == tests[column], column
+    own = fuller["tests"]
+    assert own["total"] == list(
+        map(sum, zip(own["setup"], own["call"], own["teardown"], strict=True))
+    )
+    assert fuller["tests"]["warmup"] == ["suite/test_a.py::TestC::test_m"]
+    assert fuller["classes"]["id"] == ["suite/test_a.py::TestC"]
+    assert fuller["modules"]["tests"] == [3]
+    assert fuller["modules"]["whole"] == [False]  # a test skipped in it
+    assert fuller["reran"] == 0
+    assert fuller["odd"] == 0
