@@ -16,6 +16,9 @@ what it costs is less than any full recorder's.
 
 ``LEAN_RECORDER_WITHOUT=clock`` leaves the CPU-wait clock out, ``=end`` the session's end
 (no fold, no file): the two parts' costs, as ``--steps`` gives the plugin's.
+``LEAN_RECORDER_WITH=record`` adds what the record writes beyond these columns and the
+product's check of each report (``_the_records_other_parts``); reruns' attempts, pauses
+and xdist stay out.
 """
 
 from __future__ import annotations
