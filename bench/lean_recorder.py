@@ -7,10 +7,9 @@ the thread's ``schedstat`` inside the call, the closing one skipped under 1 ms a
 plugin's ``SHORT_CALL``), gathered at the end in one loop over the reports with garbage
 collection paused (as the plugin's end), taken into columns with C-level maps and
 written atomically, times as integer microseconds, with the standard library's C
-encoder.  It
-leaves out what the product does beyond that (xdist, reruns and attempts, the
-collections' pauses, quarantine, compilation, groups' totals, validation, the store), so
-what it costs is less than any full recorder's.
+encoder.  It leaves out what the product does beyond that (xdist, reruns and attempts,
+the collections' pauses, quarantine, compilation, groups' totals, validation, the
+store), so what it costs is less than any full recorder's.
 
     build/bench-venv/bin/python bench/instructions.py --tests 10000 --lean
 
@@ -186,7 +185,8 @@ def _parents(items: list[pytest.Item]) -> tuple[dict[str, str], dict[str, str]]:
     return classes, modules
 
 
-# What a TestReport holds of its own (pytest 9 keeps its node id as ``_id``).
+# perf.collector's, copied as SHORT_CALL is (less the meters' attribute, which the floor
+# never sets): what a TestReport holds of its own (pytest 9 keeps its node id as ``_id``).
 _PLAIN_FIELDS = frozenset(
     {"nodeid", "_id", "location", "keywords", "outcome", "longrepr", "when"}
     | {"user_properties", "sections", "duration", "start", "stop"}
