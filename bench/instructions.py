@@ -66,24 +66,19 @@ FLAKY = [
     ),
 ]
 WITHOUT = ["-p", "bench.without_step"]  # before the plugin: see bench/without_step.py
-STEPS = [
-    Variant("pytest-accel (no option)", [*WITHOUT, *ACCEL]),
-    Variant("pytest-accel --perf-record", [*WITHOUT, *ACCEL, RECORD]),
-    Variant(
-        "--perf-record, nothing at the session's end",
-        [*WITHOUT, *ACCEL, RECORD],
-        env={"PYTEST_ACCEL_WITHOUT": "finish"},
-    ),
-    Variant(
-        "--perf-record, no CPU-wait clock",
-        [*WITHOUT, *ACCEL, RECORD],
-        env={"PYTEST_ACCEL_WITHOUT": "waits"},
-    ),
-]
 
 
 def _record_without(name: str, steps: str) -> Variant:
+    """A recording run with ``steps`` (``bench/without_step.py``'s) switched off."""
     return Variant(name, [*WITHOUT, *ACCEL, RECORD], env={"PYTEST_ACCEL_WITHOUT": steps})
+
+
+STEPS = [
+    Variant("pytest-accel (no option)", [*WITHOUT, *ACCEL]),
+    Variant("pytest-accel --perf-record", [*WITHOUT, *ACCEL, RECORD]),
+    _record_without("--perf-record, nothing at the session's end", "finish"),
+    _record_without("--perf-record, no CPU-wait clock", "waits"),
+]
 
 
 # The CPU-wait clock's parts, garbage collection off in each (a full collection moving

@@ -212,6 +212,8 @@ def _the_records_other_parts(
     )
     groups = {}
     starts, stops = columns["start"], columns["stop"]
+    # A step per test, where the product steps per run of a group's tests
+    # (``whole_groups``): if anything, this costs more than the product's way.
     for section in ("class", "module"):
         found: dict[str, list[Any]] = {}  # id -> [tests, total, first start, last stop, whole]
         for row, group in enumerate(columns[section]):
