@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import threading
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from pytest_accel.files import (
     dumps,
     dumps_in_pieces,
     gc_paused,
+    microseconds_json,
     parse_json,
     read_bytes,
     read_json,
@@ -316,6 +319,33 @@ def test_a_document_written_in_pieces_is_the_compact_document(depth: int) -> Non
     if depth > 1:  # the columns are pieces: one of them may be made as it is written
         lazily = {**document, "tests": {**document["tests"], "call": lambda: [0.5, None]}}
         assert b"".join(dumps_in_pieces(lazily, depth)) == dumps(document)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_seconds_encoded_in_c_read_back_as_each_rounded_to_the_microsecond(seed: int) -> None:
+    """``microseconds_json`` writes a column with ``%.6f``: every number reads back as
+    ``round(v, 6)``, a zero as ``0.0``, in a document written in pieces; infinity and
+    NaN go the encoder's way (orjson writes them as null)."""
+    import random
+
+    rng = random.Random(seed)
+    seconds = [rng.choice([0.0, 1e-7, 5e-7, 0.1, 2.5]) for _ in range(50)]
+    seconds += [rng.random() * 10 ** rng.randint(-7, 4) for _ in range(5000)]
+    seconds += [-0.0, -1e-7, 1e15, 0.0000005, 0.0000015, 123.4567895]
+    encoded = microseconds_json(array("d", seconds))
+    assert isinstance(encoded, bytes)
+    assert json.loads(encoded) == [round(value, 6) for value in seconds]
+    assert encoded.startswith(b"[0.0,") == (round(seconds[0], 6) == 0.0)
+    assert encoded.find(b",0.000000,") == -1  # zeros written short
+    document = {"tests": {"id": ["t.py::a"], "call": encoded}, "n": 1}
+    assert json.loads(b"".join(dumps_in_pieces(document))) == {
+        "tests": {"id": ["t.py::a"], "call": json.loads(encoded)},
+        "n": 1,
+    }
+    for odd in (math.inf, math.nan):
+        assert not isinstance(microseconds_json([0.5, odd]), bytes)
+        written = b"".join(dumps_in_pieces({"call": microseconds_json([0.5, odd])}))
+        assert json.loads(written) == {"call": [0.5, None]}
 
 
 @pytest.mark.parametrize("entries", [0, 1, SLICE, SLICE + 1, 3 * SLICE + 5])

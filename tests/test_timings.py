@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 from array import array
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -64,28 +65,44 @@ def test_an_id_that_is_not_utf8_is_written_with_its_bytes_escaped() -> None:
 
 
 def test_rows_made_together_are_the_rows_made_one_by_one() -> None:
-    """``add_rows`` (a session's tests at once) fills every column as ``row`` does."""
+    """``add_rows`` (a session's tests at once) fills every column as ``row`` does, and
+    each test's place is read from its first report when asked."""
     undecodable = b"test_\xff.py".decode("utf-8", "surrogateescape")
     tests = [
         ("t.py::C::test_a", ("t.py", 4, "C.test_a"), ("t.py::C", "t.py")),
         ("t.py::test_b", ("t.py", None, "test_b"), None),  # not collected here
         ("test_\\xff.py::test_c", (undecodable, 0, "test_c"), (None, "test_\\xff.py")),
     ]
+    firsts = [SimpleNamespace(location=location) for _, location, _ in tests]
     parents = {nodeid: found for nodeid, _, found in tests if found is not None}
     together, one_by_one = TimingTable(), TimingTable()
-    together.add_rows([t[0] for t in tests], [t[1] for t in tests], parents)
-    for nodeid, (path, line, _), found in tests:
+    together.add_rows([t[0] for t in tests], firsts, parents)
+    for (nodeid, _, found), first in zip(tests, firsts, strict=True):
         row, new = one_by_one.row(nodeid)
         assert new
-        one_by_one.paths[row] = outcomes.test_id(path)
-        one_by_one.lines[row] = None if line is None else line + 1
+        one_by_one.located[row] = first
         if found is not None:
             one_by_one.class_ids[row], one_by_one.module_ids[row] = found
     assert vars(together) == vars(one_by_one)
-    assert together.paths == ["t.py", "t.py", "test_\\xff.py"]
-    assert together.lines == [5, None, 1]
+    assert [together.location(row) for row in range(3)] == [
+        ("t.py", 5),
+        ("t.py", None),
+        ("test_\\xff.py", 1),
+    ]
     assert together.class_ids == ["t.py::C", None, None]
     assert together.row("t.py::test_b") == (1, False)
+    assert together.row("t.py::test_d") == (3, True)
+    assert together.location(3) is None  # no report of it yet
+
+
+def table_facts(table: TimingTable) -> dict[str, Any]:
+    """A table's columns, each row's first report as where its test is defined."""
+    facts = vars(table).copy()
+    facts["located"] = [table.location(row) for row in range(len(table.nodeids))]
+    return facts
+
+
+_AT_FIRST_LINE = SimpleNamespace(location=("t.py", 0, "t"))
 
 
 def test_two_ids_written_alike_share_one_row_as_they_always_did(
@@ -160,7 +177,7 @@ def test_groups_added_run_by_run_are_the_groups_added_test_by_test(seed: int) ->
         column, outcomes, warmup, totals
     )
     table = TimingTable()
-    table.add_rows([f"t.py::{n}" for n in range(size)], [("t.py", n, "t") for n in range(size)], {})
+    table.add_rows([f"t.py::{n}" for n in range(size)], [_AT_FIRST_LINE] * size, {})
     table.class_ids[:] = column
     table.outcomes[:] = outcomes
     table.starts[:] = array(
@@ -331,7 +348,7 @@ def test_a_report_another_plugin_added_to_folds_as_a_plain_one(pytester: pytest.
             for report in reports:
                 report.extras = []  # type: ignore[attr-defined]
         collector._fold(reports)
-        tables.append(vars(collector.table))
+        tables.append(table_facts(collector.table))
     assert tables[0] == tables[1]
     assert tables[0]["calls"].tolist() == [0.1, 0.1]
     assert tables[0]["stops"].tolist() == [12.1, 22.1]
@@ -389,6 +406,119 @@ def test_the_fold_of_plain_phases_is_the_fold_report_by_report(
         rows = one_by_one._rows([r.nodeid for r in run], run)
         for report in run:
             one_by_one.add_report(report, rows[report.nodeid])
-        assert vars(folded.table) == vars(one_by_one.table)
+        assert table_facts(folded.table) == table_facts(one_by_one.table)
         assert folded.table.waits_measured
         assert len(folded.table.earlier) >= 2  # reruns and repeated ids started new attempts
+
+
+def _category(report: pytest.TestReport) -> str:
+    """The terminal reporter's category of ``report`` (``pytest_report_teststatus``)."""
+    if hasattr(report, "wasxfail"):
+        return "xpassed" if report.passed else "xfailed"
+    if report.passed:
+        return "passed" if report.when == "call" else ""
+    if report.outcome == "failed" and report.when != "call":
+        return "error"
+    return report.outcome
+
+
+def _random_session(rng: Any, tests: int) -> list[pytest.TestReport]:
+    """A session's reports in the order they were made: most tests pass once with nothing
+    attached; others fail, skip, xfail, rerun, run twice under one id, crash a worker,
+    stop mid-test, report subtests, or carry a meter's figures, quarantine or a plugin's
+    field."""
+    from pytest_accel.outcomes import MEASURES_ATTR, QUARANTINED_ATTR
+
+    reports: list[pytest.TestReport] = []
+    clock = 1.0
+    for test in range(tests):
+        nodeid = f"t.py::test_{test % (tests - 5)}"  # the last five ids run again
+        clock += 1.0  # every test after the one before it
+        odd = rng.random() < 0.3
+        whens = ("setup", "call", "teardown")
+        if odd:
+            whens = rng.choice([whens] * 4 + [("setup", "call"), ("setup",), ("???",)])
+        for when in whens:
+            outcome = "passed"
+            if odd and rng.random() < 0.4:
+                outcome = rng.choice(["failed", "skipped", "rerun"])
+            clock += rng.choice([0.0, 0.25])  # two phases at one clock reading, at times
+            report = phase(nodeid, when, 0.0 if when == "???" else clock, outcome)
+            report.duration = rng.random()
+            if when == "call" and rng.random() < 0.7:
+                measured = {"cpu_wait": rng.random() / 10}
+                if odd and rng.random() < 0.3:  # a figure the columns do not fold
+                    measured["compile_seconds"] = rng.random() / 20
+                setattr(report, MEASURES_ATTR, measured)
+            if odd and rng.random() < 0.1:
+                report.wasxfail = "reason"
+            if odd and rng.random() < 0.05:
+                setattr(report, QUARANTINED_ATTR, "failed")
+            if odd and rng.random() < 0.05:
+                report.extras = []  # type: ignore[attr-defined]
+            reports.append(report)
+            if when == "call" and odd and rng.random() < 0.2:
+                subtest = phase(nodeid, "call", clock, rng.choice(["passed", "failed"]))
+                subtest.context = "i=1"  # type: ignore[attr-defined]
+                reports.insert(-1, subtest)  # reported while the call ran
+    return reports
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_sessions_fold_from_its_phases_is_the_fold_of_its_reports_in_order(
+    pytester: pytest.Pytester, seed: int
+) -> None:
+    """``session_table`` folds the tests that passed once with nothing attached column
+    by column from the terminal's categories, and the rest report by report: random
+    sessions give the table that folding every report in order gives (``_fold``), rows
+    in the order the tests started, whether the session was interrupted or not, with
+    full collections placed in the phases they started in, and whatever the order the
+    reports came in."""
+    import random
+
+    from pytest_accel.outcomes import is_subtest
+    from pytest_accel.perf.collector import _chronological
+
+    rng = random.Random(seed)
+    reports = _random_session(rng, 300)
+    stats: dict[str, list[Any]] = {"deselected": [object()]}  # not reports: left alone
+    for report in reports:
+        stats.setdefault(_category(report), []).append(report)
+    stats["warnings"] = [SimpleNamespace(message="a warning", nodeid="t.py::test_0")]
+    config = parsed(pytester)
+    # Full collections, some in a phase, some as one began, some between two.
+    timed = [r for r in reports if r.start]
+    pauses = sorted(
+        [(rng.choice(timed).start + 0.05, rng.random() / 50) for _ in range(20)]
+        + [(rng.choice(timed).start, rng.random() / 50) for _ in range(10)]  # as one began
+        + [(rng.uniform(1.0, timed[-1].stop), rng.random() / 50) for _ in range(10)]
+    )
+    # As the reports came (in order, or out of it, as from several workers' clocks).
+    shuffled = {category: rng.sample(group, len(group)) for category, group in stats.items()}
+    for interrupted, paused, arrived in (
+        (False, False, stats),
+        (True, False, stats),
+        (False, True, stats),
+        (False, False, shuffled),
+    ):
+        stats = arrived
+        folded = ResultsCollector(config)
+        folded.stats = stats
+        folded.pauses = {None: pauses} if paused else {}
+        table = folded.session_table(interrupted)
+        in_order = ResultsCollector(config)
+        gathered = [r for g in stats.values() for r in g if isinstance(r, pytest.TestReport)]
+        ordered = [r for r in gathered if not is_subtest(r)]
+        starts = _chronological(ordered)  # crash reports last, as the terminal keeps them
+        rows = in_order._fold(ordered)
+        in_order._fold_subtests([r for r in gathered if is_subtest(r)], rows)
+        if paused:
+            in_order.pauses = {None: pauses}
+            in_order._place_pauses(ordered, starts, rows)
+            assert any(in_order.table.pauses)
+        if interrupted:
+            in_order.table.mark_interrupted()
+        assert table_facts(table) == table_facts(in_order.table)
+        assert table.earlier  # reruns folded
+        assert table.waits_measured
+        assert {"failed", "skipped", "crashed", "interrupted"} & set(table.outcomes)

@@ -21,7 +21,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,9 +94,35 @@ def _pieces(data: Mapping[str, Any], depth: int) -> Iterator[bytes]:
     yield b"}"
 
 
+class Encoded(bytes):
+    """A value already encoded as compact JSON (``microseconds_json``), written as it is."""
+
+
+def microseconds_json(seconds: Sequence[float]) -> Encoded | list[float]:
+    """A column of seconds as JSON numbers to the microsecond, encoded in C: each with
+    six decimals (``%.6f``, correctly rounded, as ``round(v, 6)``), a zero as ``0.0``.
+    A third of the time of ``repr`` of each rounded float, and the same numbers read
+    back.  Infinity or NaN, which JSON has no number for: the rounded floats, for
+    ``dumps`` to write as it writes them."""
+    # A slice at a time: a string per number, for the whole of a 100,000-test column,
+    # would be 6 MB at once.
+    text = ",".join(
+        ",".join(map("%.6f".__mod__, seconds[start : start + SLICE]))
+        for start in range(0, len(seconds), SLICE)
+    )
+    if "n" in text:  # "inf" or "nan": no digit, point, comma or sign has an n
+        return [round(value, 6) for value in seconds]
+    # Each number has six decimals, so ",0.000000" is a whole zero, never part of one.
+    text = f",{text}".replace(",0.000000", ",0.0")
+    return Encoded(f"[{text[1:]}]".encode())
+
+
 def _sliced(value: Any) -> Iterator[bytes]:
     """``dumps(value)``, compact, a slice of a large list or object at a time: the same
     bytes, as a compact encoding of a slice is the whole's between two commas."""
+    if isinstance(value, Encoded):
+        yield value
+        return
     if isinstance(value, Mapping) and len(value) > SLICE:
         opening, closing = b"{", b"}"
         items = iter(value.items())

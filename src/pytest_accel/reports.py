@@ -12,13 +12,15 @@ import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import groupby, repeat
+from operator import attrgetter
 from typing import Any
 
 import pytest
 
 from pytest_accel.files import InputError, check_writable
 from pytest_accel.github import JobSummary, in_github_actions
-from pytest_accel.outcomes import Parents, test_id
+from pytest_accel.outcomes import Parents, test_id, test_ids
 from pytest_accel.text import Line, Tone, line_start, one_line, problem
 
 
@@ -103,19 +105,34 @@ def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
     """Each test's class and module node ids (unittest classes included), with one
     collection-tree lookup per parent node: ten thousand tests share a few hundred.
     Keys and values are ``test_id``\\ s."""
-    by_parent: dict[int, Parents] = {}
-    parents: dict[str, Parents] = {}
-    for item in items:
-        found = by_parent.get(id(item.parent))
+    return dict(zip(test_ids(list(map(_NODEID, items))), parents_by_run(items), strict=True))
+
+
+def parents_by_run(items: list[pytest.Item]) -> Iterator[Parents]:
+    """Each test's (class, module) node ids, in order, a run of tests of one parent
+    node at a time (a module's or a class's tests are collected together)."""
+    known: dict[int, Parents] = {}
+    for parent, run in groupby(items, key=_PARENT):
+        found = known.get(id(parent))
         if found is None:
-            cls = item.getparent(pytest.Class)
-            module = item.getparent(pytest.Module)
-            found = by_parent[id(item.parent)] = (
-                test_id(cls.nodeid) if cls is not None else None,
-                test_id(module.nodeid) if module is not None else None,
-            )
-        parents[test_id(item.nodeid)] = found
-    return parents
+            found = known[id(parent)] = parents_of(parent)
+        yield from repeat(found, len(list(run)))
+
+
+def parents_of(node: pytest.Item | pytest.Collector | None) -> Parents:
+    """The class and the module a test whose parent is ``node`` is in."""
+    if node is None:
+        return (None, None)
+    cls = node.getparent(pytest.Class)
+    module = node.getparent(pytest.Module)
+    return (
+        test_id(cls.nodeid) if cls is not None else None,
+        test_id(module.nodeid) if module is not None else None,
+    )
+
+
+_NODEID = attrgetter("nodeid")  # a property on pytest 9: read once, from C
+_PARENT = attrgetter("parent")
 
 
 @dataclass(frozen=True)

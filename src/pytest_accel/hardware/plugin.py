@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 import pytest
@@ -124,6 +126,10 @@ def _inherited_marks(node: pytest.Collector | None, cache: dict[int, Marks]) -> 
     return marks
 
 
+_PARENT = attrgetter("parent")
+_NAME = attrgetter("name")
+
+
 class Selection:
     """Skips (or with ``--accel-only`` deselects) what cannot run on this hardware."""
 
@@ -137,40 +143,59 @@ class Selection:
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
         detection, options = self.facts.detection, self.facts.options
-        targets_accelerator = self.facts.targets_accelerator
         kept: list[pytest.Item] = []
         deselected: list[pytest.Item] = []
         cache: dict[int, Marks] = {}
         errors: list[str] = []
-        for item in items:
-            marks = _own_selection_marks(item) + _inherited_marks(item.parent, cache)
-            try:
-                verdict = (
-                    evaluate_marks(
-                        marks,
-                        detection,
-                        options.known_platforms,
-                        targets_accelerator=targets_accelerator,
+        # A test with no marks this feature reads runs, or is left out under
+        # --accel-only, the same way as every other such test: decided once.
+        unmarked = (
+            deselected if options.only and not RUN.targets_platform(detection.platform) else kept
+        )
+        for parent, run in groupby(items, key=_PARENT):  # a module's or a class's tests
+            inherited = _inherited_marks(parent, cache)
+            for item in run:
+                own = item.own_markers
+                if not inherited and (not own or CHECKED_MARKERS.isdisjoint(map(_NAME, own))):
+                    unmarked.append(item)
+                else:
+                    self._select(
+                        item, _own_selection_marks(item) + inherited, kept, deselected, errors
                     )
-                    if marks
-                    else RUN
-                )
-            except MarkerError as exc:
-                errors.append(f"{item.nodeid}: {exc}")  # every bad marker, then stop
-                continue
-            if options.only and not verdict.targets_platform(detection.platform):
-                deselected.append(item)
-                continue
-            if verdict.skip_reason is not None:
-                item.add_marker(pytest.mark.skip(reason=verdict.skip_reason))
-                # On the item, so its reports carry it (xdist too): coverage counts it.
-                item.user_properties.append((PLATFORM_SKIP_PROPERTY, verdict.skip_reason))
-            kept.append(item)
         if errors:
             raise pytest.UsageError(marker_errors(errors))
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = kept
+
+    def _select(
+        self,
+        item: pytest.Item,
+        marks: Marks,
+        kept: list[pytest.Item],
+        deselected: list[pytest.Item],
+        errors: list[str],
+    ) -> None:
+        """Run, skip or leave out a test with marks this feature reads."""
+        detection, options = self.facts.detection, self.facts.options
+        try:
+            verdict = evaluate_marks(
+                marks,
+                detection,
+                options.known_platforms,
+                targets_accelerator=self.facts.targets_accelerator,
+            )
+        except MarkerError as exc:
+            errors.append(f"{item.nodeid}: {exc}")  # every bad marker, then stop
+            return
+        if options.only and not verdict.targets_platform(detection.platform):
+            deselected.append(item)
+            return
+        if verdict.skip_reason is not None:
+            item.add_marker(pytest.mark.skip(reason=verdict.skip_reason))
+            # On the item, so its reports carry it (xdist too): coverage counts it.
+            item.user_properties.append((PLATFORM_SKIP_PROPERTY, verdict.skip_reason))
+        kept.append(item)
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal (and any other reader) takes it
     def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:

@@ -452,8 +452,8 @@ class PerfPlugin:
                     return None
                 ident = max(zip(run.modules.total, run.modules.ids, strict=True))[1]
             return github.Location(ident.split("::", 1)[0], 1)
-        path = None if row is None else table.paths[row]
-        return None if row is None or path is None else github.Location(path, table.lines[row])
+        found = None if row is None else table.location(row)
+        return None if found is None else github.Location(*found)
 
     def _summarize(self, comparison: Comparison | None, compilation: RunCompilation | None) -> None:
         """The comparison's and the compilation's sections of the job summary."""

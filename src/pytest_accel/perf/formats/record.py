@@ -27,7 +27,7 @@ from pytest_accel.fields import (
     parse_utc_timestamp,
     utc_timestamp,
 )
-from pytest_accel.files import InputError, dumps_in_pieces, read_json
+from pytest_accel.files import InputError, dumps_in_pieces, microseconds_json, read_json
 from pytest_accel.outcomes import OUTCOMES, RunColumns, interrupted
 from pytest_accel.perf.model import runlength
 from pytest_accel.perf.model.overrides import Override
@@ -36,7 +36,6 @@ from pytest_accel.perf.model.table import (
     GroupSections,
     RunCompilation,
     TimingTable,
-    rounded,
 )
 from pytest_accel.perf.model.timings import (
     Groups,
@@ -237,12 +236,12 @@ def encode_record(
     tests = {
         "id": table.nodeids,
         "outcome": runlength.as_runs(table.outcomes),
-        "setup": lambda: rounded(table.setups),
-        "call": lambda: rounded(table.calls),
-        "teardown": lambda: rounded(table.teardowns),
-        "total": lambda: rounded(totals),
-        "gc": lambda: rounded(table.pauses),
-        **({WAITS: lambda: rounded(table.waits)} if table.waits_measured else {}),
+        "setup": lambda: microseconds_json(table.setups),
+        "call": lambda: microseconds_json(table.calls),
+        "teardown": lambda: microseconds_json(table.teardowns),
+        "total": lambda: microseconds_json(totals),
+        "gc": lambda: microseconds_json(table.pauses),
+        **({WAITS: lambda: microseconds_json(table.waits)} if table.waits_measured else {}),
         "class": runlength.as_runs(table.class_ids),
         "module": runlength.as_runs(table.module_ids),
         "worker": runlength.as_runs(table.workers),
@@ -274,13 +273,13 @@ def encode_record(
     yield from dumps_in_pieces({**head, "tests": tests, **written})
 
 
-def group_columns_json(columns: GroupColumns) -> dict[str, list[Any]]:
+def group_columns_json(columns: GroupColumns) -> dict[str, Any]:
     """A run's classes or modules as the record writes them, seconds to the microsecond."""
     return {
         "id": columns.ids,
         "tests": columns.tests,
-        "total": rounded(columns.total),
-        "span": rounded(columns.span),
+        "total": microseconds_json(columns.total),
+        "span": microseconds_json(columns.span),
         "deselected": columns.deselected,
         "whole": columns.whole,
     }

@@ -7,8 +7,8 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import add, itemgetter, mul, truediv
-from typing import Any
+from operator import add, itemgetter, mul
+from typing import Any, Protocol
 
 from pytest_accel.outcomes import (
     FAILING,
@@ -16,7 +16,7 @@ from pytest_accel.outcomes import (
     CompileFigures,
     Parents,
     phase_outcome,
-    test_ids,
+    test_id,
 )
 from pytest_accel.perf.model.runlength import runs
 from pytest_accel.perf.model.timings import Groups, first_per_process, whole_groups
@@ -57,6 +57,13 @@ class GroupColumns:
     whole: list[bool]
 
 
+class Located(Protocol):
+    """A test's report: where its test is defined, as (path, 0-based line, name)."""
+
+    @property
+    def location(self) -> tuple[str, int | None, str]: ...
+
+
 # The classes and the modules, each as the comparison sees them and as the record keeps them.
 GroupSections = dict[str, tuple[Groups, GroupColumns]]
 _NO_PARENTS: Parents = (None, None)
@@ -76,8 +83,9 @@ class TimingTable:
         self.class_ids: list[str | None] = []
         self.module_ids: list[str | None] = []
         self.workers: list[str | None] = []
-        self.paths: list[str | None] = []  # where the test is defined, for annotations
-        self.lines: list[int | None] = []  # 1-based
+        # Each row's first report, which says where its test is defined (``location``):
+        # read for the few tests an annotation points at, not for every row.
+        self.located: list[Located | None] = []
         self.outcomes: list[str] = []
         # Seconds as C doubles, 8 bytes a test each, where a list holds a float object
         # of 32 (10,000 tests: 1.7 MB less at the session's end).
@@ -227,7 +235,7 @@ class TimingTable:
             return row, False
         row = self.rows[nodeid] = len(self.nodeids)
         self.nodeids.append(nodeid)
-        for column in (self.class_ids, self.module_ids, self.workers, self.paths, self.lines):
+        for column in (self.class_ids, self.module_ids, self.workers, self.located):
             column.append(None)
         self.outcomes.append("passed")
         for numbers in self._seconds_columns():
@@ -236,15 +244,12 @@ class TimingTable:
         return row, True
 
     def add_rows(
-        self,
-        nodeids: list[str],
-        locations: list[tuple[str, int | None, str]],
-        parents: Mapping[str, Parents],
+        self, nodeids: list[str], located: Sequence[Located], parents: Mapping[str, Parents]
     ) -> None:
         """Rows for ``nodeids`` (``test_id``\\ s, none of them in the table yet), in one
-        go: ``locations`` are their reports' (path, 0-based line, name), ``parents``
-        the collected (class, module) of each.  Column by column with C-level maps,
-        where ``row`` would make them one list append at a time."""
+        go: ``located`` are their first reports, ``parents`` the collected (class,
+        module) of each.  Column by column with C-level maps, where ``row`` would make
+        them one list append at a time."""
         start, count = len(self.nodeids), len(nodeids)
         self.rows.update(zip(nodeids, range(start, start + count), strict=True))
         self.nodeids += nodeids
@@ -252,12 +257,19 @@ class TimingTable:
         self.class_ids += map(itemgetter(0), known)
         self.module_ids += map(itemgetter(1), known)
         self.workers += repeat(None, count)
-        self.paths += test_ids(list(map(itemgetter(0), locations)))
-        self.lines += [None if line is None else line + 1 for _, line, _ in locations]
+        self.located += located
         self.outcomes += repeat("passed", count)
         for numbers in self._seconds_columns():
             numbers.extend(repeat(0.0, count))
         self.attempt_state += repeat(0, count)
+
+    def location(self, row: int) -> tuple[str, int | None] | None:
+        """Where the test of ``row`` is defined, its line 1-based; None where unknown."""
+        located = self.located[row]
+        if located is None:
+            return None
+        path, line, _ = located.location
+        return test_id(path), None if line is None else line + 1
 
     def _seconds_columns(self) -> tuple[array[float], ...]:
         return (
@@ -367,6 +379,40 @@ class TimingTable:
                 firsts[row] = start
             lasts[row] = max(lasts[row], stop)
 
+    def set_passed_tests(
+        self,
+        *,
+        setups: Iterable[float],
+        calls: Iterable[float],
+        teardowns: Iterable[float],
+        starts: Iterable[float],
+        stops: Iterable[float],
+        waits: Iterable[float],
+        waits_measured: bool,
+        done: Iterable[bool],
+    ) -> None:
+        """Every row's phases at once, in row order, for rows just made (``add_rows``):
+        a row ``done`` is a test that ran once and passed, over; any other row is left
+        empty, its reports to be added after (``add``, ``add_passed_phases``)."""
+        count = len(self.nodeids)
+        # One column at a time, each replacing its empty one as it is made: at 100,000
+        # tests a column is 0.8 MB, and this is where a run's memory peaks.
+        for name, numbers in (
+            ("setups", setups),
+            ("calls", calls),
+            ("teardowns", teardowns),
+            ("waits", waits),
+            ("starts", starts),
+            ("stops", stops),
+        ):
+            setattr(self, name, array("d", numbers))
+            if len(getattr(self, name)) != count:
+                raise ValueError(f"expected {count} rows of {name}")
+        self.attempt_state = list(map(mul, done, repeat(2)))
+        if len(self.attempt_state) != count:
+            raise ValueError(f"expected {count} rows of states")
+        self.waits_measured = self.waits_measured or waits_measured
+
     def mark_interrupted(self) -> None:
         """The run was interrupted: a test whose attempt has reports but no teardown
         was running then, and never finished (its setup report alone said "passed")."""
@@ -449,14 +495,3 @@ class TimingTable:
             ]
             for row in self.earlier
         }
-
-
-def rounded(values: Sequence[float]) -> list[float]:
-    """Seconds to the microsecond: the files stay small and parse fast.  Scaled to whole
-    microseconds and back, with C-level maps: three times as fast as ``round(v, 6)``
-    (which rounds in decimal), the same but for a value within a rounding error of a
-    half microsecond."""
-    try:
-        return list(map(truediv, map(round, map(mul, values, repeat(1e6))), repeat(1e6)))
-    except (OverflowError, ValueError):  # no whole number of microseconds: inf or NaN
-        return list(map(round, values, repeat(6, len(values))))
