@@ -124,6 +124,27 @@ def test_two_ids_written_alike_share_one_row_as_they_always_did(
     assert table.calls.tolist() == [1.0, 0.5]
 
 
+def test_a_session_with_two_ids_written_alike_folds_them_in_order_into_one_row(
+    pytester: pytest.Pytester,
+) -> None:
+    """``session_table`` steps aside from its columns where two ids are written alike,
+    and folds every report in order: the one row the fold one by one gives."""
+    undecodable = b"t_\xff.py::a".decode("utf-8", "surrogateescape")
+    stats: dict[str, list[Any]] = {}
+    for start, nodeid in ((1.0, undecodable), (5.0, "t_\\xff.py::a"), (9.0, "t.py::b")):
+        for offset, when in enumerate(("setup", "call", "teardown")):
+            report = phase(nodeid, when, start + offset)
+            stats.setdefault("passed" if when == "call" else "", []).append(report)
+    collector = ResultsCollector(parsed(pytester))
+    collector.stats = stats
+    table = collector.session_table()
+    assert table.nodeids == ["t_\\xff.py::a", "t.py::b"]
+    assert [len(attempts) for attempts in table.earlier.values()] == [1]  # one row, rerun
+    in_order = ResultsCollector(parsed(pytester))
+    in_order._fold(sorted((r for g in stats.values() for r in g), key=lambda r: r.start))
+    assert table_facts(table) == table_facts(in_order.table)
+
+
 def test_a_group_runs_whole_unless_a_test_failed_warmed_up_or_was_deselected() -> None:
     groups = whole_groups(
         column=["a", "a", "b", None, "c", "d"],
