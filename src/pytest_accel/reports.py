@@ -109,17 +109,25 @@ def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
 
 
 def parents_by_run(items: list[pytest.Item]) -> Iterator[Parents]:
-    """Each test's (class, module) node ids, in order, a run of tests of one parent
-    node at a time (a module's or a class's tests are collected together)."""
+    """Each test's (class, module) node ids, in order, looked up once per parent."""
     known: dict[int, Parents] = {}
-    for parent, run in groupby(items, key=_PARENT):
+    for parent, tests in parent_runs(items):
         found = known.get(id(parent))
         if found is None:
             found = known[id(parent)] = parents_of(parent)
-        yield from repeat(found, len(list(run)))
+        yield from repeat(found, len(tests))
 
 
-def parents_of(node: pytest.Item | pytest.Collector | None) -> Parents:
+def parent_runs(
+    items: list[pytest.Item],
+) -> Iterator[tuple[pytest.Collector | None, list[pytest.Item]]]:
+    """The tests in order, a run of one parent node's at a time: a module's or a
+    class's tests are collected together, so a few hundred runs hold ten thousand."""
+    for parent, run in groupby(items, key=_PARENT):
+        yield parent, list(run)
+
+
+def parents_of(node: pytest.Collector | None) -> Parents:
     """The class and the module a test whose parent is ``node`` is in."""
     if node is None:
         return (None, None)

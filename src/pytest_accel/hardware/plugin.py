@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from itertools import groupby
 from operator import attrgetter
 from typing import Any
 
@@ -36,6 +35,7 @@ from pytest_accel.hardware.options import option
 from pytest_accel.hardware.platforms import platform_matches
 from pytest_accel.outcomes import PLATFORM_SKIP_PROPERTY
 from pytest_accel.process_state import set_env
+from pytest_accel.reports import parent_runs
 from pytest_accel.settings import early_setting, parse_positive_int
 from pytest_accel.text import one_line
 
@@ -126,7 +126,6 @@ def _inherited_marks(node: pytest.Collector | None, cache: dict[int, Marks]) -> 
     return marks
 
 
-_PARENT = attrgetter("parent")
 _NAME = attrgetter("name")
 
 
@@ -152,9 +151,9 @@ class Selection:
         unmarked = (
             deselected if options.only and not RUN.targets_platform(detection.platform) else kept
         )
-        for parent, run in groupby(items, key=_PARENT):  # a module's or a class's tests
+        for parent, tests in parent_runs(items):
             inherited = _inherited_marks(parent, cache)
-            for item in run:
+            for item in tests:
                 own = item.own_markers
                 if not inherited and (not own or CHECKED_MARKERS.isdisjoint(map(_NAME, own))):
                     unmarked.append(item)

@@ -14,7 +14,7 @@ import math
 import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import groupby, islice, repeat
+from itertools import islice, repeat
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -38,7 +38,8 @@ from pytest_accel.perf.pauses import WORKEROUTPUT_PAUSES, Pause, attribute, paus
 from pytest_accel.perf.waits import WORKEROUTPUT_THREADS
 from pytest_accel.reports import (
     node_parents,
-    parents_by_run,
+    parent_runs,
+    parents_of,
     report_stats,
     reports_are_relayed,
     xdist_worker_id,
@@ -97,27 +98,28 @@ class CollectedNodes:
 
 
 def collect_nodes(items: list[pytest.Item]) -> CollectedNodes:
-    """Class and module node ids and ``perf`` marks, a run of tests of one parent node
-    at a time: a parent's marks are checked once, and only a test with marks of its own
-    is looked at alone."""
+    """Class and module node ids and ``perf`` marks, a run of one parent node's tests at
+    a time (``reports.parent_runs``): a parent is looked up once, and only a test with
+    marks of its own is looked at alone."""
     nodeids = test_ids(list(map(_NODEID, items)))
-    nodes = CollectedNodes(parents=dict(zip(nodeids, parents_by_run(items), strict=True)))
-    inherited: dict[int, PerfMark | None] = {}
+    nodes = CollectedNodes()
+    known: dict[int, tuple[Parents, PerfMark | None]] = {}
     at = 0
-    for parent, run in groupby(items, key=_PARENT):
-        tests = list(run)
-        key = id(parent)
-        if key not in inherited:
+    for parent, tests in parent_runs(items):
+        ids = nodeids[at : at + len(tests)]
+        at += len(tests)
+        found = known.get(id(parent))
+        if found is None:
             mark = parent.get_closest_marker("perf") if parent is not None else None
-            inherited[key] = perf_mark(tests[0], mark) if mark is not None else None
-        found = inherited[key]
-        if found is not None:
-            nodes.marks.update(zip(nodeids[at : at + len(tests)], repeat(found)))
+            inherited = perf_mark(tests[0], mark) if mark is not None else None
+            found = known[id(parent)] = (parents_of(parent), inherited)
+        nodes.parents.update(zip(ids, repeat(found[0])))
+        if found[1] is not None:
+            nodes.marks.update(zip(ids, repeat(found[1])))
         for item in filter(_OWN_MARKERS, tests):
             own = next((m for m in item.own_markers if m.name == "perf"), None)
             if own is not None:
                 nodes.marks[test_id(item.nodeid)] = perf_mark(item, own)
-        at += len(tests)
     return nodes
 
 
@@ -539,7 +541,6 @@ class ResultsCollector:
 
 
 _NODEID = operator.attrgetter("nodeid")
-_PARENT = operator.attrgetter("parent")
 _OWN_MARKERS = operator.attrgetter("own_markers")
 _OUTCOME = operator.attrgetter("outcome")
 _WHEN = operator.attrgetter("when")
