@@ -105,17 +105,14 @@ def node_parents(items: list[pytest.Item]) -> dict[str, Parents]:
     """Each test's class and module node ids (unittest classes included), with one
     collection-tree lookup per parent node: ten thousand tests share a few hundred.
     Keys and values are ``test_id``\\ s."""
-    return dict(zip(test_ids(list(map(_NODEID, items))), parents_by_run(items), strict=True))
-
-
-def parents_by_run(items: list[pytest.Item]) -> Iterator[Parents]:
-    """Each test's (class, module) node ids, in order, looked up once per parent."""
     known: dict[int, Parents] = {}
+    found: list[Parents] = []
     for parent, tests in parent_runs(items):
-        found = known.get(id(parent))
-        if found is None:
-            found = known[id(parent)] = parents_of(parent)
-        yield from repeat(found, len(tests))
+        parents = known.get(id(parent))
+        if parents is None:
+            parents = known[id(parent)] = parents_of(parent)
+        found += repeat(parents, len(tests))
+    return dict(zip(test_ids(list(map(_NODEID, items))), found, strict=True))
 
 
 def parent_runs(

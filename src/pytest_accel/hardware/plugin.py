@@ -102,13 +102,15 @@ def header_line(facts: SessionFacts, *, running: bool = False) -> str:
 Marks = tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...]
 
 
+_NAME = attrgetter("name")
+
+
 def _own_selection_marks(node: pytest.Item | pytest.Collector) -> Marks:
     """The marks this feature reads (selection) or checks (every marker it registers)."""
-    if not node.own_markers:  # most tests: no generator to start
+    own = node.own_markers
+    if not own or CHECKED_MARKERS.isdisjoint(map(_NAME, own)):  # most: no generator to start
         return ()
-    return tuple(
-        (m.name, m.args, dict(m.kwargs)) for m in node.own_markers if m.name in CHECKED_MARKERS
-    )
+    return tuple((m.name, m.args, dict(m.kwargs)) for m in own if m.name in CHECKED_MARKERS)
 
 
 def _inherited_marks(node: pytest.Collector | None, cache: dict[int, Marks]) -> Marks:
@@ -124,9 +126,6 @@ def _inherited_marks(node: pytest.Collector | None, cache: dict[int, Marks]) -> 
         marks = _own_selection_marks(node) + _inherited_marks(node.parent, cache)
         cache[id(node)] = marks
     return marks
-
-
-_NAME = attrgetter("name")
 
 
 class Selection:
@@ -154,13 +153,11 @@ class Selection:
         for parent, tests in parent_runs(items):
             inherited = _inherited_marks(parent, cache)
             for item in tests:
-                own = item.own_markers
-                if not inherited and (not own or CHECKED_MARKERS.isdisjoint(map(_NAME, own))):
-                    unmarked.append(item)
+                marks = _own_selection_marks(item) + inherited
+                if marks:
+                    self._select(item, marks, kept, deselected, errors)
                 else:
-                    self._select(
-                        item, _own_selection_marks(item) + inherited, kept, deselected, errors
-                    )
+                    unmarked.append(item)
         if errors:
             raise pytest.UsageError(marker_errors(errors))
         if deselected:
