@@ -85,9 +85,9 @@ STEPS = [
 # between two counts would be most of a part's difference).
 CLOCK = [
     _record_without("--perf-record, no clock", "waits,gc"),
-    _record_without("an empty call wrapper, no report hook", "call-body,report-hook,gc"),
-    _record_without("an empty call wrapper and the report hook", "call-body,gc"),
-    _record_without("the driver's call wrapper, no report hook", "report-hook,gc"),
+    _record_without("an empty call wrapper, no figure put on a report", "call-body,put,gc"),
+    _record_without("an empty call wrapper, the figures put", "call-body,gc"),
+    _record_without("the driver's call wrapper, no figure put on a report", "put,gc"),
     _record_without("the clock as shipped", "gc"),
     _record_without("the clock, no call read at its end", "closing-read,gc"),
 ]
@@ -175,7 +175,7 @@ def main() -> None:
     parser.add_argument(
         "--clock",
         action="store_true",
-        help="the CPU-wait clock's parts (its call wrapper, its report hook, the closing"
+        help="the CPU-wait clock's parts (its call wrapper, its figures put on reports, the closing"
         " read), garbage collection off",
     )
     parser.add_argument(

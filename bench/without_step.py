@@ -5,7 +5,7 @@ without.
     PYTEST_ACCEL_WITHOUT=finish        # nothing at the session's end: no fold, record, output
     PYTEST_ACCEL_WITHOUT=waits         # no CPU-wait clock (as on a kernel without schedstat)
     PYTEST_ACCEL_WITHOUT=call-body     # the clock's call wrapper left empty: nothing read
-    PYTEST_ACCEL_WITHOUT=report-hook   # the clock's report hook gone: no figure on a report
+    PYTEST_ACCEL_WITHOUT=put           # no call's figure put on its report (kept or relayed)
     PYTEST_ACCEL_WITHOUT=closing-read  # no call read again at its end (SHORT_CALL unbounded)
     PYTEST_ACCEL_WITHOUT=gc            # no garbage collection: no full one moves between counts
     PYTEST_ACCEL_WITHOUT=call-body,gc  # several, comma-separated
@@ -28,7 +28,7 @@ import pytest
 from pytest_accel import session_end
 from pytest_accel.perf import meters, waits
 
-STEPS = ("finish", "waits", "call-body", "report-hook", "closing-read", "gc")
+STEPS = ("finish", "waits", "call-body", "put", "closing-read", "gc")
 _without = [step for step in os.environ.get("PYTEST_ACCEL_WITHOUT", "").split(",") if step]
 if set(_without) - set(STEPS):
     raise SystemExit(
@@ -49,8 +49,9 @@ if "waits" in _without:
     waits.RunQueueClock.open = classmethod(lambda cls: None)  # type: ignore[method-assign,assignment]
 if "call-body" in _without:
     meters.CallDriver.pytest_runtest_call = _empty_call_wrapper  # type: ignore[method-assign]
-if "report-hook" in _without:
-    del meters.CallDriver.pytest_runtest_logreport
+if "put" in _without:
+    meters.CallDriver.put_kept = lambda self, calls: None  # type: ignore[method-assign]
+    del meters._CallReports.pytest_runtest_logreport
 if "closing-read" in _without:
     waits.SHORT_CALL = math.inf
 if "gc" in _without:

@@ -72,7 +72,7 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     plugins = ["-p", "bench.without_step", "-p", "pytest_accel", "--perf-record=r.json"]
     records = {}
     # "gc" only calls gc.disable(): not worth a session of its own.
-    for without in ("", "waits", "finish", "call-body", "report-hook", "closing-read"):
+    for without in ("", "waits", "finish", "call-body", "put", "closing-read"):
         monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", without)
         pytester.runpytest_subprocess(*plugins).assert_outcomes(passed=1)
         record = pytester.path / "r.json"
@@ -84,7 +84,7 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     assert "cpu_wait" not in records["waits"]["tests"]
     assert records["finish"] is None  # nothing at the session's end: no record
     # Each of the clock's parts off: the call's wait never reaches the record.
-    for part in ("call-body", "report-hook", "closing-read"):
+    for part in ("call-body", "put", "closing-read"):
         written = records[part]
         assert written is not None
         assert "cpu_wait" not in written["tests"], part
@@ -374,3 +374,23 @@ def test_the_lean_recorder_records_what_the_record_does_per_test_and_each_part_s
     assert fuller["modules"]["whole"] == [False]  # a test skipped in it
     assert fuller["reran"] == 0
     assert fuller["odd"] == 0
+
+
+@pytest.mark.skipif(
+    not os.path.exists("/proc/thread-self/schedstat"), reason="needs Linux's schedstat"
+)
+@pytest.mark.processes
+def test_the_clock_calls_bench_finds_each_hook_it_counts(tmp_path: Path) -> None:
+    """``bench/clock_calls.py`` calls the hooks of a live session bare: each variant's
+    session must find the call driver keeping its figures in the process, pytest's
+    runner, and a plain report hook to stand beside, or it stops (and counts nothing)."""
+    from bench import clock_calls
+
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    for variant in clock_calls.VARIANTS:
+        assert clock_calls.count(variant, 3, tmp_path, counted=False) == 0
+    assert json.loads((tmp_path / "r.json").read_bytes())["tests"]["id"] == [
+        "test_one.py::test_one"
+    ]
+    with pytest.raises(ValueError, match="expected one of nothing, noop"):
+        clock_calls.count("no such variant", 3, tmp_path, counted=False)

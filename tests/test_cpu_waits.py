@@ -223,6 +223,53 @@ def test_a_call_slowed_by_waiting_for_a_cpu_is_not_a_regression(
     assert "perf: 0 regression(s)" in capsys.readouterr().out
 
 
+# Its first attempt fails at once, its second waits 0.2 s in a call read at its end.
+SECOND_ATTEMPT_WAITS = """
+import os
+import time
+from pathlib import Path
+
+STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
+ATTEMPTS = []
+
+
+def test_flaky():
+    ATTEMPTS.append(1)
+    assert len(ATTEMPTS) > 1
+    STAT.write_text("0 200000000 200")
+    time.sleep(0.01)
+
+
+def test_steady():
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.processes
+def test_a_reruns_wait_is_its_own_attempts(
+    pytester: pytest.Pytester, sleeper: Path, runner: list[str]
+) -> None:
+    """Each attempt's wait is read in its own call and folded into that attempt: the
+    final attempt's row has the second call's 0.2 s, not the first's none.  Serial runs
+    keep the figures in the process till the end, xdist sends them on each report:
+    both give the same record."""
+    pytester.makepyfile(test_sleep=SECOND_ATTEMPT_WAITS)
+    sleeper.write_text("0 0 0")
+    # In a process of its own, where no jax is imported: the CPU wait is the only meter.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--flaky-reruns=1", "--perf-record=r.json", *runner
+    )
+    assert result.ret == 0, result.stdout.str()
+    assert result.parseoutcomes() == {"passed": 1, "rerun": 1, "flaky": 1}
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
+    assert waits == {
+        "test_sleep.py::test_flaky": pytest.approx(0.2),
+        "test_sleep.py::test_steady": 0.0,
+    }
+
+
 @pytest.mark.parametrize(
     "case",
     [

@@ -33,6 +33,7 @@ from pytest_accel.outcomes import (
 )
 from pytest_accel.perf.compiles import WORKEROUTPUT_PROBLEM
 from pytest_accel.perf.device_memory import WORKEROUTPUT_MEMORY_PROBLEM
+from pytest_accel.perf.meters import call_driver
 from pytest_accel.perf.model.table import TimingTable
 from pytest_accel.perf.pauses import WORKEROUTPUT_PAUSES, Pause, attribute, pauses_key
 from pytest_accel.perf.waits import WORKEROUTPUT_THREADS
@@ -314,6 +315,7 @@ class ResultsCollector:
             return self.table
         self.complete = True
         gathered = gather_reports(self.stats)
+        self._put_kept_figures(gathered)
         collections = self.config.stash.get(pauses_key, None)
         if not self.relayed and collections is not None and collections.pauses:
             self.pauses[None] = collections.pauses
@@ -331,6 +333,29 @@ class ResultsCollector:
         if interrupted:
             self.table.mark_interrupted()
         return self.table
+
+    def _put_kept_figures(self, gathered: GatheredReports) -> None:
+        """The calls' figures this process kept (``meters.CallDriver.put_kept``) put on
+        their reports; a test whose figures are more than the CPU wait is folded report
+        by report, as one whose report carried them would be."""
+        driver = call_driver(self.config)
+        if driver is None or not driver.kept:
+            return
+        kept, calls, slow = driver.kept, gathered.phases[1], gathered.slow
+        several = kept.keys() & slow  # a rerun's or a repeated id's: every call report
+        in_order: dict[str, list[pytest.TestReport]] = {
+            nodeid: [calls[nodeid]] for nodeid in kept.keys() - several if nodeid in calls
+        }
+        for report in gathered.others:
+            if report.when == "call" and report.nodeid in several:
+                in_order.setdefault(report.nodeid, []).append(report)
+        for nodeid in several & calls.keys():
+            in_order.setdefault(nodeid, []).append(calls[nodeid])
+        plain = _PLAIN_MEASURES.issuperset
+        slow.update(
+            nodeid for nodeid, figures in kept.items() if not all(plain(f) for _, f in figures)
+        )
+        driver.put_kept(in_order)
 
     def _fold_gathered(self, gathered: GatheredReports) -> dict[str, int] | None:
         """Fold the session's reports as ``_fold`` would fold them in order: the tests

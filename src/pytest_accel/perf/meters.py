@@ -23,6 +23,7 @@ meter's: they are read at a session's start and end.
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
+from time import time as wall_clock  # pytest's clock of reports, as pytest binds it
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import pytest
@@ -52,22 +53,45 @@ class Checks(Protocol):
     def check(self, report: pytest.TestReport, measured: Mapping[str, Any]) -> None: ...
 
 
+# A call's figures kept in the process that folds them, by node id: (a moment in the
+# call on the clock its report's start and stop are read on, the figures).
+Kept = dict[str, list[tuple[float, dict[str, Any]]]]
+
+
 class CallDriver:
     """Drives the meters of tests' calls: begun and ended inside the window pytest times
-    the call in, their figures put on the call report before anything else reads it
-    (pytest-xdist sends it on)."""
+    the call in.  Their figures go on the call report as it is logged, before anything
+    else reads it (pytest-xdist sends it on), in a worker and once any meter but the
+    CPU wait's measures here (``relaying``).  Otherwise, in the process that folds the
+    reports itself, nothing reads them before the session's end: they are kept here
+    (``kept``) and put on their reports then (``put_kept``), which spares a hook call
+    per report; each rerun's attempt has its own call, known by its time."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.meters: list[Meter] = []
-        self.measured: tuple[str, dict[str, Any]] | None = None  # the last call's
+        self.relaying = False
+        self.measured: tuple[str, dict[str, Any]] | None = None  # the last call's, relayed
+        self.kept: Kept = {}
+        if hasattr(config, "workerinput"):
+            self.relay()
 
     def add(self, meter: Meter) -> None:
         self.meters.append(meter)
+        if len(self.meters) > 1:  # a meter a conftest or a plugin may read as it reports
+            self.relay()
+
+    def relay(self) -> None:
+        """Put each call's figures on its report as it is logged, from now on."""
+        if not self.relaying:
+            self.relaying = True
+            self.config.pluginmanager.register(_CallReports(self), "pytest_accel:call_reports")
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         nodeid, meters = item.nodeid, self.meters  # a property on pytest 9: read once
-        self.measured = None
+        if self.measured is not None:
+            self.measured = None  # a call that was never reported (interrupted)
         for meter in meters:
             meter.begin(nodeid)
         try:
@@ -79,18 +103,42 @@ class CallDriver:
                 measured = {}
                 for meter in reversed(meters):  # the first begun ends last
                     measured.update(meter.end(nodeid))
-            self.measured = (nodeid, dict(measured)) if measured else None
+            if measured and self.relaying:
+                self.measured = (nodeid, dict(measured))
+            elif measured:  # before pytest reads the call's stop: within its start and stop
+                self.kept.setdefault(nodeid, []).append((wall_clock(), dict(measured)))
+
+    def put_kept(self, calls: Mapping[str, list[pytest.TestReport]]) -> None:
+        """Put the kept figures on their call reports (``calls``: each test's, its
+        subtests' left out): on the one whose start and stop hold the moment kept; a
+        call never reported (interrupted) has none."""
+        for nodeid, kept in self.kept.items():
+            reports = calls.get(nodeid, ())
+            for at, measured in kept:
+                report = next((r for r in reports if r.start <= at <= r.stop), None)
+                if report is not None:
+                    already = getattr(report, MEASURES_ATTR, None)  # a conftest's, say
+                    _put(report, {**measured, **already} if already else measured)
+        self.kept = {}
+
+
+class _CallReports:
+    """The hook that puts each call's figures on its report as it is logged."""
+
+    def __init__(self, driver: CallDriver) -> None:
+        self.driver = driver
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        measured = self.measured
+        driver = self.driver
+        measured = driver.measured
         if (
             measured is not None
             and measured[0] == report.nodeid
             and report.when == "call"
             and not is_subtest(report)  # its subtests report during the call
         ):
-            self.measured = None
+            driver.measured = None
             _put(report, measured[1])
 
 
@@ -136,18 +184,24 @@ def _put(report: pytest.TestReport, measured: dict[str, Any]) -> None:
         setattr(report, MEASURES_ATTR, measured)
 
 
-DRIVERS: dict[Span, tuple[str, type[CallDriver | WholeTestDriver]]] = {
-    "call": ("pytest_accel:call_meters", CallDriver),
-    "test": ("pytest_accel:test_meters", WholeTestDriver),
+DRIVERS: dict[Span, str] = {
+    "call": "pytest_accel:call_meters",
+    "test": "pytest_accel:test_meters",
 }
 
 
 def add_meter(config: pytest.Config, meter: Meter) -> None:
     """Drive ``meter`` from now on, registering its span's driver with its first meter:
     a span no meter measures costs no hook."""
-    name, kind = DRIVERS[meter.span]
+    name = DRIVERS[meter.span]
     driver = config.pluginmanager.get_plugin(name)
-    if not isinstance(driver, kind):
-        driver = kind()
+    if not isinstance(driver, CallDriver if meter.span == "call" else WholeTestDriver):
+        driver = CallDriver(config) if meter.span == "call" else WholeTestDriver()
         config.pluginmanager.register(driver, name)
     driver.add(meter)
+
+
+def call_driver(config: pytest.Config) -> CallDriver | None:
+    """This process's call driver, where a meter of calls was ever added."""
+    driver = config.pluginmanager.get_plugin(DRIVERS["call"])
+    return driver if isinstance(driver, CallDriver) else None
