@@ -22,6 +22,7 @@ from pytest_accel.perf import waits
 from pytest_accel.perf.compiles import TRACE, CompileCounter, CompileTally
 from pytest_accel.perf.formats.baseline import Baseline, load_baseline
 from pytest_accel.perf.formats.record import check_record, timings
+from pytest_accel.perf.meters import Span
 from pytest_accel.perf.model.timings import Groups, RunIdentity, RunTimings, without_waits
 from pytest_accel.perf.waits import (
     MAX_WAIT_PER_ARRIVAL,
@@ -221,6 +222,45 @@ def test_a_call_slowed_by_waiting_for_a_cpu_is_not_a_regression(
     capsys.readouterr()
     assert main(["compare", str(pytester.path / "busy.json"), "--baseline", "b.json"]) == 0
     assert "perf: 0 regression(s)" in capsys.readouterr().out
+
+
+class _CallMeter:
+    """A meter of calls whose figures are read at the end, or as each is reported."""
+
+    span: Span = "call"
+
+    def __init__(self, read_at_end: bool) -> None:
+        self.read_at_end = read_at_end
+
+    def begin(self, nodeid: str) -> None:
+        pass
+
+    def end(self, nodeid: str) -> dict[str, float]:
+        return {}
+
+
+@pytest.mark.parametrize("worker", [False, True], ids=["serial", "xdist-worker"])
+def test_call_figures_wait_in_the_process_only_where_every_meter_may_be_read_at_the_end(
+    pytester: pytest.Pytester, worker: bool
+) -> None:
+    """A run whose meters of calls are all read at the end (the CPU wait's) keeps their
+    figures till then, with no hook per report; a meter read as its report is logged
+    (JAX's compile seconds) or a worker whose reports go to the controller puts each
+    call's figures on its report as it is logged."""
+    from pytest_accel.perf.meters import add_meter, call_driver
+
+    config = pytester.parseconfig()
+    if worker:
+        config.workerinput = {"workerid": "gw0"}  # type: ignore[attr-defined]
+    add_meter(config, _CallMeter(read_at_end=True))
+    driver = call_driver(config)
+    assert driver is not None
+    relaying = config.pluginmanager.get_plugin("pytest_accel:call_reports") is not None
+    assert driver.relaying is relaying is worker
+    add_meter(config, _CallMeter(read_at_end=False))
+    assert call_driver(config) is driver
+    assert driver.relaying
+    assert config.pluginmanager.get_plugin("pytest_accel:call_reports") is not None
 
 
 # Its first attempt fails at once, its second waits 0.2 s in a call read at its end.

@@ -417,6 +417,7 @@ class _TestCompiles:
     ``recompiling``."""
 
     span: Span = "test"
+    read_at_end = False
 
     def __init__(self, counter: CompileCounter) -> None:
         self.counter = counter
@@ -440,6 +441,7 @@ class _CallCompiles:
     """The meter of the seconds a test's call spent compiling: ``compile_seconds``."""
 
     span: Span = "call"
+    read_at_end = False  # a conftest may read a call's compile seconds as it is reported
 
     def __init__(self, counter: CompileCounter) -> None:
         self.counter = counter

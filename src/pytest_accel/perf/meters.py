@@ -36,9 +36,13 @@ Span = Literal["call", "test"]
 class Meter(Protocol):
     """Measures one span of each test; ``end`` returns its figures for the report
     (plain values, keyed as ``outcomes.MEASURES_ATTR`` says), empty where it has none:
-    a meter added while a test runs is ended without being begun for it."""
+    a meter added while a test runs is ended without being begun for it.
+    ``read_at_end``: nothing reads its figures before the session's end (the record),
+    so a call's may wait in the process till then (``CallDriver``); a meter whose
+    figures a conftest or a plugin may read as the report is logged says False."""
 
     span: Span
+    read_at_end: bool
 
     def begin(self, nodeid: str) -> None: ...
 
@@ -61,11 +65,12 @@ Kept = dict[str, list[tuple[float, dict[str, Any]]]]
 class CallDriver:
     """Drives the meters of tests' calls: begun and ended inside the window pytest times
     the call in.  Their figures go on the call report as it is logged, before anything
-    else reads it (pytest-xdist sends it on), in a worker and once any meter but the
-    CPU wait's measures here (``relaying``).  Otherwise, in the process that folds the
-    reports itself, nothing reads them before the session's end: they are kept here
-    (``kept``) and put on their reports then (``put_kept``), which spares a hook call
-    per report; each rerun's attempt has its own call, known by its time."""
+    else reads it (pytest-xdist sends it on), in a worker and once a meter whose figures
+    may be read then measures here (``relaying``).  Otherwise, in the process that
+    folds the reports itself, with meters ``read_at_end`` alone (the CPU wait's), they
+    are kept here (``kept``) and put on their reports as the session ends
+    (``put_kept``), which spares a hook call per report; each rerun's attempt has its
+    own call, known by its time."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -78,7 +83,7 @@ class CallDriver:
 
     def add(self, meter: Meter) -> None:
         self.meters.append(meter)
-        if len(self.meters) > 1:  # a meter a conftest or a plugin may read as it reports
+        if not meter.read_at_end:
             self.relay()
 
     def relay(self) -> None:
@@ -195,7 +200,7 @@ def add_meter(config: pytest.Config, meter: Meter) -> None:
     a span no meter measures costs no hook."""
     name = DRIVERS[meter.span]
     driver = config.pluginmanager.get_plugin(name)
-    if not isinstance(driver, CallDriver if meter.span == "call" else WholeTestDriver):
+    if driver is None:
         driver = CallDriver(config) if meter.span == "call" else WholeTestDriver()
         config.pluginmanager.register(driver, name)
     driver.add(meter)

@@ -144,6 +144,7 @@ class CallWaits:
     a busy runner, which would be taken from a call that never paid it."""
 
     span: Span = "call"
+    read_at_end = True  # by the record's fold and the comparison alone
 
     def __init__(self, clock: RunQueueClock) -> None:
         self.clocks = ThreadClock(clock)
