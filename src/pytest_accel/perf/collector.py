@@ -341,21 +341,17 @@ class ResultsCollector:
         driver = call_driver(self.config)
         if driver is None or not driver.kept:
             return
-        kept, calls, slow = driver.kept, gathered.phases[1], gathered.slow
-        several = kept.keys() & slow  # a rerun's or a repeated id's: every call report
-        in_order: dict[str, list[pytest.TestReport]] = {
-            nodeid: [calls[nodeid]] for nodeid in kept.keys() - several if nodeid in calls
-        }
+        kept, calls = driver.kept, gathered.phases[1]
+        # Each kept test's call reports: the one of a test that ran once, a rerun's all.
+        reports = {nodeid: [calls[nodeid]] for nodeid in kept.keys() & calls.keys()}
         for report in gathered.others:
-            if report.when == "call" and report.nodeid in several:
-                in_order.setdefault(report.nodeid, []).append(report)
-        for nodeid in several & calls.keys():
-            in_order.setdefault(nodeid, []).append(calls[nodeid])
+            if report.when == "call" and report.nodeid in kept:
+                reports.setdefault(report.nodeid, []).append(report)
         plain = _PLAIN_MEASURES.issuperset
-        slow.update(
+        gathered.slow.update(
             nodeid for nodeid, figures in kept.items() if not all(plain(f) for _, f in figures)
         )
-        driver.put_kept(in_order)
+        driver.put_kept(reports)
 
     def _fold_gathered(self, gathered: GatheredReports) -> dict[str, int] | None:
         """Fold the session's reports as ``_fold`` would fold them in order: the tests
