@@ -41,6 +41,22 @@ from collections.abc import Iterator  # noqa: E402
 import pytest  # noqa: E402
 
 
+def _spare_the_collector() -> None:
+    """What the imports above made lives as long as the process: out of the garbage
+    collector's sight (``gc.freeze``), each full collection no longer walks JAX's,
+    numpy's and pytest's objects, and young collections come every 10,000 allocations
+    instead of 700.  A thousand in-process sessions allocate a great deal: their
+    collections took 21 CPU-s of a run of the suite, 7.5 with this (docs/benchmarks.md).
+    No test relies on when a collection comes; those of the plugin's pauses call
+    ``gc.collect`` themselves."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+
+
+_spare_the_collector()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",

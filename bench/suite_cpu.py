@@ -10,15 +10,18 @@ The README's test command runs on 2 cores: its wall time is its CPU seconds over
 two, unless the workers sit idle.  Each test process (an xdist worker, or the one
 process of a serial run) writes ``$SUITE_CPU_LOG.<pid>`` at its session's end: a JSON
 list of [test, start (epoch seconds), wall seconds, own CPU seconds, children's CPU
-seconds].  A child's CPU counts once it has been waited for (``getrusage``'s
-``RUSAGE_CHILDREN``): a pytest session a test runs in a subprocess, with the xdist
-workers that session waited for in turn.  The summary also gives each process's span
+seconds, CPU seconds of the test process's garbage collections].  A child's CPU
+counts once it has been waited for (``getrusage``'s ``RUSAGE_CHILDREN``): a pytest
+session a test runs in a subprocess, with the xdist workers that session waited for in
+turn.  The summary also gives each process's span
 and how much of it ran tests: a worker idle at the end (a long test scheduled last)
-shows there.
+shows there.  The collections' seconds are read by a ``gc.callbacks`` entry around
+each collection, in any thread of the test process: a part of its own CPU.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -32,7 +35,20 @@ from typing import Any
 import pytest
 
 LOG_ENV = "SUITE_CPU_LOG"
-_rows: list[tuple[str, float, float, float, float]] = []
+_rows: list[tuple[str, float, float, float, float, float]] = []
+_collecting = [0.0, 0.0]  # the CPU seconds of every collection so far; the current's start
+
+
+def _time_collections(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _collecting[1] = time.process_time()
+    else:
+        _collecting[0] += time.process_time() - _collecting[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _time_collections not in gc.callbacks:
+        gc.callbacks.append(_time_collections)
 
 
 def _cpu(who: int) -> float:
@@ -43,6 +59,7 @@ def _cpu(who: int) -> float:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     started, own, children = time.time(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    collecting = _collecting[0]
     try:
         return (yield)
     finally:
@@ -53,6 +70,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
                 time.time() - started,
                 _cpu(resource.RUSAGE_SELF) - own,
                 _cpu(resource.RUSAGE_CHILDREN) - children,
+                _collecting[0] - collecting,
             )
         )
 
@@ -71,12 +89,14 @@ def summary(rows_by_process: list[list[Any]], top: int = 15) -> list[str]:
         return ["no tests logged"]
     own = sum(row[3] for row in rows)
     children = sum(row[4] for row in rows)
+    collecting = sum(row[5] for row in rows if len(row) > 5)  # logs from before: none
     first = min(row[1] for row in rows)
     last = max(row[1] + row[2] for row in rows)
     lines = [
         f"{len(rows)} tests in {len(rows_by_process)} process(es), {last - first:.1f} s from"
         f" the first test's start to the last one's end; CPU {own + children:.1f} s:"
-        f" {own:.1f} s in the test processes, {children:.1f} s in their children"
+        f" {own:.1f} s in the test processes ({collecting:.1f} s of it collecting"
+        f" garbage), {children:.1f} s in their children"
     ]
     for rows_of_one in rows_by_process:
         start = min(row[1] for row in rows_of_one)

@@ -191,7 +191,12 @@ def test_the_suite_cpu_probe_puts_a_childs_cpu_on_the_test_that_waited_for_it(
     from bench.suite_cpu import LOG_ENV, main
 
     suite = (
-        "import subprocess, sys\n"
+        "import gc, subprocess, sys\n"
+        "def test_collects():\n"  # garbage enough that a full collection takes a while
+        "    garbage = [[[]] for _ in range(30_000)]\n"
+        "    for one in garbage: one.append(one)\n"
+        "    del garbage, one\n"
+        "    gc.collect()\n"
         "def test_child():\n"  # a tenth of a second of CPU or more, in a child
         "    code = 'import time\\nend = time.process_time() + 0.1\\n'"
         " 'while time.process_time() < end: pass'\n"
@@ -199,16 +204,25 @@ def test_the_suite_cpu_probe_puts_a_childs_cpu_on_the_test_that_waited_for_it(
         "def test_none(): pass\n"
     )
     result, log, written = run_probe(pytester, monkeypatch, "bench.suite_cpu", LOG_ENV, suite)
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     rows = {row[0]: row for row in written}
-    assert set(rows) == {"test_a.py::test_child", "test_a.py::test_none"}
+    assert set(rows) == {
+        "test_a.py::test_collects",
+        "test_a.py::test_child",
+        "test_a.py::test_none",
+    }
     assert rows["test_a.py::test_child"][4] >= 0.1  # the child's CPU, once waited for
     assert rows["test_a.py::test_none"][4] == 0.0  # it started no process
     assert all(row[2] >= 0 and row[3] >= 0 for row in rows.values())
+    # The collection's CPU is the test's that collected, a part of its own.
+    collecting = rows["test_a.py::test_collects"]
+    assert 0 < collecting[5] <= collecting[3]
+    assert rows["test_a.py::test_none"][5] < collecting[5]
     capsys.readouterr()  # pytester's own lines
     assert main([str(log)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("2 tests in 1 process(es), ")
+    assert out[0].startswith("3 tests in 1 process(es), ")
+    assert "of it collecting garbage)" in out[0]
     costliest = out[out.index("the tests with the most CPU (own + children):") + 1]
     assert costliest.endswith(" test_a.py::test_child")
 

@@ -66,3 +66,17 @@ def test_the_modules_that_start_the_most_processes_go_first_each_whole(
         "tests/test_d.py::test_one",
         "tests/test_a.py::test_one",
     ]
+
+
+def test_what_the_conftest_imported_is_out_of_the_collectors_sight() -> None:
+    """A thousand in-process sessions allocate a great deal; each full collection they
+    cause would walk every object JAX, numpy and pytest made as they were imported."""
+    import gc
+
+    import numpy
+
+    assert gc.get_freeze_count() > 100_000
+    collected = {id(obj) for obj in gc.get_objects()}  # the frozen are not among them
+    assert id(numpy.__dict__) not in collected
+    assert id(pytest.__dict__) not in collected
+    assert gc.get_threshold()[0] == 10_000
