@@ -46,7 +46,8 @@ def _spare_the_collector() -> None:
     collector's sight (``gc.freeze``), each full collection no longer walks JAX's,
     numpy's and pytest's objects, and young collections come every 10,000 allocations
     instead of 700.  A thousand in-process sessions allocate a great deal: their
-    collections took 21 CPU-s of a run of the suite, 7.5 with this (docs/benchmarks.md).
+    collections took 20.5-21.1 CPU-s of the README's test command, 6.4 with this
+    (docs/benchmarks.md).
     No test relies on when a collection comes; those of the plugin's pauses call
     ``gc.collect`` themselves."""
     gc.collect()

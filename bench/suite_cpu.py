@@ -13,10 +13,10 @@ list of [test, start (epoch seconds), wall seconds, own CPU seconds, children's 
 seconds, CPU seconds of the test process's garbage collections].  A child's CPU
 counts once it has been waited for (``getrusage``'s ``RUSAGE_CHILDREN``): a pytest
 session a test runs in a subprocess, with the xdist workers that session waited for in
-turn.  The summary also gives each process's span
-and how much of it ran tests: a worker idle at the end (a long test scheduled last)
-shows there.  The collections' seconds are read by a ``gc.callbacks`` entry around
-each collection, in any thread of the test process: a part of its own CPU.
+turn.  The collections' seconds are read by a ``gc.callbacks`` entry around each
+collection, in any thread of the test process: a part of its own CPU.  The summary
+also gives each process's span and how much of it ran tests: a worker idle at the end
+(a long test scheduled last) shows there.
 """
 
 from __future__ import annotations

@@ -235,7 +235,7 @@ def through_commands(
 
 # The commands that may write the file they read (`upgrade` in place, `baseline --into`)
 # or the new baseline another `baseline` starts from: the file is written afresh after
-# them, and only after them (a write per command was a third of this file's time).
+# them, and only after them (a write per command was a tenth of these cases' work).
 REWRITING = frozenset({"upgrade", "baseline"})
 
 
