@@ -479,8 +479,11 @@ def test_the_core_owns_the_sessions_end() -> None:
 def test_one_driver_runs_every_meter() -> None:
     """Each test's figures (CPU wait, compilation, device memory) are measured through
     ``perf.meters``: its driver alone implements the per-test hooks a meter needs and
-    puts the figures on the report, as one attribute; each meter says its span."""
-    per_test = re.compile(r"def pytest_runtest_(call|makereport|logstart|setup|teardown)\(")
+    puts the figures on the report, as one attribute; each meter says its span and is
+    begun and ended with the test's item (``Meter.begin(item)``, ``Meter.end(item)``)."""
+    per_test = re.compile(
+        r"def pytest_runtest_(call|makereport|logstart|protocol|setup|teardown)\("
+    )
     drivers = sorted(
         name
         for name, text in sources().items()
@@ -494,4 +497,9 @@ def test_one_driver_runs_every_meter() -> None:
     added = sorted(name for name, text in sources().items() if "add_meter(" in text)
     assert added == ["perf/compiles.py", "perf/device_memory.py", "perf/meters.py", "perf/waits.py"]
     for name in ("perf/compiles.py", "perf/device_memory.py", "perf/waits.py"):
-        assert re.search(r'span: Span = "(call|test)"', sources()[name]), name
+        text = sources()[name]
+        meters = len(re.findall(r'span: Span = "(?:call|test)"', text))
+        assert meters, name
+        for method in ("begin", "end"):
+            taking_item = re.findall(rf"def {method}\(self, item: pytest\.Item\)", text)
+            assert len(taking_item) == meters, (name, method)

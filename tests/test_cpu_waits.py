@@ -232,10 +232,10 @@ class _CallMeter:
     def __init__(self, read_at_end: bool) -> None:
         self.read_at_end = read_at_end
 
-    def begin(self, nodeid: str) -> None:
+    def begin(self, item: pytest.Item) -> None:
         pass
 
-    def end(self, nodeid: str) -> dict[str, float]:
+    def end(self, item: pytest.Item) -> dict[str, float]:
         return {}
 
 

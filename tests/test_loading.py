@@ -9,14 +9,47 @@ import pytest
 HEAVY = ("jax", "numpy", "filelock", "orjson", "coverage", "sqlite3", "fsspec", "s3fs")
 
 
-@pytest.mark.parametrize("args", [(), ("-p", "pytest_accel"), ("-p", "pytest_accel.plugin")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("-p", "pytest_accel"),
+        ("-p", "pytest_accel.plugin"),
+        ("-p", "early", "-p", "pytest_accel"),  # a plugin that imports it, named before
+    ],
+)
 @pytest.mark.processes
 def test_the_plugin_registers_once_however_it_is_named(
     pytester: pytest.Pytester, args: tuple[str, ...]
 ) -> None:
-    pytester.makepyfile("import pytest\n@pytest.mark.tpu\ndef test_t(): pass\n")
-    result = pytester.runpytest_subprocess(*args, "--strict-markers")
-    result.assert_outcomes(skipped=1)
+    """However it is named, the plugin registers once, and its modules are imported by
+    Python's own import, not through pytest's assertion rewriting (the package and the
+    module its ``pytest_plugins`` names are imported by pytest before it can say so),
+    while the tests' modules still are rewritten."""
+    pytester.makepyfile(early="import pytest_accel.perf.meters\n")
+    pytester.makepyfile(
+        """
+        import sys
+        import pytest
+
+        @pytest.mark.tpu
+        def test_t():
+            pass
+
+        def test_loaders():
+            loaders = {
+                name: type(module.__loader__).__name__
+                for name, module in sys.modules.items()
+                if name.startswith("pytest_accel")
+            }
+            rewritten = {n for n, loader in loaders.items() if loader == "AssertionRewritingHook"}
+            assert rewritten <= {"pytest_accel", "pytest_accel.plugin"}, sorted(rewritten)
+            assert loaders["pytest_accel.perf.collector"] == "SourceFileLoader"
+            assert type(sys.modules[__name__].__loader__).__name__ == "AssertionRewritingHook"
+        """
+    )
+    result = pytester.runpytest_subprocess(*args, "--strict-markers", "--perf-record=r.json")
+    result.assert_outcomes(skipped=1, passed=1)
     assert result.stdout.str().count("accel: cpu x1") == 1
 
 

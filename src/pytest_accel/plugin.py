@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from pytest_accel import (
+from pytest_accel import _imported_without_rewriting
+
+# Again here, before the features' modules: pytest may have marked the package since it
+# was imported (``-p pytest_accel`` after a plugin that imported it).
+_imported_without_rewriting()
+
+from pytest_accel import (  # noqa: E402
     cost,
     coverage,
     flaky,
@@ -28,11 +34,11 @@ from pytest_accel import (
     selection,
     store,
 )
-from pytest_accel.file_uses import FileUse, refuse_shared_files
-from pytest_accel.files import InputError, names_a_directory
-from pytest_accel.locking import check_lock_timeout
-from pytest_accel.session_end import SessionEnd
-from pytest_accel.settings import OptionGroup, add_group, given, usage_error
+from pytest_accel.file_uses import FileUse, refuse_shared_files  # noqa: E402
+from pytest_accel.files import InputError, names_a_directory  # noqa: E402
+from pytest_accel.locking import check_lock_timeout  # noqa: E402
+from pytest_accel.session_end import SessionEnd  # noqa: E402
+from pytest_accel.settings import OptionGroup, add_group, given, usage_error  # noqa: E402
 
 OPTION_GROUPS: tuple[OptionGroup, ...] = (
     hardware.OPTIONS,

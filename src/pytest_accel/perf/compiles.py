@@ -422,13 +422,14 @@ class _TestCompiles:
     def __init__(self, counter: CompileCounter) -> None:
         self.counter = counter
 
-    def begin(self, nodeid: str) -> None:
-        self.counter.current, self.counter.tally = nodeid, CompileTally()
+    def begin(self, item: pytest.Item) -> None:
+        # By node id: a test's compilations are told apart by pytest's running test.
+        self.counter.current, self.counter.tally = item.nodeid, CompileTally()
         self.counter.mark_wait()
 
-    def end(self, nodeid: str) -> dict[str, Any]:
+    def end(self, item: pytest.Item) -> dict[str, Any]:
         counter = self.counter
-        if nodeid != counter.current:
+        if item.nodeid != counter.current:
             return {}  # listening began after this test did
         measured: dict[str, Any] = {"compiles": list(counter.tally.summary(counter.pauses))}
         culprit = counter.tally.most_compiled()
@@ -446,13 +447,13 @@ class _CallCompiles:
     def __init__(self, counter: CompileCounter) -> None:
         self.counter = counter
 
-    def begin(self, nodeid: str) -> None:
-        if nodeid == self.counter.current:
+    def begin(self, item: pytest.Item) -> None:
+        if item.nodeid == self.counter.current:
             self.counter.tally.call_from = len(self.counter.tally.spans)
 
-    def end(self, nodeid: str) -> dict[str, float]:
+    def end(self, item: pytest.Item) -> dict[str, float]:
         counter = self.counter
-        if nodeid != counter.current:
+        if item.nodeid != counter.current:
             return {}
         spans = counter.tally.spans[counter.tally.call_from :]
         return {"compile_seconds": round(covered_seconds(spans, counter.pauses), 6)}

@@ -216,16 +216,16 @@ class _MeasuredTests:
 
     def __init__(self, meter: DeviceMemoryMeter) -> None:
         self.meter = meter
-        self.running: str | None = None
+        self.running: pytest.Item | None = None
 
-    def begin(self, nodeid: str) -> None:
-        self.running = nodeid
+    def begin(self, item: pytest.Item) -> None:
+        self.running = item
         with self.meter.guarded():
             for source in self.meter.measuring():
                 source.begin()
 
-    def end(self, nodeid: str) -> dict[str, Any]:
-        if nodeid != self.running:
+    def end(self, item: pytest.Item) -> dict[str, Any]:
+        if item is not self.running:
             return {}  # added after this test began
         peaks: list[Peak] = []
         with self.meter.guarded():

@@ -7,8 +7,8 @@ A meter measures each test while it runs: the CPU its call waited for
 - ``"call"``: inside the window pytest times the call in (``pytest_runtest_call``),
   so that nothing outside it, a report shown or made, is taken from a call that never
   paid it; each attempt of a rerun call is one span;
-- ``"test"``: from the test's start (``pytest_runtest_logstart``) to its teardown's
-  report.
+- ``"test"``: from the test's start (its ``pytest_runtest_protocol``, before
+  anything of it is logged) to its teardown's report.
 
 One driver per span (``CallDriver``, ``WholeTestDriver``) begins and ends every meter of
 it, skips subtests' reports (a subtest is a part of its test's call, measured with it)
@@ -34,9 +34,10 @@ Span = Literal["call", "test"]
 
 
 class Meter(Protocol):
-    """Measures one span of each test; ``end`` returns its figures for the report
-    (plain values, keyed as ``outcomes.MEASURES_ATTR`` says), empty where it has none:
-    a meter added while a test runs is ended without being begun for it.
+    """Measures one span of each test (``begin`` and ``end`` are given the test's item,
+    which a meter reads no more of than it needs); ``end`` returns its figures for the
+    report (plain values, keyed as ``outcomes.MEASURES_ATTR`` says), empty where it has
+    none: a meter added while a test runs is ended without being begun for it.
     ``read_at_end``: nothing reads its figures before the session's end (the record),
     so a call's may wait in the process till then (``CallDriver``); a meter whose
     figures a conftest or a plugin may read as the report is logged says False."""
@@ -44,9 +45,9 @@ class Meter(Protocol):
     span: Span
     read_at_end: bool
 
-    def begin(self, nodeid: str) -> None: ...
+    def begin(self, item: pytest.Item) -> None: ...
 
-    def end(self, nodeid: str) -> Mapping[str, Any]: ...
+    def end(self, item: pytest.Item) -> Mapping[str, Any]: ...
 
 
 @runtime_checkable
@@ -94,24 +95,26 @@ class CallDriver:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        nodeid, meters = item.nodeid, self.meters  # a property on pytest 9: read once
+        meters = self.meters
         if self.measured is not None:
             self.measured = None  # a call that was never reported (interrupted)
         for meter in meters:
-            meter.begin(nodeid)
+            meter.begin(item)
         try:
             return (yield)
         finally:
             if len(meters) == 1:  # the CPU wait's alone, in most suites: no merge
-                measured = meters[0].end(nodeid)
+                measured = meters[0].end(item)
             else:
                 measured = {}
                 for meter in reversed(meters):  # the first begun ends last
-                    measured.update(meter.end(nodeid))
+                    measured.update(meter.end(item))
+            # The node id (a property on pytest 9) only for a call with figures: most
+            # calls of a suite of small tests have none.
             if measured and self.relaying:
-                self.measured = (nodeid, dict(measured))
+                self.measured = (item.nodeid, dict(measured))
             elif measured:  # before pytest reads the call's stop: within its start and stop
-                self.kept.setdefault(nodeid, []).append((wall_clock(), dict(measured)))
+                self.kept.setdefault(item.nodeid, []).append((wall_clock(), dict(measured)))
 
     def put_kept(self, calls: Mapping[str, list[pytest.TestReport]]) -> None:
         """Put the kept figures on their call reports (``calls``: each test's, its
@@ -148,23 +151,27 @@ class _CallReports:
 
 
 class WholeTestDriver:
-    """Drives the meters of whole tests: begun as a test starts, ended as its teardown's
-    report is made, where a meter that checks its figures (``Checks``) may fail it."""
+    """Drives the meters of whole tests: begun as a test's protocol starts (around
+    whichever plugin runs it, reruns included, before its start is logged), ended as its
+    teardown's report is made, where a meter that checks its figures (``Checks``) may
+    fail it; a rerun's attempts end it again, each with its teardown."""
 
     def __init__(self) -> None:
         self.meters: list[Meter] = []
         self.checking: list[Checks] = []  # of them, those that check their figures
-        self.running: str | None = None
+        self.running: pytest.Item | None = None
 
     def add(self, meter: Meter) -> None:
         self.meters.append(meter)
         if isinstance(meter, Checks):
             self.checking.append(meter)
 
-    def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.running = nodeid
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        self.running = item
         for meter in self.meters:
-            meter.begin(nodeid)
+            meter.begin(item)
+        return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(
@@ -173,11 +180,11 @@ class WholeTestDriver:
         report = yield
         if call.when != "teardown" or is_subtest(report):
             return report
-        if self.running not in (item.nodeid, None):  # None: added during this test
+        if self.running is not item and self.running is not None:  # None: added during it
             return report
         measured: dict[str, Any] = {}  # each attempt's teardown, where reruns repeat it
         for meter in reversed(self.meters):
-            measured.update(meter.end(item.nodeid))
+            measured.update(meter.end(item))
         _put(report, measured)
         for checker in self.checking:
             checker.check(report, measured)

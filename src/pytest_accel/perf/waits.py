@@ -150,7 +150,7 @@ class CallWaits:
         self.clocks = ThreadClock(clock)
         self.start: tuple[RunQueueClock, bytes, float] | None = None
 
-    def begin(self, nodeid: str) -> None:
+    def begin(self, item: pytest.Item) -> None:
         # Per call, so read without a method of its own: this is most of what a suite
         # of small tests pays for the clock.
         clocks = self.clocks
@@ -159,7 +159,7 @@ class CallWaits:
             None if clock is None else (clock, os.pread(clock.fd, 128, 0), time.perf_counter())
         )
 
-    def end(self, nodeid: str) -> Mapping[str, float]:
+    def end(self, item: pytest.Item) -> Mapping[str, float]:
         start = self.start
         if start is None:
             return NOTHING
