@@ -68,23 +68,25 @@ END_TEST, END_CALL = ("end", "test", FLAKY, True), ("end", "call", FLAKY, True)
 LOGSTART = ("logstart", FLAKY)
 
 
-def _reports(attempt: int, call: str) -> list[tuple[object, ...]]:
+def _reports(attempt: int, call: str) -> tuple[tuple[object, ...], tuple[object, ...]]:
     """An attempt's call and teardown reports with their figures: test_steady's ran
     first, so the flaky test's first attempt ends each meter for the second time."""
-    return [
+    return (
         ("report", "call", FLAKY, call, {"call_ends": 1 + attempt}),
         ("report", "teardown", FLAKY, "passed", {"test_ends": 1 + attempt}),
-    ]
+    )
 
 
-RAN_ONCE = [BEGIN_TEST, LOGSTART, BEGIN_CALL, END_CALL, _reports(1, "failed")[0], END_TEST]
-RAN_ONCE.append(_reports(1, "failed")[1])
+FAILED_CALL, FAILED_TEARDOWN = _reports(1, "failed")
+RERUN_CALL, RERUN_TEARDOWN = _reports(1, "rerun")
+PASSED_CALL, PASSED_TEARDOWN = _reports(2, "passed")
+RAN_ONCE = [BEGIN_TEST, LOGSTART, BEGIN_CALL, END_CALL, FAILED_CALL, END_TEST, FAILED_TEARDOWN]
 # The own reruns log a failed attempt's call as it ends and its teardown not at all.
-OWN_RERUNS = [BEGIN_TEST, LOGSTART, BEGIN_CALL, END_CALL, END_TEST, _reports(1, "rerun")[0]]
-OWN_RERUNS += [BEGIN_CALL, END_CALL, _reports(2, "passed")[0], END_TEST, _reports(2, "passed")[1]]
+OWN_RERUNS = [BEGIN_TEST, LOGSTART, BEGIN_CALL, END_CALL, END_TEST, RERUN_CALL]
+OWN_RERUNS += [BEGIN_CALL, END_CALL, PASSED_CALL, END_TEST, PASSED_TEARDOWN]
 # pytest-rerunfailures runs each attempt, then logs its start and reports.
-RERUNFAILURES = [BEGIN_TEST, LOGSTART, BEGIN_CALL, END_CALL, END_TEST, *_reports(1, "rerun")]
-RERUNFAILURES += [LOGSTART, BEGIN_CALL, END_CALL, END_TEST, *_reports(2, "passed")]
+RERUNFAILURES = [BEGIN_TEST, LOGSTART, BEGIN_CALL, END_CALL, END_TEST, RERUN_CALL, RERUN_TEARDOWN]
+RERUNFAILURES += [LOGSTART, BEGIN_CALL, END_CALL, END_TEST, PASSED_CALL, PASSED_TEARDOWN]
 
 
 @pytest.mark.parametrize(

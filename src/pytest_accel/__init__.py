@@ -26,10 +26,10 @@ def _imported_without_rewriting() -> None:
     a user reads (fixtures, helpers); this package has none. Where pytest's hook is not
     the one known (private names: pytest 8.0 to 9), every module is left to it."""
     for finder in sys.meta_path:
-        marked = getattr(finder, "_must_rewrite", None)
-        cache = getattr(finder, "_marked_for_rewrite_cache", None)
         if type(finder).__name__ != "AssertionRewritingHook":
             continue
+        marked = getattr(finder, "_must_rewrite", None)
+        cache = getattr(finder, "_marked_for_rewrite_cache", None)
         if isinstance(marked, set) and isinstance(cache, dict):
             marked.discard(__name__)
             cache.clear()  # rebuilt from the marks on the next import
