@@ -310,6 +310,43 @@ def test_a_reruns_wait_is_its_own_attempts(
     }
 
 
+LONG_THEN_SHORT = """
+import os
+import time
+from pathlib import Path
+
+STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
+
+
+def test_long():
+    STAT.write_text("0 200000000 200")  # a fake's wait of 0.2 s
+    time.sleep(0.01)  # long enough to be read again at its end
+
+
+def test_short():
+    pass  # reads the file as test_long left it: nothing more waited
+"""
+
+
+@pytest.mark.processes
+def test_a_serial_runs_waits_kept_to_the_end_go_in_the_column(
+    pytester: pytest.Pytester, sleeper: Path
+) -> None:
+    """A serial run whose only meter is the CPU wait keeps each call's figure in the
+    process and puts it on its report as the session ends, where the report has been
+    gathered as a plain phase: the figure reaches the record's column all the same."""
+    pytester.makepyfile(test_two=LONG_THEN_SHORT)
+    sleeper.write_text("0 0 0")
+    # In a process of its own, where no jax is imported: the CPU wait is the only meter.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--perf-record=r.json", "test_two.py"
+    )
+    assert result.ret == 0, result.stdout.str()
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
+    assert waits == {"test_two.py::test_long": pytest.approx(0.2), "test_two.py::test_short": 0.0}
+
+
 @pytest.mark.parametrize(
     "case",
     [

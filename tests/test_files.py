@@ -348,6 +348,26 @@ def test_seconds_encoded_in_c_read_back_as_each_rounded_to_the_microsecond(seed:
         assert json.loads(written) == {"call": [0.5, None]}
 
 
+@pytest.mark.parametrize(
+    "column",
+    [
+        [0.0] * (2 * SLICE + 3),  # a column no test had: every slice zero
+        [0.0] * SLICE + [1e-7, 2.5e-6] + [0.0] * (SLICE - 2) + [-0.0, 0.0, 3.0],
+        [1e-4] * SLICE + [0.0] * SLICE,  # a zero slice after one of numbers
+        [0.0] * (SLICE - 1) + [123.4567895],  # one number in a slice of zeros
+    ],
+    ids=["all-zero", "zero-and-not", "numbers-then-zeros", "one-number"],
+)
+def test_a_column_of_zero_slices_reads_back_as_one_formatted_number_by_number(
+    column: list[float],
+) -> None:
+    """A slice of zeros is written without formatting its numbers, any other slice in
+    one format: the bytes of ``%.6f`` of each number with zeros written short, across
+    slices."""
+    by_number = "".join(f",{value:.6f}" for value in column).replace(",0.000000", ",0.0")
+    assert microseconds_json(column) == f"[{by_number[1:]}]".encode()
+
+
 @pytest.mark.parametrize("entries", [0, 1, SLICE, SLICE + 1, 3 * SLICE + 5])
 def test_a_large_column_is_written_a_slice_at_a_time_as_the_same_bytes(
     entries: int, tmp_path: Path

@@ -5,7 +5,6 @@ commit and branch from CI variables or git."""
 from __future__ import annotations
 
 import subprocess
-from array import array
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -121,7 +120,7 @@ def test_two_ids_written_alike_share_one_row_as_they_always_did(
     collector._fold(phases)
     table = collector.table
     assert table.nodeids == ["t_\\xff.py::a", "t.py::b"]
-    assert table.calls.tolist() == [1.0, 0.5]
+    assert table.calls == [1.0, 0.5]
 
 
 def test_a_session_with_two_ids_written_alike_folds_them_in_order_into_one_row(
@@ -201,10 +200,8 @@ def test_groups_added_run_by_run_are_the_groups_added_test_by_test(seed: int) ->
     table.add_rows([f"t.py::{n}" for n in range(size)], [_AT_FIRST_LINE] * size, {})
     table.class_ids[:] = column
     table.outcomes[:] = outcomes
-    table.starts[:] = array(
-        "d", [0.0 if n % 17 == 0 else 100.0 + rng.random() for n in range(size)]
-    )
-    table.stops[:] = array("d", [start + 1.0 if start else 0.0 for start in table.starts])
+    table.starts[:] = [0.0 if n % 17 == 0 else 100.0 + rng.random() for n in range(size)]
+    table.stops[:] = [start + 1.0 if start else 0.0 for start in table.starts]
     _, written = table.groups(column, warmup, {}, totals)
     for at, group in enumerate(written.ids):
         rows = [n for n in range(size) if column[n] == group]
@@ -334,6 +331,33 @@ def phase(nodeid: str, when: Any, start: float, outcome: Any = "passed") -> pyte
     )
 
 
+@pytest.mark.parametrize("cached", [True, False], ids=["id-text-kept", "id-text-not-kept"])
+def test_reports_are_gathered_by_their_node_id_however_pytest_keeps_it(cached: bool) -> None:
+    """The gathering reads each report's id from what pytest keeps of it (pytest 8: the
+    text; pytest 9: its NodeId's text, cached once read), and through the ``nodeid``
+    property where nothing is kept: every report under its own test's id, either way."""
+    from pytest_accel.perf.collector import gather_reports
+
+    reports = [
+        phase(f"t.py::T::test_{name}[x-1]", when, 1.0 + n)
+        for n, name in enumerate("ab")
+        for when in ("setup", "call", "teardown")
+    ]
+    structured = [vars(report).get("_id") for report in reports]
+    if not cached:
+        if structured[0] is None:
+            pytest.skip("this pytest keeps the id's text on the report itself")
+        for node_id in structured:
+            object.__setattr__(node_id, "_str_cache", None)
+    gathered = gather_reports({"passed": reports[1::3], "": reports[0::3] + reports[2::3]})
+    for by_id, when in zip(gathered.phases, ("setup", "call", "teardown"), strict=True):
+        assert list(by_id) == ["t.py::T::test_a[x-1]", "t.py::T::test_b[x-1]"]
+        assert {r.when for r in by_id.values()} == {when}
+        assert all(r.nodeid == nodeid for nodeid, r in by_id.items())
+    assert gathered.others == []
+    assert gathered.slow == set()
+
+
 def test_phases_at_one_clock_reading_sort_in_phase_order_and_crash_reports_go_last() -> None:
     from pytest_accel.perf.collector import _chronological
 
@@ -371,8 +395,8 @@ def test_a_report_another_plugin_added_to_folds_as_a_plain_one(pytester: pytest.
         collector._fold(reports)
         tables.append(table_facts(collector.table))
     assert tables[0] == tables[1]
-    assert tables[0]["calls"].tolist() == [0.1, 0.1]
-    assert tables[0]["stops"].tolist() == [12.1, 22.1]
+    assert tables[0]["calls"] == [0.1, 0.1]
+    assert tables[0]["stops"] == [12.1, 22.1]
 
 
 PLAIN = set(vars(phase("t.py::a", "call", 1.0)))  # what pytest puts in a report

@@ -106,15 +106,31 @@ def microseconds_json(seconds: Sequence[float]) -> Encoded | list[float]:
     ``dumps`` to write as it writes them."""
     # A slice at a time: a string per number, for the whole of a 100,000-test column,
     # would be 6 MB at once.
-    text = ",".join(
-        ",".join(map("%.6f".__mod__, seconds[start : start + SLICE]))
-        for start in range(0, len(seconds), SLICE)
-    )
+    text = ",".join(map(_microseconds_text, _slices(seconds)))
     if "n" in text:  # "inf" or "nan": no digit, point, comma or sign has an n
         return [round(value, 6) for value in seconds]
     # Each number has six decimals, so ",0.000000" is a whole zero, never part of one.
     text = f",{text}".replace(",0.000000", ",0.0")
     return Encoded(f"[{text[1:]}]".encode())
+
+
+def _slices(seconds: Sequence[float]) -> Iterator[Sequence[float]]:
+    return (seconds[start : start + SLICE] for start in range(0, len(seconds), SLICE))
+
+
+_SIX_DECIMALS = ",".join(itertools.repeat("%.6f", SLICE))  # a whole slice's format
+
+
+def _microseconds_text(seconds: Sequence[float]) -> str:
+    """A slice of a column, each number ``%.6f``: an all-zero slice (a column no test
+    had, as most runs' garbage collections' and CPU waits) without formatting a number;
+    any other with one format of the whole slice, a third fewer instructions than a
+    format per number."""
+    if not any(seconds):
+        return ",".join(itertools.repeat("0.0", len(seconds)))
+    count = len(seconds)
+    form = _SIX_DECIMALS if count == SLICE else ",".join(itertools.repeat("%.6f", count))
+    return form % tuple(seconds)
 
 
 def _sliced(value: Any) -> Iterator[bytes]:

@@ -352,6 +352,7 @@ class ResultsCollector:
             nodeid for nodeid, figures in kept.items() if not all(plain(f) for _, f in figures)
         )
         driver.put_kept(reports)
+        gathered.measured = True
 
     def _fold_gathered(self, gathered: GatheredReports) -> dict[str, int] | None:
         """Fold the session's reports as ``_fold`` would fold them in order: the tests
@@ -403,8 +404,11 @@ class ResultsCollector:
             teardowns=map(_DURATION, map(teardowns.get, order, repeat(_ABSENT))),
             starts=starts,
             stops=map(_STOP, map(teardowns.get, order, repeat(_ABSENT))),
-            waits=map(_CPU_WAIT_OR_ZERO, measured()),
-            waits_measured=any(map(operator.contains, measured(), repeat("cpu_wait"))),
+            waits=map(_CPU_WAIT_OR_ZERO, measured())
+            if gathered.measured
+            else repeat(0.0, len(order)),
+            waits_measured=gathered.measured
+            and any(map(operator.contains, measured(), repeat("cpu_wait"))),
             done=map(setups.__contains__, order),
         )
         if moved:
@@ -668,6 +672,9 @@ class GatheredReports:
     slow: set[str] = field(default_factory=set)
     subtests: list[pytest.TestReport] = field(default_factory=list)
     order: list[str] | None = None  # the tests' node ids in row order, once folded
+    # A plain phase carries meters' figures (its call's CPU wait): only then are the
+    # calls' figures read into a column.
+    measured: bool = False
 
     def slow_tests(self) -> set[str]:
         """The tests that cannot be folded from the phases' dicts alone: a report of
@@ -710,7 +717,16 @@ def gather_reports(stats: Mapping[str, list[Any]]) -> GatheredReports:
                 if plain(fields) and fields.get("outcome") == "passed":
                     measured = fields.get(MEASURES_ATTR)
                     if measured is None or plain_measures(measured):
-                        nodeid = report.nodeid  # a property on pytest 9: read once
+                        if measured is not None:
+                            gathered.measured = True
+                        # pytest 8 keeps the id's text; pytest 9 a NodeId that caches
+                        # it once read (its report's ``nodeid`` is a property, two
+                        # Python calls): the cache read where it is there.
+                        nodeid = (
+                            fields.get("nodeid")
+                            or getattr(fields.get("_id"), "_str_cache", None)
+                            or report.nodeid
+                        )
                         phase = by_phase.get(fields.get("when", ""))
                         if phase is not None and phase.setdefault(nodeid, report) is report:
                             continue

@@ -299,7 +299,7 @@ class PerfPlugin:
             identity=identity,
             ids=table.nodeids,
             outcome=table.outcomes,
-            call=table.calls.tolist(),
+            call=list(table.calls),
             total=totals,
             cls=table.class_ids,
             module=table.module_ids,

@@ -3,7 +3,6 @@ per-module aggregates, as the collector folds pytest's reports in."""
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -87,16 +86,17 @@ class TimingTable:
         # read for the few tests an annotation points at, not for every row.
         self.located: list[Located | None] = []
         self.outcomes: list[str] = []
-        # Seconds as C doubles, 8 bytes a test each, where a list holds a float object
-        # of 32 (10,000 tests: 1.7 MB less at the session's end).
-        self.setups: array[float] = array("d")
-        self.calls: array[float] = array("d")
-        self.teardowns: array[float] = array("d")
-        self.pauses: array[float] = array("d")  # full garbage collections in the call (perf.pauses)
-        self.waits: array[float] = array("d")  # seconds the call waited for a CPU (perf.waits)
+        # Seconds, mostly the reports' own float objects: a list of them is 8 bytes a
+        # test, as C doubles would be, and is filled with no conversion of each number
+        # (``array("d", ...)`` parsed each, 500 instructions apiece).
+        self.setups: list[float] = []
+        self.calls: list[float] = []
+        self.teardowns: list[float] = []
+        self.pauses: list[float] = []  # full garbage collections in the call (perf.pauses)
+        self.waits: list[float] = []  # seconds the call waited for a CPU (perf.waits)
         self.waits_measured = False  # where the kernel keeps the figure
-        self.starts: array[float] = array("d")
-        self.stops: array[float] = array("d")
+        self.starts: list[float] = []
+        self.stops: list[float] = []
         # 0: the current attempt has no report yet, 1: it has, 2: it is over (teardown).
         self.attempt_state: list[int] = []
         self.earlier: dict[int, list[AttemptTuple]] = {}
@@ -271,7 +271,7 @@ class TimingTable:
         path, line, _ = located.location
         return test_id(path), None if line is None else line + 1
 
-    def _seconds_columns(self) -> tuple[array[float], ...]:
+    def _seconds_columns(self) -> tuple[list[float], ...]:
         return (
             self.setups,
             self.calls,
@@ -405,7 +405,7 @@ class TimingTable:
             ("starts", starts),
             ("stops", stops),
         ):
-            setattr(self, name, array("d", numbers))
+            setattr(self, name, list(numbers))
             if len(getattr(self, name)) != count:
                 raise ValueError(f"expected {count} rows of {name}")
         self.attempt_state = list(map(mul, done, repeat(2)))
