@@ -115,6 +115,7 @@ def microseconds_json(seconds: Sequence[float]) -> Encoded | list[float]:
 
 
 def _slices(seconds: Sequence[float]) -> Iterator[Sequence[float]]:
+    """``SLICE`` numbers at a time."""
     return (seconds[start : start + SLICE] for start in range(0, len(seconds), SLICE))
 
 
@@ -122,10 +123,9 @@ _SIX_DECIMALS = ",".join(itertools.repeat("%.6f", SLICE))  # a whole slice's for
 
 
 def _microseconds_text(seconds: Sequence[float]) -> str:
-    """A slice of a column, each number ``%.6f``: an all-zero slice (a column no test
-    had, as most runs' garbage collections' and CPU waits) without formatting a number;
-    any other with one format of the whole slice, a third fewer instructions than a
-    format per number."""
+    """A slice of a column, each number ``%.6f``, in one format of the whole slice (a
+    third fewer instructions than a format per number); a slice of zeros, as most runs'
+    garbage-collection column is, without formatting a number."""
     if not any(seconds):
         return ",".join(itertools.repeat("0.0", len(seconds)))
     count = len(seconds)
