@@ -7,6 +7,7 @@ without.
     PYTEST_ACCEL_WITHOUT=call-body     # the clock's call wrapper left empty: nothing read
     PYTEST_ACCEL_WITHOUT=put           # no call's figure put on its report (kept or relayed)
     PYTEST_ACCEL_WITHOUT=closing-read  # no call read again at its end (SHORT_CALL unbounded)
+    PYTEST_ACCEL_WITHOUT=short-call    # no call too short to be read again (SHORT_CALL 0)
     PYTEST_ACCEL_WITHOUT=gc            # no garbage collection: no full one moves between counts
     PYTEST_ACCEL_WITHOUT=call-body,gc  # several, comma-separated
     PYTEST_ACCEL_WITHOUT=              # nothing off: the reference, loaded the same way
@@ -28,7 +29,7 @@ import pytest
 from pytest_accel import session_end
 from pytest_accel.perf import meters, waits
 
-STEPS = ("finish", "waits", "call-body", "put", "closing-read", "gc")
+STEPS = ("finish", "waits", "call-body", "put", "closing-read", "short-call", "gc")
 _without = [step for step in os.environ.get("PYTEST_ACCEL_WITHOUT", "").split(",") if step]
 if set(_without) - set(STEPS):
     raise SystemExit(
@@ -50,9 +51,11 @@ if "waits" in _without:
 if "call-body" in _without:
     meters.CallDriver.pytest_runtest_call = _empty_call_wrapper  # type: ignore[method-assign]
 if "put" in _without:
-    meters.CallDriver.put_kept = lambda self, calls: None  # type: ignore[method-assign]
+    meters.CallDriver.take_kept = lambda self: []  # type: ignore[method-assign]
     del meters._CallReports.pytest_runtest_logreport
 if "closing-read" in _without:
     waits.SHORT_CALL = math.inf
+if "short-call" in _without:  # every call read at its end, as each of a real suite's is
+    waits.SHORT_CALL = 0.0
 if "gc" in _without:
     gc.disable()

@@ -67,14 +67,17 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
     """``bench/instructions.py --steps`` counts a step as the run with it less the run
     without it (``bench/without_step.py``): each setting must switch off that step alone."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    # Longer than waits.SHORT_CALL, so the call's wait is read at its end too.
-    pytester.makepyfile(test_a="import time\n\ndef test_f():\n    time.sleep(0.01)\n")
+    # test_f longer than waits.SHORT_CALL, so the call's wait is read at its end too;
+    # test_p far shorter (a few microseconds), read again only where "short-call" says.
+    pytester.makepyfile(
+        test_a="import time\n\ndef test_f():\n    time.sleep(0.01)\n\ndef test_p():\n    pass\n"
+    )
     plugins = ["-p", "bench.without_step", "-p", "pytest_accel", "--perf-record=r.json"]
     records = {}
     # "gc" only calls gc.disable(): not worth a session of its own.
     for without in ("", "waits", "finish", "call-body", "put", "closing-read"):
         monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", without)
-        pytester.runpytest_subprocess(*plugins).assert_outcomes(passed=1)
+        pytester.runpytest_subprocess(*plugins, "-k", "test_f").assert_outcomes(passed=1)
         record = pytester.path / "r.json"
         records[without] = json.loads(record.read_bytes()) if record.exists() else None
         record.unlink(missing_ok=True)
@@ -88,6 +91,10 @@ def test_the_instruction_bench_switches_off_the_step_it_names(
         written = records[part]
         assert written is not None
         assert "cpu_wait" not in written["tests"], part
+    # No call too short to be read again: the short call's wait is in the record.
+    monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", "short-call")
+    pytester.runpytest_subprocess(*plugins, "-k", "test_p").assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "r.json").read_bytes())["tests"]["cpu_wait"] == [0.0]
     monkeypatch.setenv("PYTEST_ACCEL_WITHOUT", "gc,fold")
     refused = pytester.runpytest_subprocess(*plugins)
     assert refused.ret != 0

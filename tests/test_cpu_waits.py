@@ -109,6 +109,29 @@ def test_a_wait_is_at_most_its_share_for_each_arrival_on_a_cpu() -> None:
     assert waited_between(start, start) == 0
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (b"5 0 10\n", b"9 0 12\n"),  # ran, waited nothing
+        (b"5 7 10\n", b"9 7 10\n"),  # nothing waited, no arrival
+        (b"5 0 10\n", b"9 120000000 30\n"),  # 6 ms an arrival
+        (b"5 0 10\n", b"9 50000000 11\n"),  # one arrival's worth exactly
+        (b"5 0 10\n", b"9 80000000 11\n"),  # more than one arrival's worth: bounded
+        (b"5 0 10\n", b"9 350000000 11\n"),  # a sleep counted as a wait: bounded
+        (b"5 0 10\n", b"9 20000000 10\n"),  # waited with no arrival: none
+        (b"5 0 10\n", b"9 1234567 13\n"),  # rounded to the microsecond
+        (b"1 2 3 4\n", b"5 999 9 8\n"),  # a field more than today's kernels write
+    ],
+)
+def test_a_calls_closing_read_gives_the_wait_the_parsed_readings_give(
+    before: bytes, after: bytes
+) -> None:
+    """``waited_seconds`` reads two raw readings without parsing where it can: the same
+    seconds as parsing both and bounding the wait by the arrivals (``waited_between``)."""
+    expected = round(waited_between(waits.parse(before), waits.parse(after)) / 1e9, 6)
+    assert waits.waited_seconds(before, after) == expected
+
+
 @pytest.mark.skipif(
     not os.path.exists("/proc/thread-self/schedstat"), reason="needs Linux's schedstat"
 )
@@ -315,12 +338,25 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
 
 
 def test_long():
     STAT.write_text("0 200000000 200")  # a fake's wait of 0.2 s
     time.sleep(0.01)  # long enough to be read again at its end
+
+
+@pytest.fixture
+def broken():
+    yield
+    raise RuntimeError("teardown")
+
+
+def test_torn_down_in_error(broken):
+    STAT.write_text("0 500000000 300")  # 0.3 s more, in a call that passed
+    time.sleep(0.01)
 
 
 def test_short():
@@ -333,18 +369,76 @@ def test_a_serial_runs_waits_kept_to_the_end_go_in_the_column(
     pytester: pytest.Pytester, sleeper: Path
 ) -> None:
     """A serial run whose only meter is the CPU wait keeps each call's figure in the
-    process and puts it on its report as the session ends, where the report has been
-    gathered as a plain phase: the figure reaches the record's column all the same."""
+    process till the session ends: the figure reaches the record's column, whether its
+    test is folded from the phases' dicts (a plain run) or report by report (its
+    teardown failed after a call that passed)."""
     pytester.makepyfile(test_two=LONG_THEN_SHORT)
     sleeper.write_text("0 0 0")
     # In a process of its own, where no jax is imported: the CPU wait is the only meter.
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "--perf-record=r.json", "test_two.py"
     )
+    assert result.ret == 1, result.stdout.str()
+    assert result.parseoutcomes() == {"passed": 3, "errors": 1}
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
+    assert waits == {
+        "test_two.py::test_long": pytest.approx(0.2),
+        "test_two.py::test_torn_down_in_error": pytest.approx(0.3),
+        "test_two.py::test_short": 0.0,
+    }
+
+
+GIVEN_WAIT = """
+import pytest
+
+
+@pytest.hookimpl(trylast=True)  # after the plugin's own hooks: a figure of the conftest's
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.endswith("test_given"):
+        report.pytest_accel_measures = {"cpu_wait": 0.0}
+"""
+
+KEPT_AND_GIVEN = """
+import os
+import time
+from pathlib import Path
+
+STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
+
+
+def test_kept():
+    STAT.write_text("0 200000000 200")  # 0.2 s, kept in the process till the end
+    time.sleep(0.01)
+
+
+def test_given():
+    STAT.write_text("0 500000000 300")  # 0.3 s measured; the conftest gives its own 0.0
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.processes
+def test_a_conftests_own_cpu_wait_stands_and_the_kept_ones_join_it(
+    pytester: pytest.Pytester, sleeper: Path
+) -> None:
+    """A conftest that puts a CPU wait of its own on a call report (as this project's
+    tests do to judge timings whatever the load) keeps it over the one measured, and
+    the waits kept in the process for the other calls still reach the column."""
+    pytester.makeconftest(GIVEN_WAIT)
+    pytester.makepyfile(test_mixed=KEPT_AND_GIVEN)
+    sleeper.write_text("0 0 0")
+    # In a process of its own, where no jax is imported: the CPU wait is the only meter.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--perf-record=r.json", "test_mixed.py"
+    )
     assert result.ret == 0, result.stdout.str()
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
-    assert waits == {"test_two.py::test_long": pytest.approx(0.2), "test_two.py::test_short": 0.0}
+    assert waits == {
+        "test_mixed.py::test_kept": pytest.approx(0.2),
+        "test_mixed.py::test_given": 0.0,
+    }
 
 
 @pytest.mark.parametrize(

@@ -402,6 +402,34 @@ def test_a_report_another_plugin_added_to_folds_as_a_plain_one(pytester: pytest.
 PLAIN = set(vars(phase("t.py::a", "call", 1.0)))  # what pytest puts in a report
 
 
+def test_a_report_of_a_real_run_with_nothing_attached_is_told_by_its_size(
+    pytester: pytest.Pytester,
+) -> None:
+    """The gathering tells a report with pytest's own fields alone by their number: each
+    passed phase of a real run has exactly that many, and one field more (an xpass's
+    ``wasxfail``) is another number."""
+    from pytest_accel.perf.collector import _BARE_REPORT_SIZE
+
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_plain():
+            pass
+
+        @pytest.mark.xfail(strict=False)
+        def test_xpass():
+            pass
+        """
+    )
+    recorder = pytester.inline_run("-p", "no:randomly")
+    reports = recorder.getreports("pytest_runtest_logreport")
+    sizes = {(r.nodeid.split("::")[1], r.when): len(vars(r)) for r in reports}
+    assert set(sizes.values()) == {_BARE_REPORT_SIZE, _BARE_REPORT_SIZE + 1}
+    assert sizes[("test_xpass", "call")] == _BARE_REPORT_SIZE + 1
+    assert sizes[("test_plain", "call")] == _BARE_REPORT_SIZE == len(PLAIN)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_the_fold_of_plain_phases_is_the_fold_report_by_report(
     pytester: pytest.Pytester, seed: int

@@ -37,7 +37,9 @@ class Meter(Protocol):
     """Measures one span of each test (``begin`` and ``end`` are given the test's item,
     which a meter reads no more of than it needs); ``end`` returns its figures for the
     report (plain values, keyed as ``outcomes.MEASURES_ATTR`` says), empty where it has
-    none: a meter added while a test runs is ended without being begun for it.
+    none: a meter added while a test runs is ended without being begun for it.  The
+    mapping is the driver's from then on (kept or put on the report, never copied): a
+    new one each time.
     ``read_at_end``: nothing reads its figures before the session's end (the record),
     so a call's may wait in the process till then (``CallDriver``); a meter whose
     figures a conftest or a plugin may read as the report is logged says False."""
@@ -58,9 +60,9 @@ class Checks(Protocol):
     def check(self, report: pytest.TestReport, measured: Mapping[str, Any]) -> None: ...
 
 
-# A call's figures kept in the process that folds them, by node id: (a moment in the
-# call on the clock its report's start and stop are read on, the figures).
-Kept = dict[str, list[tuple[float, dict[str, Any]]]]
+# A call's figures kept in the process that folds them: its test's node id, a moment in
+# the call on the clock its report's start and stop are read on, the figures.
+Kept = list[tuple[str, float, Mapping[str, Any]]]
 
 
 class CallDriver:
@@ -69,16 +71,17 @@ class CallDriver:
     else reads it (pytest-xdist sends it on), in a worker and once a meter whose figures
     may be read then measures here (``relaying``).  Otherwise, in the process that
     folds the reports itself, with meters ``read_at_end`` alone (the CPU wait's), they
-    are kept here (``kept``) and put on their reports as the session ends
-    (``put_kept``), which spares a hook call per report; each rerun's attempt has its
-    own call, known by its time."""
+    are kept here (``kept``, in the order the calls ended) for the session's end, which
+    spares a hook call per report: the timing feature's collector folds them, each on
+    the call report whose start and stop hold its moment (a rerun's attempts each have
+    theirs)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.meters: list[Meter] = []
         self.relaying = False
-        self.measured: tuple[str, dict[str, Any]] | None = None  # the last call's, relayed
-        self.kept: Kept = {}
+        self.measured: tuple[str, Mapping[str, Any]] | None = None  # the last call's, relayed
+        self.kept: Kept = []
         if hasattr(config, "workerinput"):
             self.relay()
 
@@ -112,22 +115,14 @@ class CallDriver:
             # The node id (a property on pytest 9) only for a call with figures: most
             # calls of a suite of small tests have none.
             if measured and self.relaying:
-                self.measured = (item.nodeid, dict(measured))
+                self.measured = (item.nodeid, measured)
             elif measured:  # before pytest reads the call's stop: within its start and stop
-                self.kept.setdefault(item.nodeid, []).append((wall_clock(), dict(measured)))
+                self.kept.append((item.nodeid, wall_clock(), measured))
 
-    def put_kept(self, calls: Mapping[str, list[pytest.TestReport]]) -> None:
-        """Put the kept figures on their call reports (``calls``: each test's, its
-        subtests' left out): on the one whose start and stop hold the moment kept; a
-        call never reported (interrupted) has none."""
-        for nodeid, kept in self.kept.items():
-            reports = calls.get(nodeid, ())
-            for at, measured in kept:
-                report = next((r for r in reports if r.start <= at <= r.stop), None)
-                if report is not None:
-                    already = getattr(report, MEASURES_ATTR, None)  # a conftest's, say
-                    _put(report, {**measured, **already} if already else measured)
-        self.kept = {}
+    def take_kept(self) -> Kept:
+        """The figures kept so far, given up: the session's end folds them."""
+        kept, self.kept = self.kept, []
+        return kept
 
 
 class _CallReports:
@@ -191,9 +186,15 @@ class WholeTestDriver:
         return report
 
 
-def _put(report: pytest.TestReport, measured: dict[str, Any]) -> None:
+def _put(report: pytest.TestReport, measured: Mapping[str, Any]) -> None:
     if measured:
         setattr(report, MEASURES_ATTR, measured)
+
+
+def put_kept(report: pytest.TestReport, measured: Mapping[str, Any]) -> None:
+    """A kept call's figures on its report, under those already there (a conftest's)."""
+    already = getattr(report, MEASURES_ATTR, None)
+    _put(report, {**measured, **already} if already else measured)
 
 
 DRIVERS: dict[Span, str] = {
