@@ -345,7 +345,9 @@ class ResultsCollector:
         driver = call_driver(self.config)
         if driver is None or not driver.kept:
             return
-        calls, slow = gathered.phases[1], gathered.slow_tests()
+        calls = gathered.phases[1]
+        # The tests folded report by report (a phase missing is one more way to be).
+        slow = gathered.slow = gathered.slow_tests()
         # Where a plain report carries figures of its own (relayed from some call on,
         # or a conftest's), every kept one joins it on its report: one column source.
         straight = None if gathered.measured else gathered.kept_waits
@@ -360,9 +362,7 @@ class ResultsCollector:
                     else:
                         straight[nodeid] = figures["cpu_wait"]
                     continue
-                if nodeid not in slow:
-                    gathered.slow.add(nodeid)
-                    slow.add(nodeid)
+                slow.add(nodeid)  # report by report from here, if not already: more than a wait
                 put_kept(report, figures)
                 continue
             left.setdefault(nodeid, []).append((at, figures))
@@ -375,7 +375,7 @@ class ResultsCollector:
                 if report.start <= at <= report.stop:
                     put_kept(report, figures)
                     if not plain(figures):
-                        gathered.slow.add(report.nodeid)
+                        slow.add(report.nodeid)
 
     def _fold_gathered(self, gathered: GatheredReports) -> dict[str, int] | None:
         """Fold the session's reports as ``_fold`` would fold them in order: the tests
@@ -707,7 +707,7 @@ class GatheredReports:
     """A session's test reports, read once from the terminal's categories: each passed
     phase with nothing attached, by phase and node id, the first of its kind per test
     (``phases``); every other test report (``others``) and the tests they are of
-    (``slow``); subtests' reports apart."""
+    (``slow``, with those a kept figure sends there); subtests' reports apart."""
 
     phases: tuple[dict[str, pytest.TestReport], ...]
     others: list[pytest.TestReport] = field(default_factory=list)
