@@ -389,6 +389,53 @@ def test_a_serial_runs_waits_kept_to_the_end_go_in_the_column(
     }
 
 
+INTERRUPTED_IN_TEARDOWN = """
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+STAT = Path(os.environ["PYTEST_ACCEL_SYSROOT"], "proc", "thread-self", "schedstat")
+
+
+@pytest.fixture
+def interrupting():
+    yield
+    raise KeyboardInterrupt  # Ctrl-C as the test is torn down: no teardown report
+
+
+def test_first():
+    pass
+
+
+def test_interrupted(interrupting):
+    STAT.write_text("0 300000000 200")  # 0.3 s, kept in the process till the end
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.processes
+def test_the_wait_of_a_call_whose_teardown_was_interrupted_is_kept(
+    pytester: pytest.Pytester, sleeper: Path
+) -> None:
+    """Ctrl-C in a test's teardown leaves its call report with no teardown beside it:
+    the test is folded report by report, and the wait kept for its call is its own."""
+    pytester.makepyfile(test_stop=INTERRUPTED_IN_TEARDOWN)
+    sleeper.write_text("0 0 0")
+    # In a process of its own, where no jax is imported: the CPU wait is the only meter.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--perf-record=r.json", "test_stop.py"
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    waits = dict(zip(tests["id"], tests["cpu_wait"], strict=True))
+    assert waits == {
+        "test_stop.py::test_first": 0.0,
+        "test_stop.py::test_interrupted": pytest.approx(0.3),
+    }
+
+
 GIVEN_WAIT = """
 import pytest
 

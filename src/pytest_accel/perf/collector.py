@@ -345,9 +345,8 @@ class ResultsCollector:
         driver = call_driver(self.config)
         if driver is None or not driver.kept:
             return
-        calls = gathered.phases[1]
-        # The tests folded report by report (a phase missing is one more way to be).
-        slow = gathered.slow = gathered.slow_tests()
+        setups, calls, teardowns = gathered.phases
+        slow = gathered.slow
         # Where a plain report carries figures of its own (relayed from some call on,
         # or a conftest's), every kept one joins it on its report: one column source.
         straight = None if gathered.measured else gathered.kept_waits
@@ -356,13 +355,19 @@ class ResultsCollector:
         for nodeid, at, figures in driver.take_kept():
             report = calls.get(nodeid)
             if report is not None and report.start <= at <= report.stop:
-                if plain(figures) and nodeid not in slow:
+                # Folded from the dicts (``slow_tests``): its three phases there, alone.
+                if (
+                    plain(figures)
+                    and nodeid in setups
+                    and nodeid in teardowns
+                    and nodeid not in slow
+                ):
                     if straight is None:
                         put_kept(report, figures)
                     else:
                         straight[nodeid] = figures["cpu_wait"]
                     continue
-                slow.add(nodeid)  # report by report from here, if not already: more than a wait
+                slow.add(nodeid)  # folded report by report, as it would be with its figures
                 put_kept(report, figures)
                 continue
             left.setdefault(nodeid, []).append((at, figures))
@@ -707,7 +712,7 @@ class GatheredReports:
     """A session's test reports, read once from the terminal's categories: each passed
     phase with nothing attached, by phase and node id, the first of its kind per test
     (``phases``); every other test report (``others``) and the tests they are of
-    (``slow``, with those a kept figure sends there); subtests' reports apart."""
+    (``slow``); subtests' reports apart."""
 
     phases: tuple[dict[str, pytest.TestReport], ...]
     others: list[pytest.TestReport] = field(default_factory=list)
