@@ -117,11 +117,8 @@ class RunQueueClock:
         return clock
 
     def read(self) -> Reading:
-        return parse(self.read_raw())
-
-    def read_raw(self) -> bytes:
-        """The file as it reads now, parsed only where it is used (``parse``)."""
-        return os.pread(self.fd, 128, 0)
+        # A call's meter reads the file raw (``os.pread``) and parses only what it needs.
+        return parse(os.pread(self.fd, 128, 0))
 
     def close(self) -> None:
         if self.fd >= 0:
